@@ -1,0 +1,60 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Layers, bottom to top (dependencies point down only):
+//   CSQLite, COpenSSL          system libraries from Debian (libsqlite3-dev, libssl-dev)
+//   KeychainCrypto             AES-256-GCM, HMAC, PBKDF2, randomness, zeroed key buffers
+//   KeychainStorage            SQLite: connections, cached statements, the item schema
+//   KeychainKeybag             device root, class keys, passcode, lock state
+//   KeychainEngine             item semantics: queries, encryption at rest, access groups
+//   Security                   Apple's SecItem API over the engine
+//   LocalAuthentication        LAContext; re-exports Security
+let package = Package(
+    name: "swift-keychain",
+    products: [
+        .library(name: "Security", targets: ["Security"]),
+        .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
+        .library(name: "KeychainEngine", targets: ["KeychainEngine"]),
+        .executable(name: "keychain-bench", targets: ["keychain-bench"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(name: "KeychainCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "KeychainStorage", dependencies: ["CSQLite"]),
+        .target(name: "KeychainKeybag", dependencies: ["KeychainCrypto"]),
+        .target(
+            name: "KeychainEngine",
+            dependencies: ["KeychainCrypto", "KeychainStorage", "KeychainKeybag"]
+        ),
+        .target(name: "Security", dependencies: ["KeychainEngine"]),
+        .target(name: "LocalAuthentication", dependencies: ["Security"]),
+        .executableTarget(
+            name: "keychain-bench",
+            dependencies: ["KeychainEngine", "KeychainCrypto", "KeychainStorage", "Security"]
+        ),
+        .executableTarget(
+            name: "keychain-test-helper",
+            dependencies: ["Security", "KeychainEngine"]
+        ),
+        .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
+        .testTarget(name: "KeychainKeybagTests", dependencies: ["KeychainKeybag", "KeychainCrypto"]),
+        .testTarget(
+            name: "KeychainEngineTests",
+            dependencies: ["KeychainEngine", "KeychainStorage", "KeychainCrypto", "keychain-test-helper"]
+        ),
+        .testTarget(
+            name: "SecurityTests",
+            dependencies: ["Security", "LocalAuthentication", "KeychainEngine", "keychain-test-helper"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

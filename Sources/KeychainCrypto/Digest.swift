@@ -1,0 +1,38 @@
+import COpenSSL
+import Foundation
+
+/// Plain message digests. The keychain never stores one of these of a secret or an attribute value;
+/// SHA-256 serves key derivation, SHA-1 the `sha1` attribute that Apple's API returns.
+public enum Digest {
+    nonisolated(unsafe) private static let sha256Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+    nonisolated(unsafe) private static let sha1Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA1", nil)
+
+    public static func sha256(_ bytes: UnsafeRawBufferPointer) throws -> [UInt8] {
+        try digest(bytes, algorithm: sha256Algorithm, size: 32)
+    }
+
+    public static func sha256(_ data: Data) throws -> Data {
+        Data(try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws in try sha256(bytes) })
+    }
+
+    public static func sha1(_ data: Data) throws -> Data {
+        Data(
+            try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws in
+                try digest(bytes, algorithm: sha1Algorithm, size: 20)
+            })
+    }
+
+    private static func digest(_ bytes: UnsafeRawBufferPointer, algorithm: OpaquePointer?, size: Int)
+        throws -> [UInt8]
+    {
+        var output = [UInt8](repeating: 0, count: size)
+        var length: UInt32 = 0
+        let empty: UInt8 = 0
+        let ok = withUnsafePointer(to: empty) { emptyPointer in
+            EVP_Digest(
+                bytes.baseAddress ?? UnsafeRawPointer(emptyPointer), bytes.count, &output, &length, algorithm, nil)
+        }
+        guard ok == 1 else { throw CryptoError.libraryFailure("EVP_Digest") }
+        return output
+    }
+}

@@ -1,0 +1,427 @@
+import Foundation
+import KeychainCrypto
+import Synchronization
+
+/// The lock state of a keychain, as an app sees it.
+public enum LockState: String, Sendable, Equatable {
+    /// No passcode: every class is available at all times (`whenPasscodeSet` does not exist).
+    case noPasscode
+    /// Passcode set, not unlocked since this process started: only class D is available.
+    case beforeFirstUnlock
+    /// Passcode set and unlocked: every class is available.
+    case unlocked
+    /// Passcode set, unlocked once and locked again: classes C and D are available.
+    case locked
+}
+
+/// A snapshot of the keybag for display (`security show-keychain-info`) and for decisions.
+public struct KeybagStatus: Sendable, Equatable {
+    public var lockState: LockState
+    public var passcodeSet: Bool { lockState != .noPasscode }
+    public var failedAttempts: Int
+    /// When the next passcode attempt is allowed, if it is not allowed now.
+    public var nextAttemptAllowed: Date?
+    public var wipeAfterFailures: Bool
+}
+
+/// The keybag: class keys, passcode, lock state.
+///
+/// Class keys live in memory only while their class is available; locking drops the class-A keys,
+/// restarting drops A and C. The file is shared by every process using the keychain directory: changes
+/// are read-modify-write cycles under an exclusive file lock, and each operation notices a file that
+/// another process replaced. The lock state itself belongs to the process (as an unlock of the
+/// embedded keychain lasts for that process); the daemon will hold one for everyone.
+public final class Keybag: Sendable {
+    public let path: String
+    private let lockPath: String
+    private let root: any DeviceRoot
+    private let clock: any Clock
+    private let fixedIterations: Int?
+    private let state: Mutex<State>
+
+    private struct State {
+        var file: KeybagFile
+        var identity: FileIdentity?
+        var keys: [ProtectionClass: SecureBytes]
+        var indexKey: SecureBytes
+        /// A passcode-protected class has been unwrapped since start.
+        var unlockedOnce: Bool
+        var locked: Bool
+    }
+
+    /// Opens the keybag at `directory/keybag`, creating a new one (no passcode) if none exists.
+    ///
+    /// - Parameter passcodeIterations: a fixed PBKDF2 cost for tests; nil calibrates it to about 90 ms
+    ///   on this machine when a passcode is set.
+    public init(
+        directory: String, root: any DeviceRoot, clock: any Clock = SystemClock(), passcodeIterations: Int? = nil
+    ) throws {
+        path = (directory as NSString).appendingPathComponent("keybag")
+        lockPath = path + ".lock"
+        self.root = root
+        self.clock = clock
+        fixedIterations = passcodeIterations
+        let (path, root) = (path, root)
+        let loaded = try SecureFiles.withExclusiveLock(lockPath) { () throws -> (KeybagFile, FileIdentity?) in
+            if let contents = try SecureFiles.read(path) {
+                return (try KeybagFile.decode(contents, root: root), SecureFiles.identity(of: path))
+            }
+            let file = try Keybag.makeFile(root: root)
+            try SecureFiles.writeAtomically(try file.encoded(root: root), to: path)
+            return (file, SecureFiles.identity(of: path))
+        }
+        let file = loaded.0
+        let indexKey = try root.unwrap(file.indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
+            keys[protectionClass] = try Keybag.unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
+        }
+        state = Mutex(
+            State(file: file, identity: loaded.1, keys: keys, indexKey: indexKey, unlockedOnce: false, locked: false))
+    }
+
+    // MARK: Keys
+
+    /// The key of searchable digests; available in every state.
+    public var indexKey: SecureBytes { state.withLock { $0.indexKey } }
+
+    /// The class key, or why it is not available now.
+    public func classKey(for protectionClass: ProtectionClass) throws -> SecureBytes {
+        try refreshIfChanged()
+        return try state.withLock { state in
+            if let key = state.keys[protectionClass] { return key }
+            if state.file.classKeys[protectionClass] == nil { throw KeybagError.classUnavailable(protectionClass) }
+            throw KeybagError.locked(protectionClass)
+        }
+    }
+
+    /// Whether the class key is in memory now, without reading the file.
+    public func isAvailable(_ protectionClass: ProtectionClass) -> Bool {
+        state.withLock { $0.keys[protectionClass] != nil }
+    }
+
+    public var status: KeybagStatus {
+        (try? refreshIfChanged()) ?? ()
+        let now = clock.now()
+        return state.withLock { state in
+            let next = Keybag.nextAttempt(after: state.file)
+            return KeybagStatus(
+                lockState: Keybag.lockState(state), failedAttempts: Int(state.file.failedAttempts),
+                nextAttemptAllowed: next.flatMap { $0 > now ? $0 : nil },
+                wipeAfterFailures: state.file.wipeAfterFailures)
+        }
+    }
+
+    // MARK: Lock state
+
+    /// Unlocks with the passcode. Wrong passcodes count towards the escalating delays, across restarts
+    /// and processes; the tenth in a row erases the keychain when that option is on (`KeybagError.wiped`).
+    public func unlock(passcode: String) throws {
+        try verifyingPasscode(passcode) { file, passcodeKey in
+            try self.state.withLock { state in
+                for (protectionClass, wrapped) in file.classKeys where wrapped.passcodeProtected {
+                    state.keys[protectionClass] = try Keybag.unwrapWithPasscode(
+                        wrapped, protectionClass, file: file, passcodeKey: passcodeKey)
+                }
+                state.unlockedOnce = true
+                state.locked = false
+            }
+        }
+    }
+
+    /// Locks: class-A keys leave memory. Without a passcode there is nothing to lock.
+    public func lock() {
+        state.withLock { state in
+            guard state.file.passcode != nil else { return }
+            for protectionClass in ProtectionClass.allCases where protectionClass.tier == .whenUnlocked {
+                state.keys[protectionClass] = nil
+            }
+            if state.unlockedOnce { state.locked = true }
+        }
+    }
+
+    /// Forgets every passcode-protected key, as a reboot does: back to "before first unlock".
+    public func restart() {
+        state.withLock { state in
+            guard state.file.passcode != nil else { return }
+            for (protectionClass, wrapped) in state.file.classKeys where wrapped.passcodeProtected {
+                state.keys[protectionClass] = nil
+            }
+            state.unlockedOnce = false
+            state.locked = false
+        }
+    }
+
+    // MARK: Passcode
+
+    /// Sets a passcode (none set: `current` must be nil) or changes it (`current` is the old one).
+    /// Setting one creates the `whenPasscodeSetThisDeviceOnly` class key; the process stays unlocked.
+    public func setPasscode(_ newPasscode: String, current: String?) throws {
+        guard !newPasscode.isEmpty else { throw KeybagError.emptyPasscode }
+        let iterations = fixedIterations ?? Keybag.calibratedIterations()
+        let hasPasscode = state.withLock { $0.file.passcode != nil }
+        if hasPasscode {
+            guard let current, !current.isEmpty else { throw KeybagError.passcodeRequired }
+            try verifyingPasscode(current) { file, passcodeKey in
+                try self.rewrap(
+                    file: file, currentPasscodeKey: passcodeKey, newPasscode: newPasscode, iterations: iterations)
+            }
+        } else {
+            try SecureFiles.withExclusiveLock(lockPath) {
+                let file = try self.reloadLocked()
+                guard file.passcode == nil else { throw KeybagError.passcodeRequired }
+                try self.rewrap(file: file, currentPasscodeKey: nil, newPasscode: newPasscode, iterations: iterations)
+            }
+        }
+    }
+
+    /// Removes the passcode after checking it. The `whenPasscodeSetThisDeviceOnly` class key is
+    /// destroyed, so those items can never be decrypted again; the caller deletes their rows.
+    public func removePasscode(current: String) throws {
+        try verifyingPasscode(current) { file, passcodeKey in
+            try self.rewrap(file: file, currentPasscodeKey: passcodeKey, newPasscode: nil, iterations: 0)
+        }
+    }
+
+    /// Turns the erase after ten failed attempts on or off (needs the passcode when one is set).
+    public func setWipeAfterFailures(_ enabled: Bool, passcode: String?) throws {
+        let change: (KeybagFile) throws -> Void = { file in
+            var file = file
+            file.wipeAfterFailures = enabled
+            try self.store(file)
+        }
+        if state.withLock({ $0.file.passcode != nil }) {
+            guard let passcode else { throw KeybagError.passcodeRequired }
+            try verifyingPasscode(passcode) { file, _ in try change(file) }
+        } else {
+            try SecureFiles.withExclusiveLock(lockPath) { try change(try self.reloadLocked()) }
+        }
+    }
+
+    // MARK: Internals
+
+    /// Checks `passcode` under the file lock, applying the delays and counting failures; on success runs
+    /// `body` with the current file and the passcode key.
+    private func verifyingPasscode(
+        _ passcode: String, _ body: (KeybagFile, SecureBytes) throws -> Void
+    ) throws {
+        try SecureFiles.withExclusiveLock(lockPath) {
+            var file = try reloadLocked()
+            guard let parameters = file.passcode else { throw KeybagError.noPasscodeSet }
+            let now = clock.now()
+            if let next = Keybag.nextAttempt(after: file), next > now {
+                throw KeybagError.attemptsThrottled(retryAt: next)
+            }
+            let passcodeKey = try derivePasscodeKey(passcode, parameters)
+            let probeClass = ProtectionClass.whenUnlocked
+            guard let probe = file.classKeys[probeClass] else { throw KeybagError.corrupt("keybag lacks class A") }
+            do {
+                _ = try Keybag.unwrapWithPasscode(probe, probeClass, file: file, passcodeKey: passcodeKey)
+            } catch KeybagError.wrongPasscode {
+                file.failedAttempts += 1
+                file.lastFailure = now.timeIntervalSince1970
+                if file.wipeAfterFailures, file.failedAttempts >= PasscodePolicy.failuresBeforeWipe {
+                    try store(Keybag.makeFile(root: root))
+                    throw KeybagError.wiped
+                }
+                try store(file)
+                throw KeybagError.wrongPasscode(failedAttempts: Int(file.failedAttempts))
+            }
+            if file.failedAttempts != 0 {
+                file.failedAttempts = 0
+                file.lastFailure = 0
+                try store(file)
+            }
+            return try body(file, passcodeKey)
+        }
+    }
+
+    /// Re-wraps every class key for a new passcode (or none), keeping the keys themselves, so no item
+    /// needs re-encrypting. Must hold the file lock, with every class key unwrappable.
+    private func rewrap(
+        file: KeybagFile, currentPasscodeKey: SecureBytes?, newPasscode: String?, iterations: Int
+    ) throws {
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for (protectionClass, wrapped) in file.classKeys {
+            if wrapped.passcodeProtected {
+                guard let currentPasscodeKey else { throw KeybagError.passcodeRequired }
+                keys[protectionClass] = try Keybag.unwrapWithPasscode(
+                    wrapped, protectionClass, file: file, passcodeKey: currentPasscodeKey)
+            } else {
+                keys[protectionClass] = try Keybag.unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
+            }
+        }
+        var updated = file
+        updated.classKeys = [:]
+        if let newPasscode {
+            let parameters = KeybagFile.PasscodeParameters(salt: try Random.bytes(16), iterations: UInt32(iterations))
+            updated.passcode = parameters
+            if keys[.whenPasscodeSetThisDeviceOnly] == nil {
+                keys[.whenPasscodeSetThisDeviceOnly] = try SecureBytes(randomCount: AESGCM.keySize)
+            }
+            let passcodeKey = try derivePasscodeKey(newPasscode, parameters)
+            for (protectionClass, key) in keys {
+                updated.classKeys[protectionClass] = try Keybag.wrap(
+                    key, protectionClass, passcodeKey: protectionClass.isPasscodeProtected ? passcodeKey : nil,
+                    file: updated, root: root)
+            }
+        } else {
+            updated.passcode = nil
+            keys[.whenPasscodeSetThisDeviceOnly] = nil
+            for (protectionClass, key) in keys {
+                updated.classKeys[protectionClass] = try Keybag.wrap(
+                    key, protectionClass, passcodeKey: nil, file: updated, root: root)
+            }
+        }
+        updated.failedAttempts = 0
+        updated.lastFailure = 0
+        try store(updated)
+        state.withLock { state in
+            state.keys = keys
+            state.unlockedOnce = newPasscode != nil
+            state.locked = false
+        }
+    }
+
+    /// Re-reads the file if another process replaced it. A keybag with a new identifier (erased and
+    /// recreated) invalidates every key held; otherwise keys stay valid, because re-wrapping for a
+    /// passcode change never changes the class keys themselves.
+    public func refreshIfChanged() throws {
+        let identity = SecureFiles.identity(of: path)
+        guard identity != state.withLock({ $0.identity }) else { return }
+        _ = try SecureFiles.withExclusiveLock(lockPath) { try reloadLocked() }
+    }
+
+    /// Reads the file into memory; the caller holds the file lock.
+    private func reloadLocked() throws -> KeybagFile {
+        guard let contents = try SecureFiles.read(path) else {
+            throw KeybagError.io("keybag \(path) has disappeared")
+        }
+        let file = try KeybagFile.decode(contents, root: root)
+        let identity = SecureFiles.identity(of: path)
+        let indexKey = try root.unwrap(file.indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
+        var rootKeys: [ProtectionClass: SecureBytes] = [:]
+        for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
+            rootKeys[protectionClass] = try Keybag.unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
+        }
+        state.withLock { state in
+            if state.file.identifier != file.identifier {
+                state.keys = [:]
+                state.unlockedOnce = false
+                state.locked = false
+            }
+            for protectionClass in ProtectionClass.allCases where file.classKeys[protectionClass] == nil {
+                state.keys[protectionClass] = nil
+            }
+            state.keys.merge(rootKeys) { _, fresh in fresh }
+            state.file = file
+            state.identity = identity
+            state.indexKey = indexKey
+        }
+        return file
+    }
+
+    /// Writes the file; the caller holds the file lock.
+    private func store(_ file: KeybagFile) throws {
+        try SecureFiles.writeAtomically(try file.encoded(root: root), to: path)
+        let identity = SecureFiles.identity(of: path)
+        let newBag = state.withLock { $0.file.identifier != file.identifier }
+        if newBag {
+            // Erased: nothing held is valid any more; load the new root-wrapped keys.
+            let indexKey = try root.unwrap(file.indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
+            var keys: [ProtectionClass: SecureBytes] = [:]
+            for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
+                keys[protectionClass] = try Keybag.unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
+            }
+            state.withLock { state in
+                state = State(
+                    file: file, identity: identity, keys: keys, indexKey: indexKey, unlockedOnce: false, locked: false)
+            }
+        } else {
+            state.withLock { state in
+                state.file = file
+                state.identity = identity
+            }
+        }
+    }
+
+    private func derivePasscodeKey(_ passcode: String, _ parameters: KeybagFile.PasscodeParameters) throws
+        -> SecureBytes
+    {
+        let stretched = try KeyDerivation.pbkdf2(
+            password: SecureBytes(copying: Array(passcode.utf8)), salt: parameters.salt,
+            iterations: Int(parameters.iterations))
+        return try root.entangle(stretched)
+    }
+
+    private static func lockState(_ state: State) -> LockState {
+        guard state.file.passcode != nil else { return .noPasscode }
+        if state.keys[.whenUnlocked] != nil { return .unlocked }
+        return state.unlockedOnce ? .locked : .beforeFirstUnlock
+    }
+
+    private static func nextAttempt(after file: KeybagFile) -> Date? {
+        let delay = PasscodePolicy.delay(afterFailures: Int(file.failedAttempts))
+        guard delay > 0 else { return nil }
+        return Date(timeIntervalSince1970: file.lastFailure + delay)
+    }
+
+    /// A fresh keybag: new random class keys (none for the passcode-only class), no passcode.
+    static func makeFile(root: any DeviceRoot) throws -> KeybagFile {
+        var file = KeybagFile(
+            identifier: try Random.bytes(16), deviceIdentifier: root.deviceIdentifier, passcode: nil,
+            failedAttempts: 0, lastFailure: 0, wipeAfterFailures: false, classKeys: [:], indexKey: Data())
+        for protectionClass in ProtectionClass.allCases where !protectionClass.requiresPasscode {
+            let key = try SecureBytes(randomCount: AESGCM.keySize)
+            file.classKeys[protectionClass] = try wrap(key, protectionClass, passcodeKey: nil, file: file, root: root)
+        }
+        file.indexKey = try root.wrap(
+            SecureBytes(randomCount: 32), context: KeybagFile.indexKeyContext(keybag: file.identifier))
+        return file
+    }
+
+    private static func wrap(
+        _ key: SecureBytes, _ protectionClass: ProtectionClass, passcodeKey: SecureBytes?, file: KeybagFile,
+        root: any DeviceRoot
+    ) throws -> KeybagFile.WrappedClassKey {
+        let context = KeybagFile.context(
+            keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: passcodeKey != nil)
+        if let passcodeKey {
+            return .init(passcodeProtected: true, blob: try AESGCM.seal(key, key: passcodeKey, authenticating: context))
+        }
+        return .init(passcodeProtected: false, blob: try root.wrap(key, context: context))
+    }
+
+    private static func unwrapWithRoot(
+        _ wrapped: KeybagFile.WrappedClassKey, _ protectionClass: ProtectionClass, file: KeybagFile,
+        root: any DeviceRoot
+    ) throws -> SecureBytes {
+        let context = KeybagFile.context(
+            keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: false)
+        return try root.unwrap(wrapped.blob, context: context)
+    }
+
+    private static func unwrapWithPasscode(
+        _ wrapped: KeybagFile.WrappedClassKey, _ protectionClass: ProtectionClass, file: KeybagFile,
+        passcodeKey: SecureBytes
+    ) throws -> SecureBytes {
+        let context = KeybagFile.context(
+            keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: true)
+        do {
+            return try AESGCM.openSecure(wrapped.blob, key: passcodeKey, authenticating: context)
+        } catch CryptoError.authenticationFailed {
+            throw KeybagError.wrongPasscode(failedAttempts: 0)
+        }
+    }
+
+    /// PBKDF2 iterations that take about 90 ms here: the cost of one passcode guess.
+    public static func calibratedIterations(target: TimeInterval = 0.09) -> Int {
+        let probe = 20_000
+        let start = DispatchTime.now().uptimeNanoseconds
+        _ = try? KeyDerivation.pbkdf2(
+            password: SecureBytes(copying: Array("calibrate".utf8)), salt: Data(count: 16), iterations: probe)
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        guard elapsed > 0 else { return 1_000_000 }
+        return max(50_000, Int(Double(probe) * target / elapsed))
+    }
+}

@@ -1,0 +1,27 @@
+import Foundation
+
+/// Why the keybag refused. The engine maps these to Apple's status codes.
+public enum KeybagError: Error, Equatable, Sendable {
+    /// The class key is not in memory: locked, or before the first unlock since start.
+    case locked(ProtectionClass)
+    /// The class does not exist now: `whenPasscodeSetThisDeviceOnly` without a passcode.
+    case classUnavailable(ProtectionClass)
+    /// The passcode is wrong; `failedAttempts` counts consecutive failures.
+    case wrongPasscode(failedAttempts: Int)
+    /// Too many failures: the next attempt is allowed at `retryAt`.
+    case attemptsThrottled(retryAt: Date)
+    /// The operation needs the current passcode and none (or an empty one) was given.
+    case passcodeRequired
+    /// A passcode must not be empty; removing one is its own operation.
+    case emptyPasscode
+    /// No passcode is set, so there is nothing to change or remove.
+    case noPasscodeSet
+    /// The keybag, or a key in it, was not made with this device's root (a copied or restored keybag).
+    case foreignDevice(String)
+    /// The keybag file is damaged.
+    case corrupt(String)
+    /// The keybag or root file could not be read or written.
+    case io(String)
+    /// The tenth failed attempt erased the keychain (only when that option is on).
+    case wiped
+}

@@ -1,0 +1,76 @@
+import Foundation
+import KeychainCrypto
+
+/// The default device root: 32 random bytes in a 0600 file.
+///
+/// It gives the ThisDeviceOnly guarantee against copies of the keychain directory made without the
+/// root file (the root file can live elsewhere, see `KEYCHAIN_DEVICE_ROOT`), but not against someone
+/// who can read the root file: that is what the TPM backend is for.
+public final class SoftwareDeviceRoot: DeviceRoot {
+    public let deviceIdentifier: Data
+    private let wrappingKey: SecureBytes
+    private let entanglingKey: HMACKey
+    private let authenticationKey: HMACKey
+
+    private static let magic = Data("SKDR".utf8)
+    private static let formatVersion: UInt8 = 1
+
+    /// Loads the root at `path`, creating it first if it does not exist and `create` is true.
+    public static func load(path: String, create: Bool) throws -> SoftwareDeviceRoot {
+        let lockPath = path + ".lock"
+        return try SecureFiles.withExclusiveLock(lockPath) {
+            if let contents = try SecureFiles.read(path) {
+                return try SoftwareDeviceRoot(fileContents: contents, path: path)
+            }
+            guard create else { throw KeybagError.io("device root \(path) does not exist") }
+            var writer = ByteWriter()
+            writer.writeRaw(magic)
+            writer.write(formatVersion)
+            writer.writeRaw(try Random.bytes(16))
+            let secret = try SecureBytes(randomCount: 32)
+            secret.withUnsafeBytes { writer.writeRaw(Data($0)) }
+            var contents = writer.data
+            defer { contents.resetBytes(in: 0..<contents.count) }
+            try SecureFiles.writeAtomically(contents, to: path)
+            return try SoftwareDeviceRoot(fileContents: contents, path: path)
+        }
+    }
+
+    private init(fileContents: Data, path: String) throws {
+        var reader = ByteReader(fileContents)
+        guard (try? reader.readRaw(4)) == Self.magic, (try? reader.read() as UInt8) == Self.formatVersion,
+            let identifier = try? reader.readRaw(16), var secretBytes = try? reader.readRaw(32), reader.isAtEnd
+        else {
+            throw KeybagError.corrupt("device root \(path) is not a valid root key file")
+        }
+        defer { secretBytes.resetBytes(in: 0..<secretBytes.count) }
+        let root = SecureBytes(copying: secretBytes)
+        deviceIdentifier = identifier
+        wrappingKey = try KeyDerivation.hkdf(key: root, info: "swift-keychain root wrap v1")
+        entanglingKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root entangle v1"))
+        authenticationKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root mac v1"))
+    }
+
+    public func wrap(_ key: SecureBytes, context: Data) throws -> Data {
+        try AESGCM.seal(key, key: wrappingKey, authenticating: deviceIdentifier + context)
+    }
+
+    public func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes {
+        do {
+            return try AESGCM.openSecure(wrapped, key: wrappingKey, authenticating: deviceIdentifier + context)
+        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
+            throw KeybagError.foreignDevice("a key was not wrapped by this device's root")
+        }
+    }
+
+    public func entangle(_ passcodeKey: SecureBytes) throws -> SecureBytes {
+        let mixed = try passcodeKey.withUnsafeBytes { try entanglingKey.authenticationCode([$0]) }
+        var copy = mixed
+        defer { copy.resetBytes(in: 0..<copy.count) }
+        return SecureBytes(copying: copy)
+    }
+
+    public func authenticate(_ data: Data) throws -> Data {
+        try authenticationKey.authenticationCode(data)
+    }
+}

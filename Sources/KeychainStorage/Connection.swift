@@ -1,0 +1,91 @@
+import CSQLite
+import Foundation
+
+/// One SQLite connection with its cache of prepared statements.
+///
+/// A connection is used by one thread at a time (the `ConnectionPool` hands it out), so it is opened
+/// without SQLite's own mutex. All SQL it runs is static text from this module.
+public final class Connection {
+    private let handle: OpaquePointer
+    private var statements: [String: Statement] = [:]
+    public let path: String
+
+    /// Opens (creating if asked) the database at `path` in WAL mode with full fsync on commit,
+    /// so a transaction that returned is on disk.
+    public init(path: String, create: Bool, busyTimeoutMilliseconds: Int32 = 10_000) throws(StorageError) {
+        var handle: OpaquePointer?
+        var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
+        if create { flags |= SQLITE_OPEN_CREATE }
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let error = StorageError(code: code, connection: handle)
+            sqlite3_close_v2(handle)
+            throw error
+        }
+        self.handle = handle
+        self.path = path
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
+        // journal_mode answers with a row; the others do not.
+        try execute("PRAGMA journal_mode = WAL")
+        try execute("PRAGMA synchronous = FULL")
+        try execute("PRAGMA foreign_keys = ON")
+        try execute("PRAGMA secure_delete = ON")
+    }
+
+    deinit {
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs static SQL that binds nothing, draining any rows it yields.
+    public func execute(_ sql: String) throws(StorageError) {
+        let statement = try self.statement(sql)
+        while try statement.step() {}
+    }
+
+    /// The cached statement for `sql`, reset and ready for binding.
+    public func statement(_ sql: String) throws(StorageError) -> Statement {
+        if let cached = statements[sql] {
+            cached.reset()
+            return cached
+        }
+        let statement = try Statement(connection: handle, sql: sql)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    public var changes: Int { Int(sqlite3_changes64(handle)) }
+
+    public var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// Runs `body` in a write transaction taken at once (BEGIN IMMEDIATE), so two writers never both hold
+    /// a read snapshot they then try to upgrade. Commits when `body` returns, rolls back when it throws.
+    public func writeTransaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Runs `body` inside a read transaction, so every statement in it sees one snapshot.
+    public func readTransaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN DEFERRED")
+        defer { try? execute("COMMIT") }
+        return try body()
+    }
+
+    /// Result of `PRAGMA integrity_check`: "ok" or the problems found.
+    public func integrityCheck() throws(StorageError) -> [String] {
+        let statement = try self.statement("PRAGMA integrity_check")
+        var lines: [String] = []
+        while try statement.step() { lines.append(statement.text(at: 0) ?? "") }
+        return lines
+    }
+}

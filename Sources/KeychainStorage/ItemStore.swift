@@ -1,0 +1,184 @@
+import Foundation
+
+/// The item table's operations over one connection. Callers own the transaction around them.
+public struct ItemStore {
+    public let connection: Connection
+
+    public init(connection: Connection) { self.connection = connection }
+
+    private static let columns =
+        "rowid, persistref, class, keyclass, agrp, sync, tomb, pk, lookup, metadata, secret"
+
+    /// Creates the tables on a new database, and refuses a database written by a newer version.
+    public func prepareSchema() throws {
+        try connection.writeTransaction {
+            for sql in Schema.statements { try connection.execute(sql) }
+            let select = try connection.statement("SELECT value FROM keychain_info WHERE name = 'schema'")
+            if try select.step() {
+                let found = select.int64(at: 0)
+                guard found <= Schema.version else {
+                    throw StorageError(
+                        kind: .other, code: 0,
+                        message: "database schema \(found) is newer than this build supports (\(Schema.version))")
+                }
+            } else {
+                let insert = try connection.statement("INSERT INTO keychain_info(name, value) VALUES ('schema', ?)")
+                try insert.bind(Schema.version, at: 1)
+                _ = try insert.step()
+            }
+        }
+    }
+
+    /// Inserts a row and its index entries; a duplicate primary key throws a `.constraint` error.
+    @discardableResult
+    public func insert(_ item: StoredItem) throws(StorageError) -> Int64 {
+        let statement = try connection.statement(
+            """
+            INSERT INTO items(persistref, class, keyclass, agrp, sync, tomb, pk, lookup, metadata, secret)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        try bindRow(item, to: statement, from: 1)
+        _ = try statement.step()
+        let rowID = connection.lastInsertedRowID
+        try insertIndex(item.indexDigests, rowID: rowID)
+        return rowID
+    }
+
+    /// Rewrites a row in place (same rowid) with new contents and index entries.
+    public func replace(rowID: Int64, with item: StoredItem) throws(StorageError) {
+        let statement = try connection.statement(
+            """
+            UPDATE items SET persistref = ?, class = ?, keyclass = ?, agrp = ?, sync = ?, tomb = ?, pk = ?,
+            lookup = ?, metadata = ?, secret = ? WHERE rowid = ?
+            """)
+        try bindRow(item, to: statement, from: 1)
+        try statement.bind(rowID, at: 11)
+        _ = try statement.step()
+        let clear = try connection.statement("DELETE FROM attribute_index WHERE item = ?")
+        try clear.bind(rowID, at: 1)
+        _ = try clear.step()
+        try insertIndex(item.indexDigests, rowID: rowID)
+    }
+
+    public func delete(rowID: Int64) throws(StorageError) {
+        let statement = try connection.statement("DELETE FROM items WHERE rowid = ?")
+        try statement.bind(rowID, at: 1)
+        _ = try statement.step()
+    }
+
+    /// Deletes every item (the wipe after too many failed passcode attempts).
+    public func deleteAll() throws(StorageError) {
+        try connection.execute("DELETE FROM items")
+        try connection.execute("DELETE FROM attribute_index")
+    }
+
+    public func item(rowID: Int64) throws(StorageError) -> StoredItem? {
+        let statement = try connection.statement("SELECT \(Self.columns) FROM items WHERE rowid = ?")
+        try statement.bind(rowID, at: 1)
+        return try statement.step() ? readRow(statement) : nil
+    }
+
+    public func item(persistentID: Data) throws(StorageError) -> StoredItem? {
+        let statement = try connection.statement("SELECT \(Self.columns) FROM items WHERE persistref = ?")
+        try statement.bind(persistentID, at: 1)
+        return try statement.step() ? readRow(statement) : nil
+    }
+
+    public func item(primaryKeyDigest: Data) throws(StorageError) -> StoredItem? {
+        let statement = try connection.statement("SELECT \(Self.columns) FROM items WHERE pk = ?")
+        try statement.bind(primaryKeyDigest, at: 1)
+        return try statement.step() ? readRow(statement) : nil
+    }
+
+    /// Rows whose lookup digest is `digest`, in rowid order.
+    public func items(lookupDigest: Data) throws(StorageError) -> [StoredItem] {
+        let statement = try connection.statement(
+            "SELECT \(Self.columns) FROM items WHERE lookup = ? ORDER BY rowid")
+        try statement.bind(lookupDigest, at: 1)
+        var rows: [StoredItem] = []
+        while try statement.step() { rows.append(readRow(statement)) }
+        return rows
+    }
+
+    /// Row ids carrying index entry `digest`, in rowid order, at most `limit` of them.
+    public func rowIDs(indexDigest: Data, limit: Int = Int.max) throws(StorageError) -> [Int64] {
+        let statement = try connection.statement(
+            "SELECT item FROM attribute_index WHERE digest = ? ORDER BY item LIMIT ?")
+        try statement.bind(indexDigest, at: 1)
+        try statement.bind(Int64(clamping: limit), at: 2)
+        var rows: [Int64] = []
+        while try statement.step() { rows.append(statement.int64(at: 0)) }
+        return rows
+    }
+
+    public func hasIndexEntry(_ digest: Data, rowID: Int64) throws(StorageError) -> Bool {
+        let statement = try connection.statement("SELECT 1 FROM attribute_index WHERE digest = ? AND item = ?")
+        try statement.bind(digest, at: 1)
+        try statement.bind(rowID, at: 2)
+        return try statement.step()
+    }
+
+    /// Row ids of one item class, live items or tombstones, in rowid order.
+    public func rowIDs(itemClass: Int, tombstone: Bool) throws(StorageError) -> [Int64] {
+        let statement = try connection.statement(
+            "SELECT rowid FROM items WHERE class = ? AND tomb = ? ORDER BY rowid")
+        try statement.bind(Int64(itemClass), at: 1)
+        try statement.bind(tombstone ? 1 : 0, at: 2)
+        var rows: [Int64] = []
+        while try statement.step() { rows.append(statement.int64(at: 0)) }
+        return rows
+    }
+
+    /// Deletes every row of a protection class (used when that class's key is destroyed).
+    @discardableResult
+    public func deleteAll(protectionClass: Int) throws(StorageError) -> Int {
+        let statement = try connection.statement("DELETE FROM items WHERE keyclass = ?")
+        try statement.bind(Int64(protectionClass), at: 1)
+        _ = try statement.step()
+        return connection.changes
+    }
+
+    public func count() throws(StorageError) -> Int {
+        let statement = try connection.statement("SELECT count(*) FROM items")
+        return try statement.step() ? Int(statement.int64(at: 0)) : 0
+    }
+
+    private func insertIndex(_ digests: [Data], rowID: Int64) throws(StorageError) {
+        let statement = try connection.statement(
+            "INSERT OR IGNORE INTO attribute_index(digest, item) VALUES (?, ?)")
+        for digest in digests {
+            statement.reset()
+            try statement.bind(digest, at: 1)
+            try statement.bind(rowID, at: 2)
+            _ = try statement.step()
+        }
+    }
+
+    private func bindRow(_ item: StoredItem, to statement: Statement, from first: Int32) throws(StorageError) {
+        try statement.bind(item.persistentID, at: first)
+        try statement.bind(Int64(item.itemClass), at: first + 1)
+        try statement.bind(Int64(item.protectionClass), at: first + 2)
+        try statement.bind(item.accessGroupDigest, at: first + 3)
+        try statement.bind(item.synchronizable ? 1 : 0, at: first + 4)
+        try statement.bind(item.tombstone ? 1 : 0, at: first + 5)
+        try statement.bind(item.primaryKeyDigest, at: first + 6)
+        try statement.bind(item.lookupDigest, at: first + 7)
+        try statement.bind(item.metadata, at: first + 8)
+        try statement.bind(item.secret, at: first + 9)
+    }
+
+    private func readRow(_ statement: Statement) -> StoredItem {
+        StoredItem(
+            rowID: statement.int64(at: 0),
+            persistentID: statement.data(at: 1) ?? Data(),
+            itemClass: Int(statement.int64(at: 2)),
+            protectionClass: Int(statement.int64(at: 3)),
+            accessGroupDigest: statement.data(at: 4) ?? Data(),
+            synchronizable: statement.int64(at: 5) != 0,
+            tombstone: statement.int64(at: 6) != 0,
+            primaryKeyDigest: statement.data(at: 7) ?? Data(),
+            lookupDigest: statement.data(at: 8) ?? Data(),
+            metadata: statement.data(at: 9) ?? Data(),
+            secret: statement.data(at: 10) ?? Data())
+    }
+}

@@ -1,0 +1,60 @@
+import CSQLite
+
+/// A failure of the SQLite layer, classified the way the engine needs to react to it.
+public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Kind: Equatable, Sendable {
+        /// A UNIQUE constraint failed: the row already exists.
+        case constraint
+        /// Another process holds the lock longer than the busy timeout.
+        case busy
+        /// The file is not a database, or its pages are damaged.
+        case corrupt
+        /// The file or directory cannot be written.
+        case readOnly
+        /// The disk is full.
+        case full
+        /// A read or write of the file failed.
+        case io
+        /// The file cannot be opened.
+        case cannotOpen
+        /// SQLite ran out of memory.
+        case noMemory
+        /// Anything else: a bug in our SQL or an unexpected state.
+        case other
+    }
+
+    public let kind: Kind
+    /// SQLite's extended result code.
+    public let code: Int32
+    /// SQLite's message; it never contains bound values, so it never contains secrets.
+    public let message: String
+
+    public init(kind: Kind, code: Int32, message: String) {
+        self.kind = kind
+        self.code = code
+        self.message = message
+    }
+
+    init(code: Int32, connection: OpaquePointer?) {
+        let message =
+            connection.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) }
+            ?? String(cString: sqlite3_errstr(code))
+        self.init(kind: StorageError.classify(code), code: code, message: message)
+    }
+
+    static func classify(_ code: Int32) -> Kind {
+        switch code & 0xff {
+        case SQLITE_CONSTRAINT: .constraint
+        case SQLITE_BUSY, SQLITE_LOCKED: .busy
+        case SQLITE_CORRUPT, SQLITE_NOTADB: .corrupt
+        case SQLITE_READONLY, SQLITE_PERM: .readOnly
+        case SQLITE_FULL: .full
+        case SQLITE_IOERR: .io
+        case SQLITE_CANTOPEN: .cannotOpen
+        case SQLITE_NOMEM: .noMemory
+        default: .other
+        }
+    }
+
+    public var description: String { "SQLite error \(code): \(message)" }
+}
