@@ -35,7 +35,7 @@ let package = Package(
             name: "KeychainEngine",
             dependencies: ["KeychainCrypto", "KeychainStorage", "KeychainKeybag"]
         ),
-        .target(name: "Security", dependencies: ["KeychainEngine"]),
+        .target(name: "Security", dependencies: ["KeychainEngine", "KeychainCrypto", "KeychainKeybag"]),
         .target(name: "LocalAuthentication", dependencies: ["Security"]),
         .executableTarget(
             name: "keychain-bench",

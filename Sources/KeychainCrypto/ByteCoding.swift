@@ -45,7 +45,9 @@ public struct ByteWriter {
 /// Reads what `ByteWriter` wrote. Every read checks bounds and throws `ByteReader.Truncated` rather than
 /// trapping, because the bytes may come from a damaged or hostile file.
 public struct ByteReader {
-    public struct Truncated: Error, Equatable {}
+    public struct Truncated: Error, Equatable {
+        public init() {}
+    }
 
     private let data: Data
     private var offset: Int

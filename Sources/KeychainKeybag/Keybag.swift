@@ -85,10 +85,9 @@ public final class Keybag: Sendable {
     /// The key of searchable digests; available in every state.
     public var indexKey: SecureBytes { state.withLock { $0.indexKey } }
 
-    /// The class key, or why it is not available now.
+    /// The class key, or why it is not available now. Call `refreshIfChanged()` once per operation first.
     public func classKey(for protectionClass: ProtectionClass) throws -> SecureBytes {
-        try refreshIfChanged()
-        return try state.withLock { state in
+        try state.withLock { state in
             if let key = state.keys[protectionClass] { return key }
             if state.file.classKeys[protectionClass] == nil { throw KeybagError.classUnavailable(protectionClass) }
             throw KeybagError.locked(protectionClass)

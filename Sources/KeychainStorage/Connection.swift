@@ -12,7 +12,7 @@ public final class Connection {
 
     /// Opens (creating if asked) the database at `path` in WAL mode with full fsync on commit,
     /// so a transaction that returned is on disk.
-    public init(path: String, create: Bool, busyTimeoutMilliseconds: Int32 = 10_000) throws(StorageError) {
+    public init(path: String, create: Bool, busyTimeoutMilliseconds: Int32 = 10_000) throws {
         var handle: OpaquePointer?
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
         if create { flags |= SQLITE_OPEN_CREATE }
@@ -39,13 +39,13 @@ public final class Connection {
     }
 
     /// Runs static SQL that binds nothing, draining any rows it yields.
-    public func execute(_ sql: String) throws(StorageError) {
+    public func execute(_ sql: String) throws {
         let statement = try self.statement(sql)
         while try statement.step() {}
     }
 
     /// The cached statement for `sql`, reset and ready for binding.
-    public func statement(_ sql: String) throws(StorageError) -> Statement {
+    public func statement(_ sql: String) throws -> Statement {
         if let cached = statements[sql] {
             cached.reset()
             return cached
@@ -82,7 +82,7 @@ public final class Connection {
     }
 
     /// Result of `PRAGMA integrity_check`: "ok" or the problems found.
-    public func integrityCheck() throws(StorageError) -> [String] {
+    public func integrityCheck() throws -> [String] {
         let statement = try self.statement("PRAGMA integrity_check")
         var lines: [String] = []
         while try statement.step() { lines.append(statement.text(at: 0) ?? "") }

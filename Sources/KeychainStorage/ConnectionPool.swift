@@ -12,7 +12,7 @@ public final class ConnectionPool: Sendable {
     private let maximumIdle: Int
 
     /// Opens the first connection now, so a missing or unreadable database fails here.
-    public init(path: String, create: Bool, maximumIdle: Int = 4) throws(StorageError) {
+    public init(path: String, create: Bool, maximumIdle: Int = 4) throws {
         self.path = path
         self.maximumIdle = maximumIdle
         let first = try Connection(path: path, create: create)

@@ -31,7 +31,7 @@ public struct ItemStore {
 
     /// Inserts a row and its index entries; a duplicate primary key throws a `.constraint` error.
     @discardableResult
-    public func insert(_ item: StoredItem) throws(StorageError) -> Int64 {
+    public func insert(_ item: StoredItem) throws -> Int64 {
         let statement = try connection.statement(
             """
             INSERT INTO items(persistref, class, keyclass, agrp, sync, tomb, pk, lookup, metadata, secret)
@@ -45,7 +45,7 @@ public struct ItemStore {
     }
 
     /// Rewrites a row in place (same rowid) with new contents and index entries.
-    public func replace(rowID: Int64, with item: StoredItem) throws(StorageError) {
+    public func replace(rowID: Int64, with item: StoredItem) throws {
         let statement = try connection.statement(
             """
             UPDATE items SET persistref = ?, class = ?, keyclass = ?, agrp = ?, sync = ?, tomb = ?, pk = ?,
@@ -60,38 +60,38 @@ public struct ItemStore {
         try insertIndex(item.indexDigests, rowID: rowID)
     }
 
-    public func delete(rowID: Int64) throws(StorageError) {
+    public func delete(rowID: Int64) throws {
         let statement = try connection.statement("DELETE FROM items WHERE rowid = ?")
         try statement.bind(rowID, at: 1)
         _ = try statement.step()
     }
 
     /// Deletes every item (the wipe after too many failed passcode attempts).
-    public func deleteAll() throws(StorageError) {
+    public func deleteAll() throws {
         try connection.execute("DELETE FROM items")
         try connection.execute("DELETE FROM attribute_index")
     }
 
-    public func item(rowID: Int64) throws(StorageError) -> StoredItem? {
+    public func item(rowID: Int64) throws -> StoredItem? {
         let statement = try connection.statement("SELECT \(Self.columns) FROM items WHERE rowid = ?")
         try statement.bind(rowID, at: 1)
         return try statement.step() ? readRow(statement) : nil
     }
 
-    public func item(persistentID: Data) throws(StorageError) -> StoredItem? {
+    public func item(persistentID: Data) throws -> StoredItem? {
         let statement = try connection.statement("SELECT \(Self.columns) FROM items WHERE persistref = ?")
         try statement.bind(persistentID, at: 1)
         return try statement.step() ? readRow(statement) : nil
     }
 
-    public func item(primaryKeyDigest: Data) throws(StorageError) -> StoredItem? {
+    public func item(primaryKeyDigest: Data) throws -> StoredItem? {
         let statement = try connection.statement("SELECT \(Self.columns) FROM items WHERE pk = ?")
         try statement.bind(primaryKeyDigest, at: 1)
         return try statement.step() ? readRow(statement) : nil
     }
 
     /// Rows whose lookup digest is `digest`, in rowid order.
-    public func items(lookupDigest: Data) throws(StorageError) -> [StoredItem] {
+    public func items(lookupDigest: Data) throws -> [StoredItem] {
         let statement = try connection.statement(
             "SELECT \(Self.columns) FROM items WHERE lookup = ? ORDER BY rowid")
         try statement.bind(lookupDigest, at: 1)
@@ -101,7 +101,7 @@ public struct ItemStore {
     }
 
     /// Row ids carrying index entry `digest`, in rowid order, at most `limit` of them.
-    public func rowIDs(indexDigest: Data, limit: Int = Int.max) throws(StorageError) -> [Int64] {
+    public func rowIDs(indexDigest: Data, limit: Int = Int.max) throws -> [Int64] {
         let statement = try connection.statement(
             "SELECT item FROM attribute_index WHERE digest = ? ORDER BY item LIMIT ?")
         try statement.bind(indexDigest, at: 1)
@@ -111,7 +111,7 @@ public struct ItemStore {
         return rows
     }
 
-    public func hasIndexEntry(_ digest: Data, rowID: Int64) throws(StorageError) -> Bool {
+    public func hasIndexEntry(_ digest: Data, rowID: Int64) throws -> Bool {
         let statement = try connection.statement("SELECT 1 FROM attribute_index WHERE digest = ? AND item = ?")
         try statement.bind(digest, at: 1)
         try statement.bind(rowID, at: 2)
@@ -119,7 +119,7 @@ public struct ItemStore {
     }
 
     /// Row ids of one item class, live items or tombstones, in rowid order.
-    public func rowIDs(itemClass: Int, tombstone: Bool) throws(StorageError) -> [Int64] {
+    public func rowIDs(itemClass: Int, tombstone: Bool) throws -> [Int64] {
         let statement = try connection.statement(
             "SELECT rowid FROM items WHERE class = ? AND tomb = ? ORDER BY rowid")
         try statement.bind(Int64(itemClass), at: 1)
@@ -131,19 +131,19 @@ public struct ItemStore {
 
     /// Deletes every row of a protection class (used when that class's key is destroyed).
     @discardableResult
-    public func deleteAll(protectionClass: Int) throws(StorageError) -> Int {
+    public func deleteAll(protectionClass: Int) throws -> Int {
         let statement = try connection.statement("DELETE FROM items WHERE keyclass = ?")
         try statement.bind(Int64(protectionClass), at: 1)
         _ = try statement.step()
         return connection.changes
     }
 
-    public func count() throws(StorageError) -> Int {
+    public func count() throws -> Int {
         let statement = try connection.statement("SELECT count(*) FROM items")
         return try statement.step() ? Int(statement.int64(at: 0)) : 0
     }
 
-    private func insertIndex(_ digests: [Data], rowID: Int64) throws(StorageError) {
+    private func insertIndex(_ digests: [Data], rowID: Int64) throws {
         let statement = try connection.statement(
             "INSERT OR IGNORE INTO attribute_index(digest, item) VALUES (?, ?)")
         for digest in digests {
@@ -154,7 +154,7 @@ public struct ItemStore {
         }
     }
 
-    private func bindRow(_ item: StoredItem, to statement: Statement, from first: Int32) throws(StorageError) {
+    private func bindRow(_ item: StoredItem, to statement: Statement, from first: Int32) throws {
         try statement.bind(item.persistentID, at: first)
         try statement.bind(Int64(item.itemClass), at: first + 1)
         try statement.bind(Int64(item.protectionClass), at: first + 2)

@@ -8,7 +8,7 @@ public final class Statement {
     let handle: OpaquePointer
     private let connection: OpaquePointer
 
-    init(connection: OpaquePointer, sql: String) throws(StorageError) {
+    init(connection: OpaquePointer, sql: String) throws {
         var handle: OpaquePointer?
         let code = sqlite3_prepare_v3(connection, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &handle, nil)
         guard code == SQLITE_OK, let handle else {
@@ -27,11 +27,11 @@ public final class Statement {
         sqlite3_clear_bindings(handle)
     }
 
-    public func bind(_ value: Int64, at index: Int32) throws(StorageError) {
+    public func bind(_ value: Int64, at index: Int32) throws {
         try check(sqlite3_bind_int64(handle, index, value))
     }
 
-    public func bind(_ value: Data?, at index: Int32) throws(StorageError) {
+    public func bind(_ value: Data?, at index: Int32) throws {
         guard let value else {
             try check(sqlite3_bind_null(handle, index))
             return
@@ -45,12 +45,12 @@ public final class Statement {
         try check(code)
     }
 
-    public func bind(_ value: String, at index: Int32) throws(StorageError) {
+    public func bind(_ value: String, at index: Int32) throws {
         try check(sqlite3_bind_text(handle, index, value, -1, csqlite_transient()))
     }
 
     /// Steps once; `true` when a row is available.
-    public func step() throws(StorageError) -> Bool {
+    public func step() throws -> Bool {
         let code = sqlite3_step(handle)
         switch code {
         case SQLITE_ROW: return true
@@ -75,7 +75,7 @@ public final class Statement {
         return String(cString: pointer)
     }
 
-    private func check(_ code: Int32) throws(StorageError) {
+    private func check(_ code: Int32) throws {
         guard code == SQLITE_OK else { throw StorageError(code: code, connection: connection) }
     }
 }

@@ -1,0 +1,81 @@
+import Foundation
+import KeychainCrypto
+
+/// The keyed digests in the searchable columns: HMAC-SHA256 under the keychain's index key,
+/// truncated to 128 bits. Without the key (which the device root wraps) they reveal nothing about the
+/// values, not even which items share a value across two keychains.
+///
+/// Every digest input starts with a domain tag and length-prefixes each component, so no two
+/// different inputs produce the same byte string.
+struct ItemDigests: Sendable {
+    let key: HMACKey
+    static let size = 16
+
+    init(indexKey: SecureBytes) throws {
+        key = try HMACKey(key: indexKey)
+    }
+
+    func accessGroup(_ group: String) throws -> Data {
+        try digest("agrp", [Data(group.utf8)])
+    }
+
+    /// Index entry of one attribute value.
+    func attribute(_ name: String, _ value: ItemValue, kind: AttributeKind, itemClass: ItemClass) throws -> Data {
+        try digest(
+            "attr",
+            [Data([UInt8(itemClass.rawValue)]), Data(name.utf8), AttributeCodec.canonicalBytes(value, kind: kind)])
+    }
+
+    /// The lookup digest: class primary key, access group and synchronizable.
+    func lookup(itemClass: ItemClass, attributes: [String: ItemValue], accessGroup: String, synchronizable: Bool)
+        throws -> Data
+    {
+        try digest("lookup", lookupComponents(itemClass, attributes, accessGroup, synchronizable))
+    }
+
+    /// The uniqueness digest: the lookup components plus view hint and token id.
+    func primaryKey(itemClass: ItemClass, attributes: [String: ItemValue], accessGroup: String, synchronizable: Bool)
+        throws -> Data
+    {
+        var components = lookupComponents(itemClass, attributes, accessGroup, synchronizable)
+        for name in AttributeSchema.uniquenessOnly {
+            let value = attributes[name] ?? .string("")
+            components.append(AttributeCodec.canonicalBytes(value, kind: .string))
+        }
+        return try digest("pk", components)
+    }
+
+    /// Index entries for every stored attribute of a record.
+    func indexEntries(for record: ItemRecord) throws -> [Data] {
+        var entries: [Data] = []
+        for (name, value) in record.attributes {
+            guard let descriptor = AttributeSchema.descriptor(name, in: record.itemClass) else { continue }
+            entries.append(try attribute(name, value, kind: descriptor.kind, itemClass: record.itemClass))
+        }
+        return entries
+    }
+
+    private func lookupComponents(
+        _ itemClass: ItemClass, _ attributes: [String: ItemValue], _ accessGroup: String, _ synchronizable: Bool
+    ) -> [Data] {
+        var components = [Data([UInt8(itemClass.rawValue)])]
+        for name in AttributeSchema.primaryKey(itemClass) {
+            guard let descriptor = AttributeSchema.descriptor(name, in: itemClass) else { continue }
+            let value = attributes[name] ?? AttributeSchema.defaultValue(for: descriptor)
+            components.append(AttributeCodec.canonicalBytes(value, kind: descriptor.kind))
+        }
+        components.append(Data(accessGroup.utf8))
+        components.append(Data([synchronizable ? 1 : 0]))
+        return components
+    }
+
+    private func digest(_ domain: String, _ components: [Data]) throws -> Data {
+        var message = Data(domain.utf8)
+        message.append(0)
+        for component in components {
+            withUnsafeBytes(of: UInt32(component.count).littleEndian) { message.append(contentsOf: $0) }
+            message.append(component)
+        }
+        return try key.authenticationCode(message).prefix(Self.size)
+    }
+}

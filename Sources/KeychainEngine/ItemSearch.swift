@@ -1,0 +1,195 @@
+import Foundation
+import KeychainCrypto
+import KeychainKeybag
+import KeychainStorage
+
+/// A found item: its row and its decrypted contents.
+struct Match {
+    var row: StoredItem
+    var record: ItemRecord
+}
+
+/// Finds the items a query matches, through the digest indexes only, then decrypts and re-checks each.
+///
+/// Plan, cheapest first: a persistent reference names one row; a query fixing the whole class primary
+/// key names one lookup digest per access group; otherwise the rarest attribute's index entries drive
+/// and the other attributes are checked against the index; a query with no attributes walks its class.
+///
+/// Each candidate is decrypted and its attributes compared with the query again, so a row whose
+/// digests were swapped or forged is never returned for the wrong query. As on iOS, a candidate whose
+/// class key is locked stops the search with errSecInteractionNotAllowed rather than being skipped.
+struct ItemSearch {
+    let store: ItemStore
+    let keybag: Keybag
+    let digests: ItemDigests
+    let itemClass: ItemClass
+    let query: Query
+    /// Access groups the caller may see in this operation (already narrowed to an explicit group).
+    let groups: [String]
+
+    func run(limit: Int, needSecret: Bool) throws -> [Match] {
+        if let musr = query.musr, musr != .data(Data()) { return [] }
+        let groupDigests = try Dictionary(uniqueKeysWithValues: groups.map { (try digests.accessGroup($0), $0) })
+        var matches: [Match] = []
+        for rowID in try candidates() {
+            guard matches.count < limit else { break }
+            guard let row = try store.item(rowID: rowID) else { continue }
+            guard columnsMatch(row, groupDigests: groupDigests) else { continue }
+            guard let record = try decrypt(row, needSecret: needSecret) else { continue }
+            guard recordMatches(record, row: row) else {
+                KeychainLog.error("an item's index entries do not match its contents; skipping it as tampered")
+                continue
+            }
+            matches.append(Match(row: row, record: record))
+        }
+        return matches
+    }
+
+    // MARK: Candidates
+
+    private func candidates() throws -> [Int64] {
+        if let reference = query.persistentReference {
+            guard reference.itemClass == itemClass,
+                let row = try store.item(persistentID: reference.identity)
+            else { return [] }
+            return [row.rowID]
+        }
+        let primaryKey = AttributeSchema.primaryKey(itemClass)
+        if primaryKey.allSatisfy({ query.attributes[$0] != nil }) {
+            var rows: [Int64] = []
+            for group in groups {
+                for synchronizable in synchronizableValues {
+                    let digest = try digests.lookup(
+                        itemClass: itemClass, attributes: query.attributes, accessGroup: group,
+                        synchronizable: synchronizable)
+                    rows.append(contentsOf: try store.items(lookupDigest: digest).map(\.rowID))
+                }
+            }
+            return try filterByIndex(rows.sorted(), excluding: Set(primaryKey))
+        }
+        let terms = try indexTerms()
+        guard !terms.isEmpty else {
+            return try store.rowIDs(itemClass: itemClass.rawValue, tombstone: query.tombstone ?? false)
+        }
+        // Drive with the rarest term: probe each posting list up to a bound, pick the shortest.
+        let probeBound = 1_000
+        var best = terms[0]
+        var bestCount = Int.max
+        for term in terms {
+            let count = try store.rowIDs(indexDigest: term.digest, limit: probeBound + 1).count
+            if count < bestCount {
+                best = term
+                bestCount = count
+            }
+            if count == 0 { return [] }
+        }
+        let driving = try store.rowIDs(indexDigest: best.digest)
+        return try filterByIndex(driving, excluding: [best.name])
+    }
+
+    private struct Term {
+        let name: String
+        let digest: Data
+    }
+
+    private func indexTerms() throws -> [Term] {
+        try query.attributes.keys.sorted().compactMap { name in
+            guard let descriptor = AttributeSchema.descriptor(name, in: itemClass), let value = query.attributes[name]
+            else { return nil }
+            return Term(
+                name: name, digest: try digests.attribute(name, value, kind: descriptor.kind, itemClass: itemClass))
+        }
+    }
+
+    /// Keeps the rows that carry an index entry for every query attribute not already used.
+    private func filterByIndex(_ rows: [Int64], excluding used: Set<String>) throws -> [Int64] {
+        let remaining = try indexTerms().filter { !used.contains($0.name) }
+        guard !remaining.isEmpty else { return rows }
+        return try rows.filter { rowID in
+            try remaining.allSatisfy { try store.hasIndexEntry($0.digest, rowID: rowID) }
+        }
+    }
+
+    private var synchronizableValues: [Bool] {
+        switch query.synchronizable {
+        case .none: [false]
+        case .some(.none): [false, true]
+        case .some(.some(let value)): [value]
+        }
+    }
+
+    // MARK: Checks
+
+    private func columnsMatch(_ row: StoredItem, groupDigests: [Data: String]) -> Bool {
+        guard row.itemClass == itemClass.rawValue, groupDigests[row.accessGroupDigest] != nil else { return false }
+        guard row.tombstone == (query.tombstone ?? false) else { return false }
+        if query.persistentReference == nil, !synchronizableValues.contains(row.synchronizable) { return false }
+        if let protection = query.protection, row.protectionClass != protection.rawValue { return false }
+        return true
+    }
+
+    private func decrypt(_ row: StoredItem, needSecret: Bool) throws -> ItemRecord? {
+        guard let protection = ProtectionClass(rawValue: row.protectionClass) else {
+            KeychainLog.error("an item names an unknown protection class; skipping it as corrupt")
+            return nil
+        }
+        let classKey: SecureBytes
+        do {
+            classKey = try keybag.classKey(for: protection)
+        } catch KeybagError.classUnavailable {
+            // Its class key was destroyed (passcode removed): the item can never be read again.
+            return nil
+        }
+        return ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: needSecret)
+    }
+
+    private func recordMatches(_ record: ItemRecord, row: StoredItem) -> Bool {
+        guard groups.contains(record.accessGroup), record.synchronizable == row.synchronizable,
+            record.tombstone == row.tombstone
+        else { return false }
+        for (name, wanted) in query.attributes {
+            guard let descriptor = AttributeSchema.descriptor(name, in: itemClass),
+                let stored = record.attributes[name],
+                AttributeCodec.matches(stored, wanted, kind: descriptor.kind)
+            else { return false }
+        }
+        // The lookup digest must be the one these contents produce.
+        guard
+            let expected = try? digests.lookup(
+                itemClass: itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
+                synchronizable: record.synchronizable)
+        else { return false }
+        return expected == row.lookupDigest
+    }
+}
+
+/// Opening a row's blobs into an `ItemRecord`.
+enum ItemDecryption {
+    /// The record, or nil when the row is corrupt or tampered with (logged, never returned).
+    static func open(_ row: StoredItem, protection: ProtectionClass, classKey: SecureBytes, needSecret: Bool)
+        -> ItemRecord?
+    {
+        guard let itemClass = ItemClass(rawValue: row.itemClass) else { return nil }
+        do {
+            let metadataBytes = try ItemCrypto.open(
+                row.metadata, part: .metadata, identity: row.persistentID, itemClass: itemClass,
+                protection: protection, classKey: classKey)
+            let metadata = try ItemRecordCoding.decodeMetadata(metadataBytes)
+            var record = ItemRecord(
+                itemClass: itemClass, persistentID: row.persistentID, protection: protection,
+                accessGroup: metadata.accessGroup, synchronizable: metadata.synchronizable,
+                tombstone: metadata.tombstone, attributes: metadata.attributes,
+                accessControl: metadata.accessControl, secret: nil)
+            if needSecret {
+                let secretBytes = try ItemCrypto.open(
+                    row.secret, part: .secret, identity: row.persistentID, itemClass: itemClass,
+                    protection: protection, classKey: classKey)
+                record.secret = try ItemRecordCoding.decodeSecret(secretBytes)
+            }
+            return record
+        } catch {
+            KeychainLog.error("an item failed its integrity check and is treated as corrupt")
+            return nil
+        }
+    }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import KeychainCrypto
+import KeychainKeybag
+import KeychainStorage
+import Synchronization
+
+/// Options for opening a keychain directory.
+public struct KeychainOptions: Sendable {
+    /// Where the software device root lives; nil means `device-root` inside the keychain directory.
+    public var deviceRootPath: String?
+    public var clock: any Clock
+    /// Fixed PBKDF2 cost (tests); nil calibrates about 90 ms per attempt on this machine.
+    public var passcodeIterations: Int?
+
+    public init(deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeIterations: Int? = nil) {
+        self.deviceRootPath = deviceRootPath
+        self.clock = clock
+        self.passcodeIterations = passcodeIterations
+    }
+}
+
+/// One keychain: a directory holding the encrypted database and the keybag, and the engine that
+/// answers SecItem requests against it. The embedded `Security` module runs one per process; the
+/// daemon will run one for all its clients.
+///
+/// Thread-safe: requests from many threads run concurrently (reads in parallel, writes serialized by
+/// SQLite, which also orders them against other processes sharing the directory).
+public final class Keychain: Sendable {
+    public let directory: String
+    public let databasePath: String
+    let pool: ConnectionPool
+    let keybag: Keybag
+    let clock: any Clock
+    private let digestCache: Mutex<(SecureBytes, ItemDigests)?> = Mutex(nil)
+
+    public static let databaseName = "keychain.db"
+
+    /// Opens the keychain in `directory`, creating it (0700) with a new device root, keybag and
+    /// database when it does not exist. A damaged database or a keybag from another device fails with
+    /// `.notAvailable`, leaving the files untouched for recovery.
+    public init(directory: String, options: KeychainOptions = KeychainOptions()) throws {
+        self.directory = directory
+        databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
+        clock = options.clock
+        keybag = try Self.openKeybag(directory: directory, options: options)
+        pool = try Self.openDatabase(databasePath)
+    }
+
+    private static func openKeybag(directory: String, options: KeychainOptions) throws -> Keybag {
+        do {
+            try SecureFiles.ensureDirectory(directory)
+        } catch {
+            throw unavailable("cannot use keychain directory: \(error)")
+        }
+        let rootPath = options.deviceRootPath ?? (directory as NSString).appendingPathComponent("device-root")
+        do {
+            let root = try SoftwareDeviceRoot.load(path: rootPath, create: true)
+            return try Keybag(
+                directory: directory, root: root, clock: options.clock, passcodeIterations: options.passcodeIterations)
+        } catch {
+            throw unavailable("cannot open the keybag: \(describe(error))")
+        }
+    }
+
+    private static func openDatabase(_ path: String) throws -> ConnectionPool {
+        do {
+            try DatabaseFile.checkHeader(path)
+            try DatabaseFile.createPrivately(path)
+            let pool = try ConnectionPool(path: path, create: false)
+            try pool.withConnection { connection in try ItemStore(connection: connection).prepareSchema() }
+            return pool
+        } catch {
+            throw unavailable("cannot open the database \(path): \(describe(error))")
+        }
+    }
+
+    // MARK: Lock state and passcode
+
+    /// Lock state, failed attempts and the next allowed attempt.
+    public var status: KeybagStatus { keybag.status }
+
+    /// Unlocks with the passcode (errSecAuthFailed when wrong; errSecInteractionNotAllowed while the
+    /// delay after failures runs). With the erase option on, the tenth failure deletes every item.
+    public func unlock(passcode: String) throws {
+        do {
+            try keybag.unlock(passcode: passcode)
+        } catch KeybagError.wiped {
+            eraseAllItems()
+            throw KeychainError.authenticationFailed("too many failed passcode attempts: the keychain was erased")
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    /// Locks: class-A items become unavailable until the next unlock.
+    public func lock() { keybag.lock() }
+
+    /// Forgets the keys a restart forgets: back to "before first unlock" (class D only).
+    public func restart() { keybag.restart() }
+
+    /// Sets a passcode (with `current` nil) or changes it.
+    public func setPasscode(_ passcode: String, current: String?) throws {
+        do {
+            try keybag.setPasscode(passcode, current: current)
+        } catch KeybagError.wiped {
+            eraseAllItems()
+            throw KeychainError.authenticationFailed("too many failed passcode attempts: the keychain was erased")
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    /// Removes the passcode. Items of `kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly` are destroyed:
+    /// their class key is gone, and their rows are deleted.
+    public func removePasscode(current: String) throws {
+        do {
+            try keybag.removePasscode(current: current)
+        } catch KeybagError.wiped {
+            eraseAllItems()
+            throw KeychainError.authenticationFailed("too many failed passcode attempts: the keychain was erased")
+        } catch {
+            throw Self.translate(error)
+        }
+        do {
+            try pool.withConnection { connection in
+                try connection.writeTransaction {
+                    try ItemStore(connection: connection).deleteAll(
+                        protectionClass: ProtectionClass.whenPasscodeSetThisDeviceOnly.rawValue)
+                }
+            }
+        } catch {
+            // The items are already undecryptable; they will be dropped when next met.
+            KeychainLog.error("could not delete items of the removed passcode class: \(Self.describe(error))")
+        }
+    }
+
+    /// Turns on or off the erase after ten consecutive failed passcode attempts.
+    public func setEraseAfterFailedAttempts(_ enabled: Bool, passcode: String?) throws {
+        do {
+            try keybag.setWipeAfterFailures(enabled, passcode: passcode)
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    private func eraseAllItems() {
+        do {
+            try pool.withConnection { connection in
+                try connection.writeTransaction { try ItemStore(connection: connection).deleteAll() }
+            }
+        } catch {
+            KeychainLog.error("erase after failed attempts could not delete rows: \(Self.describe(error))")
+        }
+    }
+
+    // MARK: Shared helpers
+
+    /// The digests for the current index key (a new one after an erase).
+    func digests() throws -> ItemDigests {
+        let key = keybag.indexKey
+        if let cached = digestCache.withLock({ $0 }), cached.0 === key { return cached.1 }
+        do {
+            let digests = try ItemDigests(indexKey: key)
+            digestCache.withLock { $0 = (key, digests) }
+            return digests
+        } catch {
+            throw KeychainError.internalError("cannot prepare the index key")
+        }
+    }
+
+    static func unavailable(_ message: String) -> KeychainError {
+        KeychainLog.error(message)
+        return .notAvailable(message)
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as KeybagError:
+            switch error {
+            case .foreignDevice(let text), .corrupt(let text), .io(let text): return text
+            default: return "\(error)"
+            }
+        case let error as StorageError: return error.description
+        case let error as SecureFiles.Failure: return error.description
+        case let error as KeychainError: return error.message
+        default: return "\(error)"
+        }
+    }
+
+    /// Internal failures as Apple's status families (SQLite and keystore mappings of SecItem.m).
+    static func translate(_ error: any Error) -> KeychainError {
+        switch error {
+        case let error as KeychainError:
+            return error
+        case let error as KeybagError:
+            switch error {
+            case .locked(let protectionClass):
+                return .interactionNotAllowed("the keychain is locked (class \(protectionClass.attributeValue))")
+            case .classUnavailable(let protectionClass):
+                return .notAvailable("no key for class \(protectionClass.attributeValue): is a passcode set?")
+            case .wrongPasscode(let failures):
+                return .authenticationFailed("wrong passcode (\(failures) failed attempts in a row)")
+            case .attemptsThrottled(let retryAt):
+                let seconds = Int(retryAt.timeIntervalSinceNow.rounded(.up))
+                return .interactionNotAllowed("too many failed attempts: try again in \(max(seconds, 1)) s")
+            case .passcodeRequired: return .invalidParameter("the current passcode is required")
+            case .emptyPasscode: return .invalidParameter("a passcode cannot be empty")
+            case .noPasscodeSet: return .invalidParameter("no passcode is set")
+            case .wiped: return .authenticationFailed("the keychain was erased")
+            case .foreignDevice, .corrupt, .io: return unavailable("keybag: \(describe(error))")
+            }
+        case let error as StorageError:
+            switch error.kind {
+            case .constraint: return .duplicateItem
+            case .corrupt: return unavailable("the database is damaged: \(error.message)")
+            case .readOnly: return .readOnly(error.message)
+            case .full: return .diskFull
+            case .io: return .ioError(error.message)
+            case .noMemory: return .allocationFailed
+            case .busy, .cannotOpen, .other: return unavailable("database: \(error.message)")
+            }
+        default:
+            return .internalError("\(error)")
+        }
+    }
+}

@@ -1,0 +1,25 @@
+import Foundation
+import Synchronization
+
+/// Where the keychain reports problems an operator must see: a damaged database, a keybag from
+/// another device, a tampered item. Messages never contain secrets or attribute values.
+///
+/// By default they go to standard error; `KEYCHAIN_LOG=off` silences them, and tests install a sink.
+public enum KeychainLog {
+    private static let sink = Mutex<(@Sendable (String) -> Void)?>(nil)
+
+    /// Replaces the destination (nil restores standard error).
+    public static func setSink(_ newSink: (@Sendable (String) -> Void)?) {
+        sink.withLock { $0 = newSink }
+    }
+
+    public static func error(_ message: String) {
+        let line = "swift-keychain: \(message)"
+        if let custom = sink.withLock({ $0 }) {
+            custom(line)
+            return
+        }
+        if environment("KEYCHAIN_LOG") == "off" { return }
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+}

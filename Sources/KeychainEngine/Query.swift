@@ -1,0 +1,307 @@
+import Foundation
+import KeychainKeybag
+
+/// The four SecItem operations; parsing rules differ slightly between them.
+enum Operation: Sendable {
+    case add, copyMatching, update, delete
+}
+
+enum MatchLimit: Equatable, Sendable {
+    case one
+    case all
+    case count(Int)
+
+    /// Whether results come back as an array.
+    var returnsArray: Bool {
+        switch self {
+        case .one: false
+        case .all: true
+        case .count(let count): count != 1
+        }
+    }
+
+    var maximum: Int {
+        switch self {
+        case .one: 1
+        case .all: Int.max
+        case .count(let count): count
+        }
+    }
+}
+
+/// A 20-byte persistent reference: 4 ASCII bytes of class ‖ the item's 16-byte identity.
+struct PersistentReference: Equatable, Sendable {
+    static let size = 20
+
+    var itemClass: ItemClass
+    var identity: Data
+
+    init(itemClass: ItemClass, identity: Data) {
+        self.itemClass = itemClass
+        self.identity = identity
+    }
+
+    init?(_ bytes: Data) {
+        guard bytes.count == Self.size,
+            let name = String(data: bytes.prefix(4), encoding: .ascii),
+            let itemClass = ItemClass(name: name)
+        else { return nil }
+        self.itemClass = itemClass
+        self.identity = Data(bytes.suffix(16))
+    }
+
+    var bytes: Data { Data(itemClass.name.utf8) + identity }
+}
+
+/// A query dictionary after validation: every key understood, every value of the right type.
+struct Query: Sendable {
+    var itemClass: ItemClass?
+    /// True for `kSecClassIdentity`, which has no table of its own.
+    var isIdentity = false
+    /// Class attributes to match or set, normalized, without the engine-managed ones below.
+    var attributes: [String: ItemValue] = [:]
+    var accessGroup: String?
+    var musr: ItemValue?
+    /// nil: not given. `.some(nil)`: kSecAttrSynchronizableAny.
+    var synchronizable: Bool??
+    var protection: ProtectionClass?
+    var accessControl: AccessControlPolicy?
+    var tombstone: Bool?
+    var useTombstones: Bool?
+    var limit: MatchLimit = .one
+    var limitGiven = false
+    var returnData = false
+    var returnAttributes = false
+    var returnReference = false
+    var returnPersistentReference = false
+    var valueData: Data?
+    var persistentReference: PersistentReference?
+    var hasValueReference = false
+    var skipItemsNeedingAuthentication = false
+
+    var returnsAnything: Bool { returnData || returnAttributes || returnReference || returnPersistentReference }
+
+    /// Apple accepts at most this many keys in one dictionary.
+    static let maximumKeys = 128
+
+    static func parse(_ dictionary: [String: ItemValue], for operation: Operation) throws -> Query {
+        guard dictionary.count <= maximumKeys else {
+            throw KeychainError.invalidParameter(
+                "the query has \(dictionary.count) keys; at most \(maximumKeys) are allowed")
+        }
+        var query = Query()
+        if let classValue = dictionary["class"] {
+            guard case .string(let name) = classValue else {
+                throw KeychainError.invalidParameter("class must be a string, not \(classValue.typeName)")
+            }
+            if name == ItemClass.identityName {
+                query.isIdentity = true
+            } else if let itemClass = ItemClass(name: name) {
+                query.itemClass = itemClass
+            } else {
+                throw KeychainError.noSuchClass("unknown item class \"\(name)\"")
+            }
+        }
+        // Keys in a stable order, so the first problem reported does not depend on hashing.
+        for key in dictionary.keys.sorted() where key != "class" {
+            guard let value = dictionary[key] else { continue }
+            if case .null = value { throw KeychainError.invalidParameter("the value for \(key) is null") }
+            try query.apply(key: key, value: value, operation: operation)
+        }
+        if query.itemClass == nil, !query.isIdentity {
+            if let reference = query.persistentReference {
+                query.itemClass = reference.itemClass
+            } else {
+                throw KeychainError.invalidParameter("the query has no class (kSecClass)")
+            }
+        }
+        try query.validateCombinations(operation)
+        return query
+    }
+
+    private mutating func apply(key: String, value: ItemValue, operation: Operation) throws {
+        if key.utf8.count == 4 {
+            try applyAttribute(key: key, value: value)
+            return
+        }
+        switch key.first {
+        case "m": try applyMatch(key: key, value: value, operation: operation)
+        case "r": try applyReturn(key: key, value: value)
+        case "u": try applyUse(key: key, value: value, operation: operation)
+        case "v": try applyValue(key: key, value: value)
+        case "f": break  // internal callbacks in Apple's API; nothing to do here
+        case "c": throw KeychainError.invalidParameter("unknown key \"\(key)\"")
+        default: throw KeychainError.invalidParameter("unknown key \"\(key)\"")
+        }
+    }
+
+    private mutating func applyAttribute(key: String, value: ItemValue) throws {
+        switch key {
+        case "nleg":
+            return  // kSecUseDataProtectionKeychain: this keychain is always the data-protection one
+        case "agrp":
+            guard case .string(let group) = value, !group.isEmpty else {
+                throw KeychainError.invalidParameter("agrp (kSecAttrAccessGroup) must be a non-empty string")
+            }
+            accessGroup = group
+            return
+        case "sync":
+            synchronizable = .some(try AttributeCodec.synchronizable(value))
+            return
+        case "pdmn":
+            guard case .string(let name) = value, let protectionClass = ProtectionClass(attributeValue: name) else {
+                throw KeychainError.invalidParameter("pdmn (kSecAttrAccessible) is not a valid protection class")
+            }
+            protection = protectionClass
+            return
+        case "accc":
+            guard case .accessControl(let policy) = value else {
+                throw KeychainError.invalidParameter(
+                    "accc (kSecAttrAccessControl) must be a SecAccessControl, not \(value.typeName)")
+            }
+            accessControl = policy
+            return
+        case "tomb":
+            tombstone = try AttributeCodec.boolean(value, key: "tomb")
+            return
+        case "musr":
+            // Apple's multi-user partition: always the empty one here.
+            guard case .data = value else { throw KeychainError.invalidParameter("musr must be data") }
+            musr = value
+            return
+        default:
+            break
+        }
+        guard let itemClass else {
+            if isIdentity {
+                // Identity queries may use certificate and key attributes.
+                for candidate in [ItemClass.certificate, .key] {
+                    if let descriptor = AttributeSchema.descriptor(key, in: candidate) {
+                        attributes[key] = try AttributeCodec.normalize(value, for: descriptor)
+                        return
+                    }
+                }
+                throw KeychainError.noSuchAttribute("\(key) is not an attribute of identities")
+            }
+            // Only a persistent-reference query has no class; it may not name attributes.
+            throw KeychainError.invalidParameter("attribute \(key) given without a class")
+        }
+        guard let descriptor = AttributeSchema.descriptor(key, in: itemClass) else {
+            throw KeychainError.noSuchAttribute("\(key) is not an attribute of class \(itemClass.name)")
+        }
+        attributes[key] = try AttributeCodec.normalize(value, for: descriptor)
+    }
+
+    private mutating func applyMatch(key: String, value: ItemValue, operation: Operation) throws {
+        switch key {
+        case "m_Limit":
+            limitGiven = true
+            switch value {
+            case .string("m_LimitOne"): limit = .one
+            case .string("m_LimitAll"): limit = .all
+            case .integer(let count) where count > 0: limit = count == 1 ? .count(1) : .count(Int(count))
+            case .double(let count) where count >= 1 && count.rounded() == count: limit = .count(Int(count))
+            default:
+                throw KeychainError.invalidParameter(
+                    "m_Limit must be kSecMatchLimitOne, kSecMatchLimitAll or a positive number")
+            }
+        case "m_CaseInsensitive", "m_ItemList", "m_SearchList":
+            // Honoured only by macOS's file keychain; the data-protection keychain ignores them.
+            break
+        case "m_Policy", "m_Issuers", "m_EmailAddressIfPresent", "m_SubjectContains", "m_TrustedOnly",
+            "m_ValidOnDate", "m_HostOrSubdomainOfHost":
+            throw KeychainError.unimplemented("\(key) is not supported")
+        default:
+            throw KeychainError.invalidParameter("unknown match key \"\(key)\"")
+        }
+        _ = operation
+    }
+
+    private mutating func applyReturn(key: String, value: ItemValue) throws {
+        guard case .bool(let flag) = value else {
+            throw KeychainError.invalidParameter(
+                "\(key) must be a boolean (kCFBooleanTrue or true), not \(value.typeName)")
+        }
+        switch key {
+        case "r_Data": returnData = flag
+        case "r_Attributes": returnAttributes = flag
+        case "r_Ref": returnReference = flag
+        case "r_PersistentRef": returnPersistentReference = flag
+        default: throw KeychainError.invalidParameter("unknown return key \"\(key)\"")
+        }
+    }
+
+    private mutating func applyUse(key: String, value: ItemValue, operation: Operation) throws {
+        switch key {
+        case "u_Tomb":
+            useTombstones = try AttributeCodec.boolean(value, key: key)
+        case "u_AuthUI":
+            switch value {
+            case .string("u_AuthUIA"), .string("u_AuthUIF"): break
+            case .string("u_AuthUIS"):
+                guard operation == .copyMatching else {
+                    throw KeychainError.invalidParameter(
+                        "kSecUseAuthenticationUISkip is allowed only in SecItemCopyMatching")
+                }
+                skipItemsNeedingAuthentication = true
+            default:
+                throw KeychainError.invalidParameter("u_AuthUI must be one of the kSecUseAuthenticationUI values")
+            }
+        case "u_NoAuthUI":
+            _ = try AttributeCodec.boolean(value, key: key)
+        case "u_AuthCtx":
+            guard case .authenticationContext = value else {
+                throw KeychainError.invalidParameter("u_AuthCtx must be an LAContext, not \(value.typeName)")
+            }
+        case "u_OpPrompt":
+            guard case .string = value else { throw KeychainError.invalidParameter("u_OpPrompt must be a string") }
+        case "u_CredRef":
+            guard case .data = value else { throw KeychainError.invalidParameter("u_CredRef must be data") }
+        case "u_ItemList":
+            if operation == .copyMatching || operation == .update {
+                throw KeychainError.invalidParameter("kSecUseItemList is not supported")
+            }
+        case "u_SystemKeychainAlways", "u_SystemKeychain", "u_SyncBubbleKeychain", "u_CallerName",
+            "u_TokenRawItems", "u_CertWithIssuers", "u_UserIndependentKeychain":
+            break  // private switches of Apple's daemon with no meaning here
+        default:
+            throw KeychainError.invalidParameter("unknown use key \"\(key)\"")
+        }
+    }
+
+    private mutating func applyValue(key: String, value: ItemValue) throws {
+        switch key {
+        case "v_Data":
+            guard case .data(let bytes) = value else {
+                throw KeychainError.invalidParameter("v_Data (kSecValueData) must be data, not \(value.typeName)")
+            }
+            valueData = bytes
+        case "v_PersistentRef":
+            guard case .data(let bytes) = value else {
+                throw KeychainError.invalidParameter("v_PersistentRef must be data, not \(value.typeName)")
+            }
+            guard let reference = PersistentReference(bytes) else {
+                throw KeychainError.invalidParameter("v_PersistentRef is not a persistent reference of this keychain")
+            }
+            persistentReference = reference
+        case "v_Ref":
+            hasValueReference = true
+        default:
+            throw KeychainError.invalidParameter("unknown value key \"\(key)\"")
+        }
+    }
+
+    private func validateCombinations(_ operation: Operation) throws {
+        if protection != nil, accessControl != nil {
+            throw KeychainError.invalidParameter("conflicting kSecAttrAccessible and kSecAttrAccessControl")
+        }
+        if let persistentReference {
+            if let itemClass, itemClass != persistentReference.itemClass, operation != .copyMatching {
+                throw KeychainError.invalidParameter("the persistent reference names another class")
+            }
+            if !attributes.isEmpty || accessGroup != nil || protection != nil {
+                throw KeychainError.invalidParameter("a persistent reference cannot be combined with attributes")
+            }
+        }
+    }
+}

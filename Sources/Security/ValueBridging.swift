@@ -1,0 +1,69 @@
+import Foundation
+import KeychainEngine
+
+/// Conversion between Foundation's bridged objects and the engine's `ItemValue`.
+enum ValueBridging {
+    struct InvalidKey: Error {
+        let typeName: String
+    }
+
+    /// A query dictionary as the engine's plain dictionary. Keys must be strings (errSecParam otherwise).
+    static func dictionary(_ dictionary: CFDictionary) throws(InvalidKey) -> [String: ItemValue] {
+        var result: [String: ItemValue] = [:]
+        for (key, value) in dictionary {
+            guard let name = (key as? String) ?? (key as? NSString).map({ String($0) }) else {
+                throw InvalidKey(typeName: "\(type(of: key))")
+            }
+            result[name] = itemValue(value)
+        }
+        return result
+    }
+
+    static func itemValue(_ value: Any) -> ItemValue {
+        switch value {
+        case is NSNull: return .null
+        case let string as String: return .string(string)
+        case let date as Date: return .date(date)
+        case let data as Data: return .data(data)
+        case let policy as SecAccessControl: return .accessControl(policy.policy)
+        case is SecAuthenticationContextObject: return .authenticationContext
+        case let number as NSNumber:
+            switch String(cString: number.objCType) {
+            case "c", "B": return .bool(number.boolValue)
+            case "f", "d": return .double(number.doubleValue)
+            default: return .integer(number.int64Value)
+            }
+        case let array as [Any]: return .array(array.map(itemValue))
+        case Optional<Any>.none: return .null
+        default: return .unsupported("\(type(of: value))")
+        }
+    }
+
+    /// An engine result as the objects Apple's API returns (NSData, NSDictionary, NSArray...).
+    static func object(_ result: ItemResult) -> AnyObject {
+        switch result {
+        case .data(let data): return data as NSData
+        case .dictionary(let dictionary):
+            let bridged = NSMutableDictionary()
+            for (key, value) in dictionary {
+                if let object = object(value) { bridged[key as NSString] = object }
+            }
+            return bridged
+        case .array(let items): return items.map { object($0) } as NSArray
+        }
+    }
+
+    static func object(_ value: ItemValue) -> AnyObject? {
+        switch value {
+        case .string(let string): return string as NSString
+        case .data(let data): return data as NSData
+        case .integer(let number): return NSNumber(value: number)
+        case .double(let number): return NSNumber(value: number)
+        case .bool(let flag): return NSNumber(value: flag)
+        case .date(let date): return date as NSDate
+        case .array(let values): return values.compactMap { object($0) } as NSArray
+        case .accessControl(let policy): return SecAccessControl(policy: policy)
+        case .authenticationContext, .null, .unsupported: return nil
+        }
+    }
+}
