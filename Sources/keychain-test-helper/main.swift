@@ -1,1 +1,67 @@
-print("todo")
+// A child process for the multi-process tests: it uses the keychain named by KEYCHAIN_HOME through
+// the public Security API, as an app would, and reports each success on standard output.
+//
+//   keychain-test-helper add <prefix> <count>        add <count> items, print "added <n>" after each
+//   keychain-test-helper churn <prefix> <count>      add, read back and delete <count> items
+//   keychain-test-helper read <service> <account>    print the secret, or "status <n>"
+
+import Foundation
+import Security
+
+/// Writes a line straight to standard output (no buffering), so a parent sees it even if this
+/// process is killed right after.
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func item(_ service: String, _ account: String) -> [String: Any] {
+    [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service, kSecAttrAccount as String: account]
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 4 else {
+    FileHandle.standardError.write(Data("usage: keychain-test-helper add|churn|read ARG ARG\n".utf8))
+    exit(2)
+}
+
+switch arguments[1] {
+case "add":
+    let count = Int(arguments[3]) ?? 0
+    for index in 0..<count {
+        var query = item(arguments[2], "account-\(index)")
+        query[kSecValueData as String] = Data("secret-\(arguments[2])-\(index)".utf8)
+        let status = SecItemAdd(query as CFDictionary, nil)
+        guard status == errSecSuccess else {
+            say("status \(status)")
+            exit(1)
+        }
+        say("added \(index)")
+    }
+case "churn":
+    let count = Int(arguments[3]) ?? 0
+    for index in 0..<count {
+        var query = item(arguments[2], "churn-\(index)")
+        query[kSecValueData as String] = Data("value-\(index)".utf8)
+        guard SecItemAdd(query as CFDictionary, nil) == errSecSuccess else { exit(3) }
+        var result: CFTypeRef?
+        var read = item(arguments[2], "churn-\(index)")
+        read[kSecReturnData as String] = true
+        guard SecItemCopyMatching(read as CFDictionary, &result) == errSecSuccess,
+            result as? Data == Data("value-\(index)".utf8)
+        else { exit(4) }
+        guard SecItemDelete(item(arguments[2], "churn-\(index)") as CFDictionary) == errSecSuccess else { exit(5) }
+    }
+    say("churned \(count)")
+case "read":
+    var query = item(arguments[2], arguments[3])
+    query[kSecReturnData as String] = true
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(query as CFDictionary, &result)
+    if status == errSecSuccess, let data = result as? Data {
+        say(String(decoding: data, as: UTF8.self))
+    } else {
+        say("status \(status)")
+    }
+default:
+    exit(2)
+}
