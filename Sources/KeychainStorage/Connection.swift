@@ -41,6 +41,7 @@ public final class Connection {
     /// Runs static SQL that binds nothing, draining any rows it yields.
     public func execute(_ sql: String) throws {
         let statement = try self.statement(sql)
+        defer { statement.reset() }
         while try statement.step() {}
     }
 
@@ -84,6 +85,7 @@ public final class Connection {
     /// Result of `PRAGMA integrity_check`: "ok" or the problems found.
     public func integrityCheck() throws -> [String] {
         let statement = try self.statement("PRAGMA integrity_check")
+        defer { statement.reset() }
         var lines: [String] = []
         while try statement.step() { lines.append(statement.text(at: 0) ?? "") }
         return lines

@@ -14,6 +14,7 @@ public struct ItemStore {
         try connection.writeTransaction {
             for sql in Schema.statements { try connection.execute(sql) }
             let select = try connection.statement("SELECT value FROM keychain_info WHERE name = 'schema'")
+            defer { select.reset() }
             if try select.step() {
                 let found = select.int64(at: 0)
                 guard found <= Schema.version else {
@@ -23,6 +24,7 @@ public struct ItemStore {
                 }
             } else {
                 let insert = try connection.statement("INSERT INTO keychain_info(name, value) VALUES ('schema', ?)")
+                defer { insert.reset() }
                 try insert.bind(Schema.version, at: 1)
                 _ = try insert.step()
             }
@@ -37,6 +39,7 @@ public struct ItemStore {
             INSERT INTO items(persistref, class, keyclass, agrp, sync, tomb, pk, lookup, metadata, secret)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
+        defer { statement.reset() }
         try bindRow(item, to: statement, from: 1)
         _ = try statement.step()
         let rowID = connection.lastInsertedRowID
@@ -51,10 +54,12 @@ public struct ItemStore {
             UPDATE items SET persistref = ?, class = ?, keyclass = ?, agrp = ?, sync = ?, tomb = ?, pk = ?,
             lookup = ?, metadata = ?, secret = ? WHERE rowid = ?
             """)
+        defer { statement.reset() }
         try bindRow(item, to: statement, from: 1)
         try statement.bind(rowID, at: 11)
         _ = try statement.step()
         let clear = try connection.statement("DELETE FROM attribute_index WHERE item = ?")
+        defer { clear.reset() }
         try clear.bind(rowID, at: 1)
         _ = try clear.step()
         try insertIndex(item.indexDigests, rowID: rowID)
@@ -62,6 +67,7 @@ public struct ItemStore {
 
     public func delete(rowID: Int64) throws {
         let statement = try connection.statement("DELETE FROM items WHERE rowid = ?")
+        defer { statement.reset() }
         try statement.bind(rowID, at: 1)
         _ = try statement.step()
     }
@@ -74,18 +80,21 @@ public struct ItemStore {
 
     public func item(rowID: Int64) throws -> StoredItem? {
         let statement = try connection.statement("SELECT \(Self.columns) FROM items WHERE rowid = ?")
+        defer { statement.reset() }
         try statement.bind(rowID, at: 1)
         return try statement.step() ? readRow(statement) : nil
     }
 
     public func item(persistentID: Data) throws -> StoredItem? {
         let statement = try connection.statement("SELECT \(Self.columns) FROM items WHERE persistref = ?")
+        defer { statement.reset() }
         try statement.bind(persistentID, at: 1)
         return try statement.step() ? readRow(statement) : nil
     }
 
     public func item(primaryKeyDigest: Data) throws -> StoredItem? {
         let statement = try connection.statement("SELECT \(Self.columns) FROM items WHERE pk = ?")
+        defer { statement.reset() }
         try statement.bind(primaryKeyDigest, at: 1)
         return try statement.step() ? readRow(statement) : nil
     }
@@ -94,6 +103,7 @@ public struct ItemStore {
     public func items(lookupDigest: Data) throws -> [StoredItem] {
         let statement = try connection.statement(
             "SELECT \(Self.columns) FROM items WHERE lookup = ? ORDER BY rowid")
+        defer { statement.reset() }
         try statement.bind(lookupDigest, at: 1)
         var rows: [StoredItem] = []
         while try statement.step() { rows.append(readRow(statement)) }
@@ -104,6 +114,7 @@ public struct ItemStore {
     public func rowIDs(indexDigest: Data, limit: Int = Int.max) throws -> [Int64] {
         let statement = try connection.statement(
             "SELECT item FROM attribute_index WHERE digest = ? ORDER BY item LIMIT ?")
+        defer { statement.reset() }
         try statement.bind(indexDigest, at: 1)
         try statement.bind(Int64(clamping: limit), at: 2)
         var rows: [Int64] = []
@@ -113,6 +124,7 @@ public struct ItemStore {
 
     public func hasIndexEntry(_ digest: Data, rowID: Int64) throws -> Bool {
         let statement = try connection.statement("SELECT 1 FROM attribute_index WHERE digest = ? AND item = ?")
+        defer { statement.reset() }
         try statement.bind(digest, at: 1)
         try statement.bind(rowID, at: 2)
         return try statement.step()
@@ -122,6 +134,7 @@ public struct ItemStore {
     public func rowIDs(itemClass: Int, tombstone: Bool) throws -> [Int64] {
         let statement = try connection.statement(
             "SELECT rowid FROM items WHERE class = ? AND tomb = ? ORDER BY rowid")
+        defer { statement.reset() }
         try statement.bind(Int64(itemClass), at: 1)
         try statement.bind(tombstone ? 1 : 0, at: 2)
         var rows: [Int64] = []
@@ -133,6 +146,7 @@ public struct ItemStore {
     @discardableResult
     public func deleteAll(protectionClass: Int) throws -> Int {
         let statement = try connection.statement("DELETE FROM items WHERE keyclass = ?")
+        defer { statement.reset() }
         try statement.bind(Int64(protectionClass), at: 1)
         _ = try statement.step()
         return connection.changes
@@ -140,12 +154,14 @@ public struct ItemStore {
 
     public func count() throws -> Int {
         let statement = try connection.statement("SELECT count(*) FROM items")
+        defer { statement.reset() }
         return try statement.step() ? Int(statement.int64(at: 0)) : 0
     }
 
     private func insertIndex(_ digests: [Data], rowID: Int64) throws {
         let statement = try connection.statement(
             "INSERT OR IGNORE INTO attribute_index(digest, item) VALUES (?, ?)")
+        defer { statement.reset() }
         for digest in digests {
             statement.reset()
             try statement.bind(digest, at: 1)

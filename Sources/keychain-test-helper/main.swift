@@ -15,7 +15,10 @@ func say(_ line: String) {
 }
 
 func item(_ service: String, _ account: String) -> [String: Any] {
-    [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service, kSecAttrAccount as String: account]
+    [
+        kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+        kSecAttrAccount as String: account,
+    ]
 }
 
 let arguments = CommandLine.arguments

@@ -79,7 +79,8 @@ class EngineTestCase: XCTestCase {
 
     /// The path of a built executable of this package (beside the test bundle).
     static func productPath(_ name: String) -> String {
-        let bundle = Bundle(for: EngineTestCase.self).bundleURL.deletingLastPathComponent()
-        return bundle.appendingPathComponent(name).path
+        // The test binary lives in the build products directory, beside the package's executables.
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return executable.deletingLastPathComponent().appendingPathComponent(name).path
     }
 }

@@ -1,0 +1,120 @@
+import CSQLite
+import Foundation
+import KeychainEngine
+import XCTest
+
+/// Threads and processes sharing one keychain; a writer killed mid-flight.
+final class ConcurrencyTests: EngineTestCase {
+    func testManyThreadsAddReadAndDeleteAtOnce() throws {
+        let keychain = try XCTUnwrap(self.keychain)
+        let client = self.client
+        let failures = LogCollector()
+        let threads = 8
+        let perThread = 60
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for index in 0..<perThread {
+                let account = "t\(thread)-\(index)"
+                let item: [String: ItemValue] = [
+                    "class": .string("genp"), "svce": .string("threads"), "acct": .string(account),
+                    "v_Data": .data(Data(account.utf8)),
+                ]
+                do {
+                    _ = try keychain.add(item, client: client)
+                    let read = try keychain.copyMatching(
+                        ["class": .string("genp"), "acct": .string(account), "r_Data": .bool(true)], client: client)
+                    if read != .data(Data(account.utf8)) { failures.append("wrong data for \(account)") }
+                    if index % 3 == 0 {
+                        try keychain.delete(["class": .string("genp"), "acct": .string(account)], client: client)
+                    }
+                } catch {
+                    failures.append("\(account): \(error)")
+                }
+            }
+        }
+        XCTAssertEqual(failures.all, [])
+        let all = try keychain.copyMatching(
+            ["class": .string("genp"), "svce": .string("threads"), "m_Limit": .string("m_LimitAll"), "r_Data": .bool(true)],
+            client: client)
+        guard case .array(let items)? = all else { return XCTFail("no items") }
+        XCTAssertEqual(items.count, threads * (perThread - perThread / 3))
+        XCTAssertEqual(try integrityCheck(), ["ok"])
+    }
+
+    func testProcessesShareOneKeychain() throws {
+        keychain = nil
+        let processes = (0..<4).map { index in helper(["churn", "proc\(index)", "40"]) }
+        let writers = (0..<2).map { index in helper(["add", "writer\(index)", "50"]) }
+        for process in processes + writers { try process.run() }
+        for process in processes + writers { process.waitUntilExit() }
+        for process in processes + writers { XCTAssertEqual(process.terminationStatus, 0) }
+        keychain = try open()
+        for writer in 0..<2 {
+            for index in [0, 25, 49] {
+                XCTAssertEqual(try readSecret("writer\(writer)", "account-\(index)"), "secret-writer\(writer)-\(index)")
+            }
+        }
+        let all = try keychain.copyMatching(
+            ["class": .string("genp"), "m_Limit": .string("m_LimitAll"), "r_Attributes": .bool(true)], client: client)
+        guard case .array(let items)? = all else { return XCTFail("no items") }
+        XCTAssertEqual(items.count, 100, "churned items are gone, every written one is there")
+        // A write from another process is visible to an already-open keychain.
+        let reader = helper(["read", "writer0", "account-7"])
+        let pipe = Pipe()
+        reader.standardOutput = pipe
+        try reader.run()
+        reader.waitUntilExit()
+        XCTAssertEqual(String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self), "secret-writer0-7\n")
+        XCTAssertEqual(try integrityCheck(), ["ok"])
+    }
+
+    func testKilledWriterLosesNothingItReported() throws {
+        keychain = nil
+        for round in 0..<3 {
+            let process = helper(["add", "crash\(round)", "100000"])
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            try process.run()
+            // Let it write for a random moment, then kill it without warning.
+            usleep(UInt32.random(in: 150_000...600_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationReason, .uncaughtSignal)
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let reported = output.split(separator: "\n").compactMap { line -> Int? in
+                line.hasPrefix("added ") ? Int(line.dropFirst(6)) : nil
+            }
+            XCTAssertGreaterThan(reported.count, 0, "the child should have added something before the kill")
+            XCTAssertEqual(try integrityCheck(), ["ok"])
+            let reopened = try open()
+            for index in reported {
+                XCTAssertEqual(
+                    try readSecret("crash\(round)", "account-\(index)", in: reopened), "secret-crash\(round)-\(index)",
+                    "item \(index) was reported added")
+            }
+        }
+    }
+
+    private func helper(_ arguments: [String]) -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.productPath("keychain-test-helper"))
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["KEYCHAIN_HOME"] = directory
+        environment["KEYCHAIN_ACCESS_GROUPS"] = "TEAM.app"
+        environment["KEYCHAIN_LOG"] = "off"
+        process.environment = environment
+        return process
+    }
+
+    private func integrityCheck() throws -> [String] {
+        var handle: OpaquePointer?
+        guard sqlite3_open(directory + "/keychain.db", &handle) == SQLITE_OK else { return ["cannot open"] }
+        defer { sqlite3_close(handle) }
+        var statement: OpaquePointer?
+        sqlite3_prepare_v2(handle, "PRAGMA integrity_check", -1, &statement, nil)
+        defer { sqlite3_finalize(statement) }
+        var lines: [String] = []
+        while sqlite3_step(statement) == SQLITE_ROW { lines.append(String(cString: sqlite3_column_text(statement, 0))) }
+        return lines
+    }
+}
