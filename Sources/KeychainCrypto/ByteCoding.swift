@@ -95,8 +95,16 @@ public struct ByteReader {
 
     /// A UTF-8 string; malformed UTF-8 is an error rather than silently repaired.
     public mutating func readString() throws(Truncated) -> String {
-        let bytes = try readBytes()
-        guard let string = String(data: bytes, encoding: .utf8) else { throw Truncated() }
-        return string
+        let count: UInt32 = try read()
+        guard remaining >= Int(count) else { throw Truncated() }
+        let start = offset
+        offset += Int(count)
+        let decoded = data.withUnsafeBytes { buffer -> String? in
+            let base = buffer.baseAddress.map { $0 + (start - data.startIndex) }
+            let bytes = UnsafeRawBufferPointer(start: base, count: Int(count))
+            return String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self)
+        }
+        guard let decoded else { throw Truncated() }
+        return decoded
     }
 }

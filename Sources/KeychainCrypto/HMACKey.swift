@@ -3,29 +3,21 @@ import Foundation
 
 /// An HMAC-SHA256 key with its inner and outer digest states precomputed.
 ///
-/// The keychain computes an HMAC for every searchable attribute of every query, so the per-call cost
-/// matters: starting from saved pad states saves two compression rounds and every OpenSSL lookup.
+/// The keychain computes several HMACs per query (the digests of the searchable columns), so the
+/// per-call cost matters: starting from saved pad states, copied as plain structs, costs two SHA-256
+/// compressions for a short message and no allocation.
 public final class HMACKey: @unchecked Sendable {
-    // Both contexts are only read (copied from) after init, which OpenSSL allows from any thread.
-    private let inner: OpaquePointer
-    private let outer: OpaquePointer
+    // Only read after init, so concurrent use from several threads is safe.
+    private let inner: SHA256_CTX
+    private let outer: SHA256_CTX
     public static let outputSize = 32
 
-    nonisolated(unsafe) private static let sha256: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
-
     public init(key: SecureBytes) throws {
-        guard let inner = EVP_MD_CTX_new(), let outer = EVP_MD_CTX_new() else {
-            throw CryptoError.libraryFailure("EVP_MD_CTX_new")
-        }
-        self.inner = inner
-        self.outer = outer
         // RFC 2104: keys longer than the 64-byte block are hashed first.
         var block = [UInt8](repeating: 0, count: 64)
         defer { OPENSSL_cleanse(&block, block.count) }
         if key.count > 64 {
-            let digest = try key.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws in
-                try Digest.sha256(bytes)
-            }
+            let digest = try key.withUnsafeBytes { try Digest.sha256($0) }
             for (index, byte) in digest.enumerated() { block[index] = byte }
         } else {
             key.withUnsafeBytes { bytes in
@@ -34,45 +26,47 @@ public final class HMACKey: @unchecked Sendable {
         }
         var pad = [UInt8](repeating: 0, count: 64)
         defer { OPENSSL_cleanse(&pad, pad.count) }
+        var inner = SHA256_CTX()
+        var outer = SHA256_CTX()
         for index in 0..<64 { pad[index] = block[index] ^ 0x36 }
-        guard EVP_DigestInit_ex2(inner, HMACKey.sha256, nil) == 1, EVP_DigestUpdate(inner, pad, 64) == 1 else {
+        guard SHA256_Init(&inner) == 1, SHA256_Update(&inner, pad, 64) == 1 else {
             throw CryptoError.libraryFailure("HMAC inner init")
         }
         for index in 0..<64 { pad[index] = block[index] ^ 0x5c }
-        guard EVP_DigestInit_ex2(outer, HMACKey.sha256, nil) == 1, EVP_DigestUpdate(outer, pad, 64) == 1 else {
+        guard SHA256_Init(&outer) == 1, SHA256_Update(&outer, pad, 64) == 1 else {
             throw CryptoError.libraryFailure("HMAC outer init")
         }
+        self.inner = inner
+        self.outer = outer
     }
 
     deinit {
-        // EVP_MD_CTX_free cleanses the digest state, which is derived from the key.
-        EVP_MD_CTX_free(inner)
-        EVP_MD_CTX_free(outer)
+        // The pad states are derived from the key.
+        var inner = self.inner
+        var outer = self.outer
+        OPENSSL_cleanse(&inner, MemoryLayout<SHA256_CTX>.size)
+        OPENSSL_cleanse(&outer, MemoryLayout<SHA256_CTX>.size)
     }
 
     /// HMAC over the concatenation of `parts`, without building the concatenation.
     public func authenticationCode(_ parts: [UnsafeRawBufferPointer]) throws -> Data {
-        guard let context = EVP_MD_CTX_new() else { throw CryptoError.libraryFailure("EVP_MD_CTX_new") }
-        defer { EVP_MD_CTX_free(context) }
+        var context = inner
+        defer { OPENSSL_cleanse(&context, MemoryLayout<SHA256_CTX>.size) }
         var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        guard EVP_MD_CTX_copy_ex(context, inner) == 1 else { throw CryptoError.libraryFailure("EVP_MD_CTX_copy_ex") }
         for part in parts where part.count > 0 {
-            guard EVP_DigestUpdate(context, part.baseAddress, part.count) == 1 else {
-                throw CryptoError.libraryFailure("EVP_DigestUpdate")
+            guard SHA256_Update(&context, part.baseAddress, part.count) == 1 else {
+                throw CryptoError.libraryFailure("SHA256_Update")
             }
         }
-        guard EVP_DigestFinal_ex(context, &digest, &length) == 1,
-            EVP_MD_CTX_copy_ex(context, outer) == 1,
-            EVP_DigestUpdate(context, digest, 32) == 1,
-            EVP_DigestFinal_ex(context, &digest, &length) == 1
-        else { throw CryptoError.libraryFailure("HMAC finish") }
+        guard SHA256_Final(&digest, &context) == 1 else { throw CryptoError.libraryFailure("SHA256_Final") }
+        context = outer
+        guard SHA256_Update(&context, digest, 32) == 1, SHA256_Final(&digest, &context) == 1 else {
+            throw CryptoError.libraryFailure("HMAC finish")
+        }
         return Data(digest)
     }
 
     public func authenticationCode(_ message: Data) throws -> Data {
-        try message.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws in
-            try authenticationCode([bytes])
-        }
+        try message.withUnsafeBytes { try authenticationCode([$0]) }
     }
 }

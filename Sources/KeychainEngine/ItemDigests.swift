@@ -70,12 +70,15 @@ struct ItemDigests: Sendable {
     }
 
     private func digest(_ domain: String, _ components: [Data]) throws -> Data {
-        var message = Data(domain.utf8)
+        var message: [UInt8] = []
+        message.reserveCapacity(domain.utf8.count + 1 + components.reduce(0) { $0 + 4 + $1.count })
+        message.append(contentsOf: domain.utf8)
         message.append(0)
         for component in components {
-            withUnsafeBytes(of: UInt32(component.count).littleEndian) { message.append(contentsOf: $0) }
-            message.append(component)
+            let count = UInt32(component.count)
+            message.append(contentsOf: [UInt8(count & 0xff), UInt8(count >> 8 & 0xff), UInt8(count >> 16 & 0xff), UInt8(count >> 24)])
+            message.append(contentsOf: component)
         }
-        return try key.authenticationCode(message).prefix(Self.size)
+        return try message.withUnsafeBytes { try key.authenticationCode([$0]) }.prefix(Self.size)
     }
 }

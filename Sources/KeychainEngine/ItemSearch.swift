@@ -31,9 +31,17 @@ struct ItemSearch {
         if let musr = query.musr, musr != .data(Data()) { return [] }
         let groupDigests = try Dictionary(uniqueKeysWithValues: groups.map { (try digests.accessGroup($0), $0) })
         var matches: [Match] = []
-        for rowID in try candidates() {
-            guard matches.count < limit else { break }
-            guard let row = try store.item(rowID: rowID) else { continue }
+        let found = try candidates()
+        var position = 0
+        while matches.count < limit, position < found.count {
+            defer { position += 1 }
+            let row: StoredItem
+            switch found {
+            case .rows(let rows): row = rows[position]
+            case .rowIDs(let rowIDs):
+                guard let fetched = try store.item(rowID: rowIDs[position]) else { continue }
+                row = fetched
+            }
             guard columnsMatch(row, groupDigests: groupDigests) else { continue }
             guard let record = try decrypt(row, needSecret: needSecret) else { continue }
             guard recordMatches(record, row: row) else {
@@ -47,44 +55,64 @@ struct ItemSearch {
 
     // MARK: Candidates
 
-    private func candidates() throws -> [Int64] {
+    /// Candidate rows in rowid order: whole rows when the plan read them anyway, else row ids.
+    private enum Candidates {
+        case rows([StoredItem])
+        case rowIDs([Int64])
+
+        var count: Int {
+            switch self {
+            case .rows(let rows): rows.count
+            case .rowIDs(let rowIDs): rowIDs.count
+            }
+        }
+    }
+
+    private func candidates() throws -> Candidates {
         if let reference = query.persistentReference {
-            guard reference.itemClass == itemClass,
-                let row = try store.item(persistentID: reference.identity)
-            else { return [] }
-            return [row.rowID]
+            guard reference.itemClass == itemClass, let row = try store.item(persistentID: reference.identity) else {
+                return .rows([])
+            }
+            return .rows([row])
         }
         let primaryKey = AttributeSchema.primaryKey(itemClass)
         if primaryKey.allSatisfy({ query.attributes[$0] != nil }) {
-            var rows: [Int64] = []
+            var rows: [StoredItem] = []
             for group in groups {
                 for synchronizable in synchronizableValues {
                     let digest = try digests.lookup(
                         itemClass: itemClass, attributes: query.attributes, accessGroup: group,
                         synchronizable: synchronizable)
-                    rows.append(contentsOf: try store.items(lookupDigest: digest).map(\.rowID))
+                    rows.append(contentsOf: try store.items(lookupDigest: digest))
                 }
             }
-            return try filterByIndex(rows.sorted(), excluding: Set(primaryKey))
+            if rows.count > 1 { rows.sort { $0.rowID < $1.rowID } }
+            let remaining = try indexTerms(excluding: Set(primaryKey))
+            guard !remaining.isEmpty else { return .rows(rows) }
+            return .rows(try rows.filter { try carriesAll(remaining, rowID: $0.rowID) })
         }
-        let terms = try indexTerms()
+        let terms = try indexTerms(excluding: [])
         guard !terms.isEmpty else {
-            return try store.rowIDs(itemClass: itemClass.rawValue, tombstone: query.tombstone ?? false)
+            return .rowIDs(try store.rowIDs(itemClass: itemClass.rawValue, tombstone: query.tombstone ?? false))
         }
         // Drive with the rarest term: probe each posting list up to a bound, pick the shortest.
         let probeBound = 1_000
         var best = terms[0]
         var bestCount = Int.max
-        for term in terms {
-            let count = try store.rowIDs(indexDigest: term.digest, limit: probeBound + 1).count
-            if count < bestCount {
-                best = term
-                bestCount = count
+        if terms.count > 1 {
+            for term in terms {
+                let count = try store.rowIDs(indexDigest: term.digest, limit: probeBound + 1).count
+                if count == 0 { return .rowIDs([]) }
+                if count < bestCount {
+                    best = term
+                    bestCount = count
+                }
             }
-            if count == 0 { return [] }
         }
+        let remaining = terms.filter { $0.name != best.name }
         let driving = try store.rowIDs(indexDigest: best.digest)
-        return try filterByIndex(driving, excluding: [best.name])
+        guard !remaining.isEmpty else { return .rowIDs(driving) }
+        return .rowIDs(try driving.filter { try carriesAll(remaining, rowID: $0) })
     }
 
     private struct Term {
@@ -92,22 +120,19 @@ struct ItemSearch {
         let digest: Data
     }
 
-    private func indexTerms() throws -> [Term] {
+    /// Index digests of the query's attributes, except those the plan already used.
+    private func indexTerms(excluding used: Set<String>) throws -> [Term] {
         try query.attributes.keys.sorted().compactMap { name in
-            guard let descriptor = AttributeSchema.descriptor(name, in: itemClass), let value = query.attributes[name]
+            guard !used.contains(name), let descriptor = AttributeSchema.descriptor(name, in: itemClass),
+                let value = query.attributes[name]
             else { return nil }
             return Term(
                 name: name, digest: try digests.attribute(name, value, kind: descriptor.kind, itemClass: itemClass))
         }
     }
 
-    /// Keeps the rows that carry an index entry for every query attribute not already used.
-    private func filterByIndex(_ rows: [Int64], excluding used: Set<String>) throws -> [Int64] {
-        let remaining = try indexTerms().filter { !used.contains($0.name) }
-        guard !remaining.isEmpty else { return rows }
-        return try rows.filter { rowID in
-            try remaining.allSatisfy { try store.hasIndexEntry($0.digest, rowID: rowID) }
-        }
+    private func carriesAll(_ terms: [Term], rowID: Int64) throws -> Bool {
+        try terms.allSatisfy { try store.hasIndexEntry($0.digest, rowID: rowID) }
     }
 
     private var synchronizableValues: [Bool] {

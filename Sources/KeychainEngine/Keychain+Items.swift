@@ -47,7 +47,31 @@ extension Keychain {
 
     // MARK: Add
 
+    /// Adds many items in one transaction: all of them, or none if any fails. Used to load items in
+    /// bulk (benchmarks, and later restore); each dictionary is a SecItemAdd query.
+    public func add(contentsOf dictionaries: [[String: ItemValue]], client: ClientIdentity) throws {
+        let queries = try dictionaries.map { try Query.parse($0, for: .add) }
+        try perform {
+            let rows = try queries.map { try prepareAdd($0, client: client).row }
+            try pool.withConnection { connection in
+                let store = ItemStore(connection: connection)
+                try connection.writeTransaction { for row in rows { try insertNew(row, store: store) } }
+            }
+        }
+    }
+
     private func add(_ query: Query, client: ClientIdentity) throws -> ItemResult? {
+        let (row, record) = try prepareAdd(query, client: client)
+        try pool.withConnection { connection in
+            let store = ItemStore(connection: connection)
+            try connection.writeTransaction { try insertNew(row, store: store) }
+        }
+        guard query.returnsAnything else { return nil }
+        return try ResultShape(query: query).result(for: [record])
+    }
+
+    /// Validates an add and seals the new item, ready for insertion.
+    private func prepareAdd(_ query: Query, client: ClientIdentity) throws -> (row: StoredItem, record: ItemRecord) {
         guard let itemClass = query.itemClass, !query.isIdentity else {
             throw KeychainError.invalidParameter("identities are added as a certificate and a private key")
         }
@@ -69,7 +93,6 @@ extension Keychain {
         case .some(.some(let value)): synchronizable = value
         }
         // The class key first: adding a class-A item while locked fails even if it is a duplicate.
-        try keybag.refreshIfChanged()
         let classKey = try keybag.classKey(for: protection)
 
         var attributes = query.attributes
@@ -86,26 +109,20 @@ extension Keychain {
             synchronizable: synchronizable, tombstone: false, attributes: attributes,
             accessControl: query.accessControl, secret: query.valueData)
         try record.updateDigest()
-        let digests = try digests()
-        let row = try seal(record, classKey: classKey, digests: digests)
+        return (try seal(record, classKey: classKey, digests: try digests()), record)
+    }
 
-        try pool.withConnection { connection in
-            let store = ItemStore(connection: connection)
-            try connection.writeTransaction {
-                do {
-                    try store.insert(row)
-                } catch let error as StorageError where error.kind == .constraint {
-                    // A tombstone or an undecryptable row in the same slot gives way; a live item does not.
-                    guard let existing = try store.item(primaryKeyDigest: row.primaryKeyDigest),
-                        try isReplaceable(existing)
-                    else { throw KeychainError.duplicateItem }
-                    try store.delete(rowID: existing.rowID)
-                    try store.insert(row)
-                }
-            }
+    /// Inserts a new row; a tombstone or an undecryptable row in the same slot gives way, a live
+    /// item does not (errSecDuplicateItem).
+    private func insertNew(_ row: StoredItem, store: ItemStore) throws {
+        do {
+            try store.insert(row)
+        } catch let error as StorageError where error.kind == .constraint {
+            guard let existing = try store.item(primaryKeyDigest: row.primaryKeyDigest), try isReplaceable(existing)
+            else { throw KeychainError.duplicateItem }
+            try store.delete(rowID: existing.rowID)
+            try store.insert(row)
         }
-        guard query.returnsAnything else { return nil }
-        return try ResultShape(query: query).result(for: [record])
     }
 
     private func isReplaceable(_ row: StoredItem) throws -> Bool {
@@ -154,11 +171,11 @@ extension Keychain {
             throw KeychainError.invalidParameter("kSecValueRef is not supported for class \(itemClass.name)")
         }
         let groups = try groupsForReading(query.accessGroup, client: client)
+        // No read transaction: every candidate is re-checked after decryption, so a write landing
+        // between two statements cannot make a wrong item match; it can only be seen or not.
         let matches = try pool.withConnection { connection in
-            try connection.readTransaction {
-                try search(query, itemClass: itemClass, groups: groups, store: ItemStore(connection: connection))
-                    .run(limit: query.limit.maximum, needSecret: query.returnData)
-            }
+            try search(query, itemClass: itemClass, groups: groups, store: ItemStore(connection: connection))
+                .run(limit: query.limit.maximum, needSecret: query.returnData)
         }
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
         guard query.returnsAnything else { return nil }

@@ -122,7 +122,7 @@ public final class Keychain: Sendable {
             throw Self.translate(error)
         }
         do {
-            try pool.withConnection { connection in
+            _ = try pool.withConnection { connection in
                 try connection.writeTransaction {
                     try ItemStore(connection: connection).deleteAll(
                         protectionClass: ProtectionClass.whenPasscodeSetThisDeviceOnly.rawValue)

@@ -22,7 +22,7 @@ public final class Statement {
 
     /// Clears bindings and resets for the next use. Bound blobs are copied by SQLite (`SQLITE_TRANSIENT`),
     /// so nothing the caller owns is referenced after a call returns.
-    func reset() {
+    public func reset() {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
     }

@@ -34,8 +34,17 @@ public enum EmbeddedKeychain {
         }
     }
 
-    /// The emulated entitlements of this process (see `ClientIdentity.fromEnvironment`).
-    public static func client() -> ClientIdentity { ClientIdentity.fromEnvironment() }
+    private static let lastClient = Mutex<(raw: String?, identity: ClientIdentity)?>(nil)
+
+    /// The emulated entitlements of this process (see `ClientIdentity.fromEnvironment`), parsed again
+    /// only when `KEYCHAIN_ACCESS_GROUPS` changes.
+    public static func client() -> ClientIdentity {
+        let raw = variable("KEYCHAIN_ACCESS_GROUPS")
+        if let cached = lastClient.withLock({ $0 }), cached.raw == raw { return cached.identity }
+        let identity = ClientIdentity.fromEnvironment()
+        lastClient.withLock { $0 = (raw, identity) }
+        return identity
+    }
 
     private static func variable(_ name: String) -> String? {
         getenv(name).map { String(cString: $0) }

@@ -10,6 +10,7 @@ enum ValueBridging {
     /// A query dictionary as the engine's plain dictionary. Keys must be strings (errSecParam otherwise).
     static func dictionary(_ dictionary: CFDictionary) throws(InvalidKey) -> [String: ItemValue] {
         var result: [String: ItemValue] = [:]
+        result.reserveCapacity(dictionary.count)
         for (key, value) in dictionary {
             guard let name = (key as? String) ?? (key as? NSString).map({ String($0) }) else {
                 throw InvalidKey(typeName: "\(type(of: key))")
@@ -44,11 +45,16 @@ enum ValueBridging {
         switch result {
         case .data(let data): return data as NSData
         case .dictionary(let dictionary):
-            let bridged = NSMutableDictionary()
+            var keys: [NSString] = []
+            var objects: [AnyObject] = []
+            keys.reserveCapacity(dictionary.count)
+            objects.reserveCapacity(dictionary.count)
             for (key, value) in dictionary {
-                if let object = object(value) { bridged[key as NSString] = object }
+                guard let object = object(value) else { continue }
+                keys.append(key as NSString)
+                objects.append(object)
             }
-            return bridged
+            return NSDictionary(objects: objects, forKeys: keys)
         case .array(let items): return items.map { object($0) } as NSArray
         }
     }

@@ -1,1 +1,234 @@
-print("todo")
+// The project's benchmark: SecItem latencies on an embedded keychain holding N items, each reported
+// with its ratio to a floor measured in the same run (the same kind of indexed SQLite read plus one
+// AES-256-GCM decryption, done directly), because absolute times on shared machines are noise.
+//
+//   swift run -c release keychain-bench [--sizes 1,1000,100000] [--million] [--samples 2000]
+
+import Foundation
+import KeychainCrypto
+import KeychainEngine
+import KeychainKeybag
+import KeychainStorage
+import Security
+
+struct Options {
+    var sizes = [1, 1_000, 100_000]
+    var samples = 2_000
+    var writeSamples = 300
+
+    init(arguments: [String]) {
+        var iterator = arguments.dropFirst().makeIterator()
+        while let argument = iterator.next() {
+            switch argument {
+            case "--million": sizes.append(1_000_000)
+            case "--sizes":
+                sizes = (iterator.next() ?? "").split(separator: ",").compactMap { Int($0) }
+            case "--samples":
+                samples = Int(iterator.next() ?? "") ?? samples
+            case "--write-samples":
+                writeSamples = Int(iterator.next() ?? "") ?? writeSamples
+            default:
+                FileHandle.standardError.write(Data("unknown argument \(argument)\n".utf8))
+                exit(2)
+            }
+        }
+    }
+}
+
+struct Latencies {
+    var samples: [Double] = []  // seconds
+
+    mutating func measure(_ body: () throws -> Void) rethrows {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try body()
+        samples.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+    }
+
+    func percentile(_ fraction: Double) -> Double {
+        let sorted = samples.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
+    }
+
+    var median: Double { percentile(0.5) }
+    var p99: Double { percentile(0.99) }
+}
+
+func format(_ seconds: Double) -> String {
+    if seconds < 1e-3 { return String(format: "%7.1f µs", seconds * 1e6) }
+    return String(format: "%7.2f ms", seconds * 1e3)
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("keychain-bench: \(message)\n".utf8))
+    exit(1)
+}
+
+func check(_ status: OSStatus, _ what: String) {
+    if status != errSecSuccess { fail("\(what) failed with \(status)") }
+}
+
+let options = Options(arguments: CommandLine.arguments)
+let root = NSTemporaryDirectory() + "keychain-bench-" + UUID().uuidString
+defer { try? FileManager.default.removeItem(atPath: root) }
+setenv("KEYCHAIN_ACCESS_GROUPS", "TEAM.bench", 1)
+let client = ClientIdentity(accessGroups: ["TEAM.bench"])
+
+func password(_ index: Int) -> [String: ItemValue] {
+    [
+        "class": .string("genp"), "svce": .string("bench.example.com"), "acct": .string("user-\(index)"),
+        "labl": .string("label \(index % 100)"), "v_Data": .data(Data("token-\(index)-abcdefghijklmnop".utf8)),
+    ]
+}
+
+/// The floor: a table of N rows keyed by a 16-byte indexed digest, each holding a sealed 32-byte secret;
+/// one lookup is the indexed SELECT plus one AES-256-GCM open.
+func measureFloor(count: Int, directory: String, samples: Int) throws -> Latencies {
+    let connection = try Connection(path: directory + "/floor.db", create: true)
+    try connection.execute("CREATE TABLE floor(digest BLOB NOT NULL, secret BLOB NOT NULL)")
+    try connection.execute("CREATE INDEX floor_digest ON floor(digest)")
+    let key = try SecureBytes(randomCount: 32)
+    let hmac = try HMACKey(key: SecureBytes(randomCount: 32))
+    func digest(_ index: Int) throws -> Data { try hmac.authenticationCode(Data("user-\(index)".utf8)).prefix(16) }
+    try connection.writeTransaction {
+        let insert = try connection.statement("INSERT INTO floor(digest, secret) VALUES (?, ?)")
+        for index in 0..<count {
+            insert.reset()
+            try insert.bind(try digest(index), at: 1)
+            try insert.bind(try AESGCM.seal(Data("token-\(index)-abcdefghijklmnop".utf8), key: key, authenticating: Data()), at: 2)
+            _ = try insert.step()
+        }
+    }
+    var latencies = Latencies()
+    for sample in 0..<samples {
+        let index = (sample &* 7919) % count
+        let wanted = try digest(index)
+        try latencies.measure {
+            let select = try connection.statement("SELECT secret FROM floor WHERE digest = ?")
+            try select.bind(wanted, at: 1)
+            guard try select.step(), let sealed = select.data(at: 0) else { fail("floor row missing") }
+            _ = try AESGCM.open(sealed, key: key, authenticating: Data())
+        }
+    }
+    return latencies
+}
+
+print("swift-keychain benchmark — release build, embedded keychain, SecItem API")
+print("samples: \(options.samples) reads, \(options.writeSamples) writes per size; ratios are medians over the floor")
+print("")
+
+var lookupMedians: [Int: Double] = [:]
+for size in options.sizes {
+    let directory = root + "/n\(size)"
+    setenv("KEYCHAIN_HOME", directory, 1)
+    let keychain: Keychain
+    do {
+        keychain = try EmbeddedKeychain.current()
+        var batch: [[String: ItemValue]] = []
+        for index in 0..<size {
+            batch.append(password(index))
+            if batch.count == 5_000 || index == size - 1 {
+                try keychain.add(contentsOf: batch, client: client)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+    } catch {
+        fail("cannot prepare \(size) items: \(error)")
+    }
+
+    var results: [(String, Latencies)] = []
+    do {
+        results.append(("floor (SQLite read + AES-GCM)", try measureFloor(count: size, directory: directory, samples: options.samples)))
+    } catch {
+        fail("floor: \(error)")
+    }
+
+    func lookupQuery(_ index: Int, returning key: CFString) -> CFDictionary {
+        [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench.example.com",
+            kSecAttrAccount as String: "user-\(index)", key as String: true,
+        ] as CFDictionary
+    }
+    var copyData = Latencies()
+    var copyAttributes = Latencies()
+    var engineData = Latencies()
+    for sample in 0..<options.samples {
+        let index = (sample &* 7919) % size
+        let query: [String: ItemValue] = [
+            "class": .string("genp"), "svce": .string("bench.example.com"), "acct": .string("user-\(index)"),
+            "r_Data": .bool(true),
+        ]
+        do {
+            try engineData.measure { _ = try keychain.copyMatching(query, client: client) }
+        } catch {
+            fail("engine lookup: \(error)")
+        }
+    }
+    for sample in 0..<options.samples {
+        let index = (sample &* 7919) % size
+        let dataQuery = lookupQuery(index, returning: kSecReturnData)
+        let attributeQuery = lookupQuery(index, returning: kSecReturnAttributes)
+        var result: CFTypeRef?
+        copyData.measure { check(SecItemCopyMatching(dataQuery, &result), "copy data") }
+        copyAttributes.measure { check(SecItemCopyMatching(attributeQuery, &result), "copy attributes") }
+    }
+    var add = Latencies()
+    var update = Latencies()
+    var delete = Latencies()
+    for sample in 0..<options.writeSamples {
+        let fresh: [String: Any] = [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench.example.com",
+            kSecAttrAccount as String: "new-\(sample)", kSecValueData as String: Data("fresh-\(sample)".utf8),
+        ]
+        add.measure { check(SecItemAdd(fresh as CFDictionary, nil), "add") }
+    }
+    for sample in 0..<options.writeSamples {
+        let query: [String: Any] = [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench.example.com",
+            kSecAttrAccount as String: "new-\(sample)",
+        ]
+        let changes = [kSecValueData as String: Data("changed-\(sample)".utf8)]
+        update.measure { check(SecItemUpdate(query as CFDictionary, changes as CFDictionary), "update") }
+    }
+    for sample in 0..<options.writeSamples {
+        let query: [String: Any] = [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench.example.com",
+            kSecAttrAccount as String: "new-\(sample)",
+        ]
+        delete.measure { check(SecItemDelete(query as CFDictionary), "delete") }
+    }
+    results += [
+        ("engine lookup → data (no CF bridging)", engineData),
+        ("SecItemCopyMatching → data", copyData), ("SecItemCopyMatching → attributes", copyAttributes),
+        ("SecItemAdd (fsync)", add), ("SecItemUpdate (fsync)", update), ("SecItemDelete (fsync)", delete),
+    ]
+    lookupMedians[size] = copyData.median
+
+    let floor = results[0].1.median
+    print("N = \(size) items stored")
+    print("  operation                                 median        p99    × floor")
+    for (name, latencies) in results {
+        let ratio = latencies.median / floor
+        print(
+            "  " + name.padding(toLength: 38, withPad: " ", startingAt: 0) + "  " + format(latencies.median) + "  "
+                + format(latencies.p99) + String(format: "  %8.2f", ratio))
+    }
+    print("")
+}
+
+let sizes = options.sizes.sorted()
+if let small = sizes.first(where: { $0 >= 1_000 }), let large = sizes.last, large > small,
+    let smallMedian = lookupMedians[small], let largeMedian = lookupMedians[large]
+{
+    print(String(format: "lookup growth from %d to %d items: %.2f× (target ≤ 1.5×)", small, large, largeMedian / smallMedian))
+}
+
+// Unlock cost: one passcode derivation at the calibrated cost.
+let iterations = Keybag.calibratedIterations()
+var unlock = Latencies()
+for _ in 0..<3 {
+    unlock.measure {
+        _ = try? KeyDerivation.pbkdf2(password: SecureBytes(copying: Array("123456".utf8)), salt: Data(count: 16), iterations: iterations)
+    }
+}
+print("unlock: one passcode derivation, \(iterations) PBKDF2 iterations: \(format(unlock.median)) (target 80–100 ms)")
