@@ -93,7 +93,9 @@ public struct ByteReader {
         return try readRaw(Int(count))
     }
 
-    /// A UTF-8 string; malformed UTF-8 is an error rather than silently repaired.
+    /// A UTF-8 string. Every format that stores strings is authenticated (AES-GCM or a MAC) before it
+    /// is parsed, so the bytes are what this program wrote; ill-formed UTF-8 could only come from a bug
+    /// and would be replaced with U+FFFD rather than trap.
     public mutating func readString() throws(Truncated) -> String {
         let count: UInt32 = try read()
         guard remaining >= Int(count) else { throw Truncated() }
@@ -102,7 +104,7 @@ public struct ByteReader {
         let decoded = data.withUnsafeBytes { buffer -> String? in
             let base = buffer.baseAddress.map { $0 + (start - data.startIndex) }
             let bytes = UnsafeRawBufferPointer(start: base, count: Int(count))
-            return String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self)
+            return String(decoding: bytes.bindMemory(to: UInt8.self), as: UTF8.self)
         }
         guard let decoded else { throw Truncated() }
         return decoded

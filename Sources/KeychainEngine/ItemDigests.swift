@@ -1,5 +1,6 @@
 import Foundation
 import KeychainCrypto
+import Synchronization
 
 /// The keyed digests in the searchable columns: HMAC-SHA256 under the keychain's index key,
 /// truncated to 128 bits. Without the key (which the device root wraps) they reveal nothing about the
@@ -7,16 +8,24 @@ import KeychainCrypto
 ///
 /// Every digest input starts with a domain tag and length-prefixes each component, so no two
 /// different inputs produce the same byte string.
-struct ItemDigests: Sendable {
+final class ItemDigests: Sendable {
     let key: HMACKey
     static let size = 16
+    /// Access-group digests are asked for on every query, for the same few groups.
+    private let groupCache = Mutex<[String: Data]>([:])
 
     init(indexKey: SecureBytes) throws {
         key = try HMACKey(key: indexKey)
     }
 
     func accessGroup(_ group: String) throws -> Data {
-        try digest("agrp", [Data(group.utf8)])
+        if let cached = groupCache.withLock({ $0[group] }) { return cached }
+        let computed = try digest("agrp", [Data(group.utf8)])
+        groupCache.withLock { cache in
+            if cache.count > 1_000 { cache.removeAll() }
+            cache[group] = computed
+        }
+        return computed
     }
 
     /// Index entry of one attribute value.
@@ -76,7 +85,9 @@ struct ItemDigests: Sendable {
         message.append(0)
         for component in components {
             let count = UInt32(component.count)
-            message.append(contentsOf: [UInt8(count & 0xff), UInt8(count >> 8 & 0xff), UInt8(count >> 16 & 0xff), UInt8(count >> 24)])
+            message.append(contentsOf: [
+                UInt8(count & 0xff), UInt8(count >> 8 & 0xff), UInt8(count >> 16 & 0xff), UInt8(count >> 24),
+            ])
             message.append(contentsOf: component)
         }
         return try message.withUnsafeBytes { try key.authenticationCode([$0]) }.prefix(Self.size)

@@ -95,7 +95,8 @@ func measureFloor(count: Int, directory: String, samples: Int) throws -> Latenci
         for index in 0..<count {
             insert.reset()
             try insert.bind(try digest(index), at: 1)
-            try insert.bind(try AESGCM.seal(Data("token-\(index)-abcdefghijklmnop".utf8), key: key, authenticating: Data()), at: 2)
+            try insert.bind(
+                try AESGCM.seal(Data("token-\(index)-abcdefghijklmnop".utf8), key: key, authenticating: Data()), at: 2)
             _ = try insert.step()
         }
     }
@@ -138,7 +139,11 @@ for size in options.sizes {
 
     var results: [(String, Latencies)] = []
     do {
-        results.append(("floor (SQLite read + AES-GCM)", try measureFloor(count: size, directory: directory, samples: options.samples)))
+        results.append(
+            (
+                "floor (SQLite read + AES-GCM)",
+                try measureFloor(count: size, directory: directory, samples: options.samples)
+            ))
     } catch {
         fail("floor: \(error)")
     }
@@ -220,7 +225,10 @@ let sizes = options.sizes.sorted()
 if let small = sizes.first(where: { $0 >= 1_000 }), let large = sizes.last, large > small,
     let smallMedian = lookupMedians[small], let largeMedian = lookupMedians[large]
 {
-    print(String(format: "lookup growth from %d to %d items: %.2f× (target ≤ 1.5×)", small, large, largeMedian / smallMedian))
+    print(
+        String(
+            format: "lookup growth from %d to %d items: %.2f× (target ≤ 1.5×)", small, large, largeMedian / smallMedian)
+    )
 }
 
 // Unlock cost: one passcode derivation at the calibrated cost.
@@ -228,7 +236,8 @@ let iterations = Keybag.calibratedIterations()
 var unlock = Latencies()
 for _ in 0..<3 {
     unlock.measure {
-        _ = try? KeyDerivation.pbkdf2(password: SecureBytes(copying: Array("123456".utf8)), salt: Data(count: 16), iterations: iterations)
+        _ = try? KeyDerivation.pbkdf2(
+            password: SecureBytes(copying: Array("123456".utf8)), salt: Data(count: 16), iterations: iterations)
     }
 }
 print("unlock: one passcode derivation, \(iterations) PBKDF2 iterations: \(format(unlock.median)) (target 80–100 ms)")
