@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .library(name: "KeychainEngine", targets: ["KeychainEngine"]),
         .executable(name: "keychain-bench", targets: ["keychain-bench"]),
+        .executable(name: "security", targets: ["SecurityCommand"]),
     ],
     targets: [
         .systemLibrary(
@@ -42,6 +43,10 @@ let package = Package(
             dependencies: ["KeychainEngine", "KeychainCrypto", "KeychainStorage", "Security"]
         ),
         .executableTarget(
+            name: "SecurityCommand",
+            dependencies: ["Security", "KeychainEngine", "KeychainKeybag"]
+        ),
+        .executableTarget(
             name: "keychain-test-helper",
             dependencies: ["Security", "KeychainEngine"]
         ),
@@ -51,6 +56,7 @@ let package = Package(
             name: "KeychainEngineTests",
             dependencies: ["KeychainEngine", "KeychainStorage", "KeychainCrypto", "keychain-test-helper"]
         ),
+        .testTarget(name: "SecurityCommandTests", dependencies: ["SecurityCommand", "keychain-test-helper"]),
         .testTarget(
             name: "SecurityTests",
             dependencies: ["Security", "LocalAuthentication", "KeychainEngine", "keychain-test-helper"]

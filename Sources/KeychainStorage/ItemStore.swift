@@ -11,24 +11,35 @@ public struct ItemStore {
 
     /// Creates the tables on a new database, and refuses a database written by a newer version.
     public func prepareSchema() throws {
+        // Opening an existing keychain only reads: no write lock, no fsync on every start.
+        if let found = try schemaVersion() {
+            guard found <= Schema.version else {
+                throw StorageError(
+                    kind: .other, code: 0,
+                    message: "database schema \(found) is newer than this build supports (\(Schema.version))")
+            }
+            return
+        }
         try connection.writeTransaction {
             for sql in Schema.statements { try connection.execute(sql) }
-            let select = try connection.statement("SELECT value FROM keychain_info WHERE name = 'schema'")
-            defer { select.reset() }
-            if try select.step() {
-                let found = select.int64(at: 0)
-                guard found <= Schema.version else {
-                    throw StorageError(
-                        kind: .other, code: 0,
-                        message: "database schema \(found) is newer than this build supports (\(Schema.version))")
-                }
-            } else {
+            if try schemaVersion() == nil {
                 let insert = try connection.statement("INSERT INTO keychain_info(name, value) VALUES ('schema', ?)")
                 defer { insert.reset() }
                 try insert.bind(Schema.version, at: 1)
                 _ = try insert.step()
             }
         }
+    }
+
+    /// The stored schema version, or nil for a new, empty database.
+    private func schemaVersion() throws -> Int64? {
+        let exists = try connection.statement(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'keychain_info'")
+        defer { exists.reset() }
+        guard try exists.step() else { return nil }
+        let select = try connection.statement("SELECT value FROM keychain_info WHERE name = 'schema'")
+        defer { select.reset() }
+        return try select.step() ? select.int64(at: 0) : nil
     }
 
     /// Inserts a row and its index entries; a duplicate primary key throws a `.constraint` error.

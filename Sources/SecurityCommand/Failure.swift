@@ -1,0 +1,45 @@
+import Foundation
+import Security
+
+/// How a verb ends when it does not succeed; each case knows its exit status and its message.
+enum Failure: Error {
+    /// Wrong usage: exit 2 and the verb's usage.
+    case usage(verb: String?, message: String)
+    /// A keychain status, reported as macOS does: `security: Function: message`, exit status = low byte.
+    case keychain(OSStatus, function: String)
+    /// Anything else worth a message; exit 1.
+    case message(String)
+
+    var exitStatus: Int32 {
+        switch self {
+        case .usage: 2
+        case .keychain(let status, _): Int32(UInt32(bitPattern: status) & 0xff)
+        case .message: 1
+        }
+    }
+
+    var text: String {
+        switch self {
+        case .usage(let verb, let message):
+            let usage = verb.flatMap { Usage.text(for: $0) } ?? Usage.overview
+            return message.isEmpty ? usage : "security: \(message)\n\(usage)"
+        case .keychain(let status, let function):
+            let message = SecCopyErrorMessageString(status, nil).map { String($0) } ?? "OSStatus \(status)"
+            return "security: \(function): \(message)"
+        case .message(let text):
+            return "security: \(text)"
+        }
+    }
+}
+
+/// Apple's function names in macOS's messages, so scripts that match on them keep working.
+enum Function {
+    static let add = "SecKeychainItemCreateFromContent (<default>)"
+    static let search = "SecKeychainSearchCopyNext"
+    static let modify = "SecKeychainItemModifyContent"
+    static let delete = "SecKeychainItemDelete"
+    static let changePassword = "SecKeychainChangePassword"
+    static let unlock = "SecKeychainUnlock"
+    static let lock = "SecKeychainLock"
+    static let info = "SecKeychainGetStatus"
+}

@@ -1,0 +1,162 @@
+import Foundation
+import Security
+
+/// Prints items as macOS's `security` does (the `keychain:` / `class:` / `attributes:` block), and as
+/// JSON for scripts.
+enum ItemFormatter {
+    enum Kind: String {
+        case blob, uint32, sint32, timedate
+    }
+
+    /// The attributes macOS lists for each class, in its order, with their display types.
+    static func layout(for itemClass: String) -> [(String, Kind)] {
+        switch itemClass {
+        case "inet":
+            [
+                ("acct", .blob), ("atyp", .blob), ("cdat", .timedate), ("crtr", .uint32), ("cusi", .sint32),
+                ("desc", .blob), ("icmt", .blob), ("invi", .sint32), ("mdat", .timedate), ("nega", .sint32),
+                ("path", .blob), ("port", .uint32), ("prot", .blob), ("ptcl", .uint32), ("scrp", .sint32),
+                ("sdmn", .blob), ("srvr", .blob), ("type", .uint32),
+            ]
+        case "genp":
+            [
+                ("acct", .blob), ("cdat", .timedate), ("crtr", .uint32), ("cusi", .sint32), ("desc", .blob),
+                ("gena", .blob), ("icmt", .blob), ("invi", .sint32), ("mdat", .timedate), ("nega", .sint32),
+                ("prot", .blob), ("scrp", .sint32), ("svce", .blob), ("type", .uint32),
+            ]
+        default:
+            []
+        }
+    }
+
+    static func block(itemClass: String, attributes: [String: Any], keychainPath: String) -> String {
+        var lines = [
+            "keychain: \"\(keychainPath)\"", "version: 512", "class: \"\(itemClass)\"", "attributes:",
+            "    0x00000007 <blob>=" + value(attributes["labl"], kind: .blob),
+            "    0x00000008 <blob>=<NULL>",
+        ]
+        var listed = layout(for: itemClass)
+        if listed.isEmpty {
+            listed = attributes.keys.sorted().filter { $0.count == 4 }.map { ($0, guessKind(attributes[$0])) }
+        }
+        for (name, kind) in listed {
+            lines.append("    \"\(name)\"<\(kind.rawValue)>=" + value(attributes[name], kind: kind))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    private static func guessKind(_ value: Any?) -> Kind {
+        switch value {
+        case is Date: .timedate
+        case is NSNumber: .sint32
+        default: .blob
+        }
+    }
+
+    static func value(_ value: Any?, kind: Kind) -> String {
+        guard let value else { return "<NULL>" }
+        switch kind {
+        case .timedate:
+            guard let date = value as? Date else { return "<NULL>" }
+            let text = timestamp(date)
+            let bytes = Data(text.utf8) + Data([0])
+            return "0x" + hex(bytes) + "  \"" + text + "\\000\""
+        case .uint32, .sint32:
+            if let string = value as? String { return quoted(Data(string.utf8)) }
+            guard let number = value as? NSNumber else { return "<NULL>" }
+            let raw = UInt32(truncatingIfNeeded: number.int64Value)
+            if kind == .uint32, let code = fourCharacterCode(raw) { return "\"\(code)\"" }
+            return String(format: "0x%08X ", raw)
+        case .blob:
+            if let string = value as? String { return quoted(Data(string.utf8)) }
+            if let data = value as? Data { return quoted(data) }
+            if let number = value as? NSNumber { return quoted(Data(number.stringValue.utf8)) }
+            return "<NULL>"
+        }
+    }
+
+    /// `"text"` for printable bytes, else `0xHEX  "escaped"`, as macOS prints blobs and passwords.
+    static func quoted(_ data: Data) -> String {
+        if isPrintable(data) {
+            return "\""
+                + String(decoding: data, as: UTF8.self).replacingOccurrences(of: "\\", with: "\\\\")
+                .replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }
+        return "0x" + hex(data) + "  \"" + escaped(data) + "\""
+    }
+
+    static func isPrintable(_ data: Data) -> Bool {
+        guard let string = String(data: data, encoding: .utf8) else { return false }
+        return string.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7f }
+    }
+
+    static func hex(_ data: Data) -> String {
+        data.map { String(format: "%02X", $0) }.joined()
+    }
+
+    private static func escaped(_ data: Data) -> String {
+        data.map { byte in
+            switch byte {
+            case UInt8(ascii: "\""): return "\\\""
+            case UInt8(ascii: "\\"): return "\\\\"
+            case 0x20..<0x7f: return String(UnicodeScalar(byte))
+            default: return "\\" + String(byte, radix: 8).leftPadded(to: 3)
+            }
+        }.joined()
+    }
+
+    private static func timestamp(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMddHHmmss'Z'"
+        return formatter.string(from: date)
+    }
+
+    static func fourCharacterCode(_ value: UInt32) -> String? {
+        let bytes = [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
+        guard value != 0, bytes.allSatisfy({ (0x20..<0x7f).contains($0) }) else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    // MARK: JSON
+
+    /// An item as a JSON object with Apple's attribute keys. Dates are ISO 8601; data that is UTF-8 text
+    /// is a string, other data an object `{"hex": "..."}`.
+    static func jsonObject(itemClass: String, attributes: [String: Any], data: Data?) -> [String: Any] {
+        var object: [String: Any] = ["class": itemClass]
+        for (key, value) in attributes where key != "v_Data" && key != "v_PersistentRef" && key != "class" {
+            object[key] = jsonValue(value)
+        }
+        if let data { object["v_Data"] = jsonValue(data) }
+        return object
+    }
+
+    private static func jsonValue(_ value: Any) -> Any {
+        switch value {
+        case let string as String: return string
+        case let date as Date:
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return formatter.string(from: date)
+        case let data as Data:
+            if let string = String(data: data, encoding: .utf8), isPrintable(data) || string.isEmpty { return string }
+            return ["hex": hex(data)]
+        case let number as NSNumber: return number
+        default: return String(describing: value)
+        }
+    }
+
+    static func json(_ object: Any) -> String {
+        guard
+            let data = try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+        else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to length: Int) -> String {
+        count >= length ? self : String(repeating: "0", count: length - count) + self
+    }
+}

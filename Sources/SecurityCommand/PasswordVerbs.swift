@@ -1,0 +1,264 @@
+import Foundation
+import KeychainEngine
+import Security
+
+/// add-, find- and delete-generic-password and -internet-password, and dump-keychain.
+struct PasswordVerbs {
+    enum ItemKind {
+        case generic, internet
+
+        var itemClass: CFString { self == .generic ? kSecClassGenericPassword : kSecClassInternetPassword }
+        var className: String { self == .generic ? "genp" : "inet" }
+        var verbSuffix: String { self == .generic ? "generic-password" : "internet-password" }
+    }
+
+    let kind: ItemKind
+    let session: Session
+
+    // Flags shared by add, find and delete, and what each sets.
+    private var matchFlags: Set<Character> {
+        kind == .generic
+            ? ["a", "s", "l", "j", "D", "G", "c", "C"] : ["a", "s", "l", "j", "D", "c", "C", "d", "p", "P", "r", "t"]
+    }
+
+    /// The attributes a verb's match flags name.
+    private func attributes(from arguments: Arguments, verb: String) throws(Failure) -> [String: Any] {
+        var query: [String: Any] = [kSecClass as String: kind.itemClass]
+        let strings: [(Character, CFString)] = [
+            ("a", kSecAttrAccount), ("s", kind == .generic ? kSecAttrService : kSecAttrServer), ("l", kSecAttrLabel),
+            ("j", kSecAttrComment), ("D", kSecAttrDescription),
+        ]
+        for (flag, key) in strings { if let value = arguments[flag] { query[key as String] = value } }
+        if kind == .generic, let generic = arguments["G"] { query[kSecAttrGeneric as String] = Data(generic.utf8) }
+        for (flag, key) in [(Character("c"), kSecAttrCreator), (Character("C"), kSecAttrType)] {
+            guard let code = arguments[flag] else { continue }
+            guard let number = Self.fourCharacterCode(code) else {
+                throw .usage(verb: verb, message: "-\(flag) needs a four-character code, not \"\(code)\"")
+            }
+            query[key as String] = number
+        }
+        if kind == .internet {
+            if let domain = arguments["d"] { query[kSecAttrSecurityDomain as String] = domain }
+            if let path = arguments["p"] { query[kSecAttrPath as String] = path }
+            if let port = arguments["P"] {
+                guard let number = UInt16(port) else { throw .usage(verb: verb, message: "-P needs a port number") }
+                query[kSecAttrPort as String] = Int(number)
+            }
+            for (flag, key) in [(Character("r"), kSecAttrProtocol), (Character("t"), kSecAttrAuthenticationType)] {
+                guard let code = arguments[flag] else { continue }
+                guard code.utf8.count == 4 else {
+                    throw .usage(verb: verb, message: "-\(flag) needs a four-character code, not \"\(code)\"")
+                }
+                query[key as String] = code
+            }
+        }
+        return query
+    }
+
+    static func fourCharacterCode(_ text: String) -> Int? {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 4 else { return nil }
+        return bytes.reduce(0) { $0 << 8 | Int($1) }
+    }
+
+    // MARK: add
+
+    func add(_ rawArguments: [String]) throws(Failure) {
+        let verb = "add-" + kind.verbSuffix
+        let takingValue = matchFlags.union(["X", "A", "g"]).union(kind == .generic ? ["p"] : [])
+        let arguments: Arguments
+        do {
+            arguments = try Arguments(rawArguments, takingValue: takingValue, optionalValue: ["w"], booleans: ["U"])
+        } catch {
+            throw .usage(verb: verb, message: error.message)
+        }
+        var item = try attributes(from: arguments, verb: verb)
+        if item[kSecAttrLabel as String] == nil {
+            // The service (generic) or server (internet) names the item when no label is given.
+            if let name = arguments["s"] { item[kSecAttrLabel as String] = name }
+        }
+        if let name = arguments["A"] {
+            guard let protection = Self.accessibility[name.replacingOccurrences(of: "kSecAttrAccessible", with: "")]
+            else {
+                throw .usage(verb: verb, message: "unknown accessibility \"\(name)\"")
+            }
+            item[kSecAttrAccessible as String] = protection
+        }
+        if let group = arguments["g"] { item[kSecAttrAccessGroup as String] = group }
+        let secret = try password(arguments, verb: verb)
+        var query = item
+        query[kSecValueData as String] = secret
+
+        var status = session.retryingWhenLocked { SecItemAdd(query as CFDictionary, nil) }
+        if status == errSecDuplicateItem, arguments.has("U") {
+            var match = item
+            for key in [
+                kSecAttrLabel, kSecAttrComment, kSecAttrDescription, kSecAttrGeneric, kSecAttrCreator, kSecAttrType,
+                kSecAttrAccessible,
+            ] {
+                match[key as String] = nil
+            }
+            var changes = item
+            for key in [kSecClass, kSecAttrAccount, kSecAttrService, kSecAttrServer, kSecAttrAccessGroup] {
+                changes[key as String] = nil
+            }
+            changes[kSecValueData as String] = secret
+            status = session.retryingWhenLocked { SecItemUpdate(match as CFDictionary, changes as CFDictionary) }
+            guard status == errSecSuccess else { throw .keychain(status, function: Function.modify) }
+            return
+        }
+        guard status == errSecSuccess else { throw .keychain(status, function: Function.add) }
+    }
+
+    /// `-A` names (the kSecAttrAccessible constant names without their prefix) and their raw values.
+    static let accessibility: [String: String] = [
+        "WhenUnlocked": "ak", "AfterFirstUnlock": "ck", "Always": "dk", "WhenUnlockedThisDeviceOnly": "aku",
+        "AfterFirstUnlockThisDeviceOnly": "cku", "AlwaysThisDeviceOnly": "dku", "WhenPasscodeSetThisDeviceOnly": "akpu",
+    ]
+
+    /// The secret to store: `-w value`, `-p value` (generic only), `-X hex`; `-w` last prompts twice on a
+    /// terminal or reads standard input otherwise; none at all stores an empty password.
+    private func password(_ arguments: Arguments, verb: String) throws(Failure) -> Data {
+        if let hex = arguments["X"] {
+            guard let data = Self.data(hex: hex) else { throw .usage(verb: verb, message: "-X needs hexadecimal data") }
+            return data
+        }
+        if let value = arguments["w"] { return Data(value.utf8) }
+        if kind == .generic, let value = arguments["p"] { return Data(value.utf8) }
+        guard arguments.has("w") else { return Data() }
+        guard Terminal.inputIsTerminal else { return Terminal.readStandardInput() }
+        guard let first = Terminal.readSecret(prompt: "password data for new item: "),
+            let second = Terminal.readSecret(prompt: "retype password for new item: ")
+        else { throw .message("no password was entered") }
+        guard first == second else { throw .message("passwords don't match") }
+        return Data(first.utf8)
+    }
+
+    static func data(hex: String) -> Data? {
+        let digits = Array(hex.hasPrefix("0x") ? hex.dropFirst(2) : Substring(hex))
+        guard digits.count % 2 == 0 else { return nil }
+        var data = Data(capacity: digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let byte = UInt8(String(digits[index...index + 1]), radix: 16) else { return nil }
+            data.append(byte)
+            index += 2
+        }
+        return data
+    }
+
+    // MARK: find
+
+    func find(_ rawArguments: [String]) throws(Failure) {
+        let verb = "find-" + kind.verbSuffix
+        let arguments: Arguments
+        do {
+            arguments = try Arguments(
+                rawArguments, takingValue: matchFlags, booleans: ["g", "w"], long: ["json"],
+                longTakingValue: ["access-group"])
+        } catch {
+            throw .usage(verb: verb, message: error.message)
+        }
+        var query = try attributes(from: arguments, verb: verb)
+        if let group = arguments.value(long: "access-group") { query[kSecAttrAccessGroup as String] = group }
+        let wantsPassword = arguments.has("g") || arguments.has("w")
+        query[kSecReturnAttributes as String] = true
+        query[kSecReturnData as String] = wantsPassword
+        query[kSecMatchLimit as String] = kSecMatchLimitOne
+        var result: CFTypeRef?
+        let status = session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
+        guard status == errSecSuccess, let found = result as? [String: Any] else {
+            throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Function.search)
+        }
+        let secret = found[kSecValueData as String] as? Data
+        if arguments.has(long: "json") {
+            print(
+                ItemFormatter.json(
+                    ItemFormatter.jsonObject(
+                        itemClass: kind.className, attributes: found, data: wantsPassword ? secret ?? Data() : nil)))
+            return
+        }
+        if arguments.has("w") {
+            let data = secret ?? Data()
+            print(ItemFormatter.isPrintable(data) ? String(decoding: data, as: UTF8.self) : ItemFormatter.hex(data))
+            return
+        }
+        print(ItemFormatter.block(itemClass: kind.className, attributes: found, keychainPath: session.databasePath))
+        if arguments.has("g") {
+            FileHandle.standardError.write(Data(("password: " + ItemFormatter.quoted(secret ?? Data()) + "\n").utf8))
+        }
+    }
+
+    // MARK: delete
+
+    func delete(_ rawArguments: [String]) throws(Failure) {
+        let verb = "delete-" + kind.verbSuffix
+        let arguments: Arguments
+        do {
+            arguments = try Arguments(rawArguments, takingValue: matchFlags, longTakingValue: ["access-group"])
+        } catch {
+            throw .usage(verb: verb, message: error.message)
+        }
+        var query = try attributes(from: arguments, verb: verb)
+        if let group = arguments.value(long: "access-group") { query[kSecAttrAccessGroup as String] = group }
+        query[kSecReturnAttributes as String] = true
+        query[kSecReturnPersistentRef as String] = true
+        var result: CFTypeRef?
+        var status = session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
+        guard status == errSecSuccess, let found = result as? [String: Any],
+            let reference = found[kSecValuePersistentRef as String] as? Data
+        else { throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Function.search) }
+        // Like macOS, one item per call: the first match.
+        status = session.retryingWhenLocked {
+            SecItemDelete([kSecValuePersistentRef as String: reference] as CFDictionary)
+        }
+        guard status == errSecSuccess else { throw .keychain(status, function: Function.delete) }
+        print(ItemFormatter.block(itemClass: kind.className, attributes: found, keychainPath: session.databasePath))
+        print("password has been deleted.")
+    }
+}
+
+/// dump-keychain: every password item the caller can see, in the block layout or as JSON.
+struct DumpVerb {
+    let session: Session
+
+    func run(_ rawArguments: [String]) throws(Failure) {
+        let arguments: Arguments
+        do {
+            arguments = try Arguments(rawArguments, takingValue: [], booleans: ["d", "a", "r"], long: ["json"])
+        } catch {
+            throw .usage(verb: "dump-keychain", message: error.message)
+        }
+        let withData = arguments.has("d")
+        var objects: [[String: Any]] = []
+        var blocks: [String] = []
+        for (itemClass, name) in [
+            (kSecClassGenericPassword, "genp"), (kSecClassInternetPassword, "inet"), (kSecClassCertificate, "cert"),
+            (kSecClassKey, "keys"),
+        ] {
+            let query: [String: Any] = [
+                kSecClass as String: itemClass, kSecMatchLimit as String: kSecMatchLimitAll,
+                kSecAttrSynchronizable as String: kSecAttrSynchronizableAny, kSecReturnAttributes as String: true,
+                kSecReturnData as String: withData,
+            ]
+            var result: CFTypeRef?
+            let status = session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
+            if status == errSecItemNotFound { continue }
+            guard status == errSecSuccess, let items = result as? [[String: Any]] else {
+                throw .keychain(status, function: Function.search)
+            }
+            for item in items {
+                let data = withData ? (item[kSecValueData as String] as? Data ?? Data()) : nil
+                objects.append(ItemFormatter.jsonObject(itemClass: name, attributes: item, data: data))
+                var block = ItemFormatter.block(itemClass: name, attributes: item, keychainPath: session.databasePath)
+                if let data { block += "\ndata:\n" + ItemFormatter.quoted(data) }
+                blocks.append(block)
+            }
+        }
+        if arguments.has(long: "json") {
+            print(ItemFormatter.json(objects))
+        } else if !blocks.isEmpty {
+            print(blocks.joined(separator: "\n"))
+        }
+    }
+}

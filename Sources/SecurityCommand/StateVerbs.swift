@@ -1,0 +1,126 @@
+import Foundation
+import KeychainEngine
+import KeychainKeybag
+import Security
+
+/// set-keychain-password, lock-keychain, unlock-keychain, show-keychain-info.
+struct StateVerbs {
+    let session: Session
+
+    func setPassword(_ rawArguments: [String]) throws(Failure) {
+        let verb = "set-keychain-password"
+        let arguments: Arguments
+        do {
+            arguments = try Arguments(rawArguments, takingValue: ["o", "p"], booleans: ["y"])
+        } catch {
+            throw .usage(verb: verb, message: error.message)
+        }
+        let keychain = try session.keychain()
+        let hasPasscode = keychain.status.passcodeSet
+        var old = arguments["o"]
+        if hasPasscode, old == nil {
+            old = try readPasscode(prompt: "Old Password: ")
+        }
+        var new = arguments["p"]
+        if new == nil {
+            guard Terminal.inputIsTerminal else { throw .usage(verb: verb, message: "give the new passcode with -p") }
+            let first = Terminal.readSecret(prompt: "New Password: ") ?? ""
+            let second = Terminal.readSecret(prompt: "Retype New Password: ") ?? ""
+            guard first == second else { throw .message("passwords don't match") }
+            new = first
+        }
+        do {
+            if let new, !new.isEmpty {
+                try keychain.setPasscode(new, current: hasPasscode ? old : nil)
+                return
+            }
+            guard hasPasscode, let old else { throw Failure.message("no passcode is set") }
+            if !arguments.has("y") {
+                guard Terminal.inputIsTerminal else {
+                    throw Failure.message(
+                        "removing the passcode deletes WhenPasscodeSetThisDeviceOnly items; confirm with -y")
+                }
+                let answer = Terminal.ask(
+                    "Remove the passcode? Items only available while a passcode is set will be deleted. [y/N] ")
+                guard answer?.lowercased() == "y" || answer?.lowercased() == "yes" else {
+                    throw Failure.message("passcode kept")
+                }
+            }
+            try keychain.removePasscode(current: old)
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw .keychain(status(for: error), function: Function.changePassword)
+        }
+    }
+
+    func lock(_ rawArguments: [String]) throws(Failure) {
+        guard rawArguments.isEmpty || rawArguments.allSatisfy({ !$0.hasPrefix("-") }) else {
+            throw .usage(verb: "lock-keychain", message: "lock-keychain takes no options")
+        }
+        try session.keychain().lock()
+    }
+
+    func unlock(_ rawArguments: [String]) throws(Failure) {
+        let arguments: Arguments
+        do {
+            arguments = try Arguments(rawArguments, takingValue: ["p"], booleans: ["u"])
+        } catch {
+            throw .usage(verb: "unlock-keychain", message: error.message)
+        }
+        let keychain = try session.keychain()
+        guard keychain.status.passcodeSet else { return }
+        var passcode = arguments["p"]
+        if passcode == nil { passcode = try readPasscode(prompt: "password to unlock default: ") }
+        guard let passcode else { return }
+        do {
+            try keychain.unlock(passcode: passcode)
+        } catch {
+            throw .keychain(status(for: error), function: Function.unlock)
+        }
+    }
+
+    func showInfo(_ rawArguments: [String]) throws(Failure) {
+        let keychain = try session.keychain()
+        let status = keychain.status
+        let state: String
+        switch status.lockState {
+        case .noPasscode: state = "unlocked (no passcode)"
+        case .beforeFirstUnlock: state = "locked (before first unlock)"
+        case .unlocked: state = "unlocked"
+        case .locked: state = "locked"
+        }
+        var lines = [
+            "Keychain \"\(keychain.directory)\"",
+            "    state: \(state)",
+            "    passcode: \(status.passcodeSet ? "set" : "not set")",
+            "    failed attempts: \(status.failedAttempts)",
+        ]
+        if let next = status.nextAttemptAllowed {
+            lines.append("    next attempt in: \(Int(next.timeIntervalSinceNow.rounded(.up))) s")
+        }
+        lines.append(
+            "    erase after \(PasscodePolicy.failuresBeforeWipe) failed attempts: \(status.wipeAfterFailures ? "on" : "off")"
+        )
+        print(lines.joined(separator: "\n"))
+    }
+
+    /// A passcode from the terminal (no echo) or from standard input.
+    private func readPasscode(prompt: String) throws(Failure) -> String {
+        if Terminal.inputIsTerminal {
+            guard let passcode = Terminal.readSecret(prompt: prompt) else { throw .message("no passcode entered") }
+            return passcode
+        }
+        return String(decoding: Terminal.readStandardInput(), as: UTF8.self)
+    }
+
+    private func status(for error: any Error) -> OSStatus {
+        switch error as? KeychainError {
+        case .authenticationFailed?: errSecAuthFailed
+        case .interactionNotAllowed?: errSecInteractionNotAllowed
+        case .invalidParameter?: errSecParam
+        case .notAvailable?: errSecNotAvailable
+        default: errSecInternalComponent
+        }
+    }
+}

@@ -1,0 +1,162 @@
+/// Usage texts, in the shape of macOS's `security help`.
+enum Usage {
+    static let verbs: [(String, String, String)] = [
+        (
+            "add-generic-password",
+            "Add a generic password item.",
+            """
+            Usage: add-generic-password [-a account] [-s service] [-w password] [options...] [-A accessibility] [-g group]
+                -a  Specify account name (required)
+                -c  Specify item creator (optional four-character code)
+                -C  Specify item type (optional four-character code)
+                -D  Specify kind (optional)
+                -G  Specify generic attribute (optional)
+                -j  Specify comment string (optional)
+                -l  Specify label (if omitted, service name is used as default label)
+                -s  Specify service name (required)
+                -p  Specify password to be added (legacy option, equivalent to -w)
+                -w  Specify password to be added. Put at end of command to be prompted (recommended);
+                    when standard input is not a terminal, the password is read from it
+                -X  Specify password data to be added as a hexadecimal string
+                -U  Update item if it already exists (if omitted, the item cannot already exist)
+                -A  Accessibility: WhenUnlocked, AfterFirstUnlock, Always, WhenUnlockedThisDeviceOnly,
+                    AfterFirstUnlockThisDeviceOnly, AlwaysThisDeviceOnly, WhenPasscodeSetThisDeviceOnly
+                -g  Access group (default: the first of KEYCHAIN_ACCESS_GROUPS)
+            """
+        ),
+        (
+            "find-generic-password",
+            "Find a generic password item.",
+            """
+            Usage: find-generic-password [-a account] [-s service] [options...] [-g] [-w] [--json]
+                -a  Match "account" string
+                -c  Match "creator" (four-character code)
+                -C  Match "type" (four-character code)
+                -D  Match "kind" string
+                -G  Match "value" string (generic attribute)
+                -j  Match "comment" string
+                -l  Match "label" string
+                -s  Match "service" string
+                -g  Display the password for the item found (on standard error)
+                -w  Display only the password on standard output
+                --json           Print the item as a JSON object (data only with -g or -w)
+                --access-group   Match items of this access group only
+            """
+        ),
+        (
+            "delete-generic-password",
+            "Delete a generic password item.",
+            """
+            Usage: delete-generic-password [-a account] [-s service] [options...] [--access-group group]
+                -a  Match "account" string
+                -c  Match "creator" (four-character code)
+                -C  Match "type" (four-character code)
+                -D  Match "kind" string
+                -G  Match "value" string (generic attribute)
+                -j  Match "comment" string
+                -l  Match "label" string
+                -s  Match "service" string
+            """
+        ),
+        (
+            "add-internet-password",
+            "Add an internet password item.",
+            """
+            Usage: add-internet-password [-a account] [-s server] [-w password] [options...] [-A accessibility] [-g group]
+                -a  Specify account name (required)
+                -c  Specify item creator (optional four-character code)
+                -C  Specify item type (optional four-character code)
+                -d  Specify security domain string (optional)
+                -D  Specify kind (optional)
+                -j  Specify comment string (optional)
+                -l  Specify label (if omitted, server name is used as default label)
+                -p  Specify path string (optional)
+                -P  Specify port number (optional)
+                -r  Specify protocol (optional four-character SecProtocolType, e.g. "http", "ftp ")
+                -s  Specify server name (required)
+                -t  Specify authentication type (optional four-character SecAuthenticationType, e.g. "dflt")
+                -w  Specify password to be added. Put at end of command to be prompted (recommended)
+                -X  Specify password data to be added as a hexadecimal string
+                -U  Update item if it already exists (if omitted, the item cannot already exist)
+                -A  Accessibility (see add-generic-password)
+                -g  Access group
+            """
+        ),
+        (
+            "find-internet-password",
+            "Find an internet password item.",
+            """
+            Usage: find-internet-password [-a account] [-s server] [options...] [-g] [-w] [--json]
+                -a  Match "account" string
+                -c  Match "creator" (four-character code)
+                -C  Match "type" (four-character code)
+                -d  Match "securityDomain" string
+                -D  Match "kind" string
+                -j  Match "comment" string
+                -l  Match "label" string
+                -p  Match "path" string
+                -P  Match port number
+                -r  Match "protocol" (four-character code)
+                -s  Match "server" string
+                -t  Match "authenticationType" (four-character code)
+                -g  Display the password for the item found (on standard error)
+                -w  Display only the password on standard output
+                --json           Print the item as a JSON object (data only with -g or -w)
+                --access-group   Match items of this access group only
+            """
+        ),
+        (
+            "delete-internet-password",
+            "Delete an internet password item.",
+            """
+            Usage: delete-internet-password [-a account] [-s server] [options...] [--access-group group]
+                (the match options of find-internet-password)
+            """
+        ),
+        (
+            "dump-keychain",
+            "Dump the contents of the keychain.",
+            """
+            Usage: dump-keychain [-d] [--json]
+                -d  Dump (decrypted) data as well
+                --json  Print the items as a JSON array
+            """
+        ),
+        (
+            "set-keychain-password",
+            "Set, change or remove the keychain's passcode.",
+            """
+            Usage: set-keychain-password [-o oldPassword] [-p newPassword] [-y]
+                -o  Old passcode (prompted for when one is set and this is omitted)
+                -p  New passcode (prompted for twice when omitted); an empty one removes the passcode,
+                    which destroys WhenPasscodeSetThisDeviceOnly items
+                -y  Remove without asking for confirmation
+            """
+        ),
+        ("lock-keychain", "Lock the keychain.", "Usage: lock-keychain"),
+        (
+            "unlock-keychain",
+            "Unlock the keychain.",
+            """
+            Usage: unlock-keychain [-p password]
+                -p  Use the given passcode (prompted for, or read from standard input, when omitted)
+                An unlock of the embedded keychain lasts for this one process.
+            """
+        ),
+        ("show-keychain-info", "Show the keychain's lock state and passcode status.", "Usage: show-keychain-info"),
+        ("error", "Display a descriptive message for the given error code(s).", "Usage: error <error code> [...]"),
+        ("help", "Show all commands, or the usage of one.", "Usage: help [command]"),
+    ]
+
+    static func text(for verb: String) -> String? {
+        verbs.first { $0.0 == verb }?.2
+    }
+
+    static var overview: String {
+        var lines = ["Usage: security <command> [options] [args...]", "", "Commands:"]
+        for (name, summary, _) in verbs {
+            lines.append("    " + name.padding(toLength: 28, withPad: " ", startingAt: 0) + summary)
+        }
+        return lines.joined(separator: "\n")
+    }
+}
