@@ -221,6 +221,59 @@ for size in options.sizes {
     print("")
 }
 
+/// Runs a program to completion with posix_spawn, output discarded; false if it failed.
+func spawn(_ path: String, _ arguments: [String]) -> Bool {
+    var pid: pid_t = 0
+    var actions: posix_spawn_file_actions_t = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { return false }
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    return status == 0
+}
+
+/// The `security` command as a whole process, against 10,000 stored items; the floor is spawning
+/// `/bin/true` the same number of times.
+func measureCommand(samples: Int) {
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent("security").path
+    guard FileManager.default.isExecutableFile(atPath: executable) else {
+        print("security command: not built beside the benchmark (swift build -c release), skipped")
+        return
+    }
+    let directory = root + "/command"
+    setenv("KEYCHAIN_HOME", directory, 1)
+    do {
+        let keychain = try EmbeddedKeychain.current()
+        for start in stride(from: 0, to: 10_000, by: 5_000) {
+            try keychain.add(contentsOf: (start..<start + 5_000).map(password), client: client)
+        }
+    } catch {
+        fail("cannot prepare the command benchmark: \(error)")
+    }
+    var floor = Latencies()
+    var command = Latencies()
+    for sample in 0..<samples {
+        floor.measure { _ = spawn("/bin/true", []) }
+        let arguments = ["find-generic-password", "-s", "bench.example.com", "-a", "user-\((sample &* 7919) % 10_000)", "-w"]
+        command.measure { if !spawn(executable, arguments) { fail("security find-generic-password failed") } }
+    }
+    print("security find-generic-password -w, whole process, 10,000 items stored (\(samples) runs)")
+    print("  operation                                 median        p99    × floor")
+    for (name, latencies) in [("floor (spawn /bin/true)", floor), ("security find-generic-password -w", command)] {
+        print(
+            "  " + name.padding(toLength: 38, withPad: " ", startingAt: 0) + "  " + format(latencies.median) + "  "
+                + format(latencies.p99) + String(format: "  %8.2f", latencies.median / floor.median))
+    }
+    print("")
+}
+
+measureCommand(samples: 60)
+
 let sizes = options.sizes.sorted()
 if let small = sizes.first(where: { $0 >= 1_000 }), let large = sizes.last, large > small,
     let smallMedian = lookupMedians[small], let largeMedian = lookupMedians[large]
