@@ -56,7 +56,7 @@ let package = Package(
             name: "KeychainEngineTests",
             dependencies: ["KeychainEngine", "KeychainStorage", "KeychainCrypto", "keychain-test-helper"]
         ),
-        .testTarget(name: "SecurityCommandTests", dependencies: ["SecurityCommand", "keychain-test-helper"]),
+        .testTarget(name: "SecurityCommandTests", dependencies: ["SecurityCommand", "Security"]),
         .testTarget(
             name: "SecurityTests",
             dependencies: ["Security", "LocalAuthentication", "KeychainEngine", "keychain-test-helper"]

@@ -259,7 +259,9 @@ func measureCommand(samples: Int) {
     var command = Latencies()
     for sample in 0..<samples {
         floor.measure { _ = spawn("/bin/true", []) }
-        let arguments = ["find-generic-password", "-s", "bench.example.com", "-a", "user-\((sample &* 7919) % 10_000)", "-w"]
+        let arguments = [
+            "find-generic-password", "-s", "bench.example.com", "-a", "user-\((sample &* 7919) % 10_000)", "-w",
+        ]
         command.measure { if !spawn(executable, arguments) { fail("security find-generic-password failed") } }
     }
     print("security find-generic-password -w, whole process, 10,000 items stored (\(samples) runs)")

@@ -1,0 +1,280 @@
+import Foundation
+import Security
+import XCTest
+
+final class SecurityCommandTests: XCTestCase {
+    private var cli: CommandRunner!
+
+    override func setUp() { cli = CommandRunner() }
+    override func tearDown() { cli = nil }
+
+    private let notFound = "security: SecKeychainSearchCopyNext: The specified item could not be found in the keychain.\n"
+
+    func testAddFindDeleteGenericPassword() throws {
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "alice", "-s", "web", "-w", "hunter2").status, 0)
+        let found = try cli.run("find-generic-password", "-s", "web", "-w")
+        XCTAssertEqual(found.status, 0)
+        XCTAssertEqual(found.stdout, "hunter2\n")
+        XCTAssertEqual(found.stderr, "")
+
+        let duplicate = try cli.run("add-generic-password", "-a", "alice", "-s", "web", "-w", "other")
+        XCTAssertEqual(duplicate.status, 45)
+        XCTAssertEqual(
+            duplicate.stderr,
+            "security: SecKeychainItemCreateFromContent (<default>): The specified item already exists in the keychain.\n")
+        XCTAssertFalse(duplicate.stderr.contains("other"), "secrets never appear in messages")
+
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "alice", "-s", "web", "-U", "-w", "updated").status, 0)
+        XCTAssertEqual(try cli.run("find-generic-password", "-a", "alice", "-w").stdout, "updated\n")
+
+        let deleted = try cli.run("delete-generic-password", "-a", "alice", "-s", "web")
+        XCTAssertEqual(deleted.status, 0)
+        XCTAssertTrue(deleted.stdout.hasPrefix("keychain: \""), deleted.stdout)
+        XCTAssertTrue(deleted.stdout.hasSuffix("password has been deleted.\n"))
+        let again = try cli.run("delete-generic-password", "-a", "alice", "-s", "web")
+        XCTAssertEqual(again.status, 44)
+        XCTAssertEqual(again.stderr, notFound)
+        let missing = try cli.run("find-generic-password", "-s", "web")
+        XCTAssertEqual(missing.status, 44)
+        XCTAssertEqual(missing.stderr, notFound)
+    }
+
+    func testAttributeBlockLayout() throws {
+        XCTAssertEqual(
+            try cli.run(
+                "add-generic-password", "-a", "bob", "-s", "mail", "-j", "a comment", "-D", "kind", "-G", "generic",
+                "-c", "abcd", "-C", "wxyz", "-w", "pw"
+            ).status, 0)
+        let block = try cli.run("find-generic-password", "-s", "mail", "-g")
+        XCTAssertEqual(block.status, 0)
+        let lines = block.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines[0], "keychain: \"\(cli.home)/keychain.db\"")
+        XCTAssertEqual(lines[1], "version: 512")
+        XCTAssertEqual(lines[2], "class: \"genp\"")
+        XCTAssertEqual(lines[3], "attributes:")
+        XCTAssertEqual(lines[4], "    0x00000007 <blob>=\"mail\"", "the label defaults to the service")
+        for expected in [
+            "    \"acct\"<blob>=\"bob\"", "    \"svce\"<blob>=\"mail\"", "    \"icmt\"<blob>=\"a comment\"",
+            "    \"desc\"<blob>=\"kind\"", "    \"gena\"<blob>=\"generic\"", "    \"crtr\"<uint32>=\"abcd\"",
+            "    \"type\"<uint32>=\"wxyz\"", "    \"invi\"<sint32>=<NULL>",
+        ] {
+            XCTAssertTrue(lines.contains(expected), "missing \(expected) in\n\(block.stdout)")
+        }
+        XCTAssertTrue(lines.contains { $0.hasPrefix("    \"cdat\"<timedate>=0x") && $0.hasSuffix("Z\\000\"") })
+        XCTAssertEqual(block.stderr, "password: \"pw\"\n")
+        XCTAssertFalse(block.stdout.contains("pw\""), "-g prints the password on standard error only")
+        // Matching by the other attributes.
+        XCTAssertEqual(try cli.run("find-generic-password", "-c", "abcd", "-w").stdout, "pw\n")
+        XCTAssertEqual(try cli.run("find-generic-password", "-G", "generic", "-j", "a comment", "-w").stdout, "pw\n")
+        XCTAssertEqual(try cli.run("find-generic-password", "-c", "dcba", "-w").status, 44)
+    }
+
+    func testBinaryPasswordsAndLegacyFlags() throws {
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "bin", "-s", "hex", "-X", "00ff41").status, 0)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "hex", "-w").stdout, "00FF41\n")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "hex").stderr, "")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "hex", "-g").stderr, "password: 0x00FF41  \"\\000\\377A\"\n")
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "legacy", "-s", "old", "-p", "via-p").status, 0)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "old", "-w").stdout, "via-p\n")
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "x", "-s", "bad", "-X", "zz").status, 2)
+    }
+
+    func testPasswordFromStandardInputWhenWIsLast() throws {
+        let added = try cli.run(["add-generic-password", "-a", "pipe", "-s", "stdin", "-w"], input: "from-a-pipe\n")
+        XCTAssertEqual(added.status, 0, added.stderr)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "stdin", "-w").stdout, "from-a-pipe\n")
+    }
+
+    func testPromptTwiceWithoutEchoOnATerminal() throws {
+        let (result, screen) = try cli.runOnTerminal(
+            ["add-generic-password", "-a", "tty", "-s", "prompt", "-w"],
+            answers: [("password data for new item: ", "typed-secret"), ("retype password for new item: ", "typed-secret")])
+        XCTAssertEqual(result.status, 0, screen)
+        XCTAssertTrue(screen.contains("password data for new item: "), screen)
+        XCTAssertTrue(screen.contains("retype password for new item: "), screen)
+        XCTAssertFalse(screen.contains("typed-secret"), "the password must not be echoed: \(screen)")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "prompt", "-w").stdout, "typed-secret\n")
+
+        let (mismatch, _) = try cli.runOnTerminal(
+            ["add-generic-password", "-a", "tty2", "-s", "prompt", "-w"],
+            answers: [("password data for new item: ", "one"), ("retype password for new item: ", "two")])
+        XCTAssertEqual(mismatch.status, 1)
+        XCTAssertEqual(try cli.run("find-generic-password", "-a", "tty2").status, 44)
+    }
+
+    func testInternetPasswords() throws {
+        let add = try cli.run(
+            "add-internet-password", "-a", "me", "-s", "example.com", "-r", "htps", "-P", "8443", "-p", "/login",
+            "-d", "realm", "-t", "dflt", "-w", "web-pw")
+        XCTAssertEqual(add.status, 0, add.stderr)
+        let block = try cli.run("find-internet-password", "-s", "example.com", "-r", "htps")
+        XCTAssertEqual(block.status, 0)
+        for expected in [
+            "class: \"inet\"", "    \"srvr\"<blob>=\"example.com\"", "    \"ptcl\"<uint32>=\"htps\"",
+            "    \"port\"<uint32>=0x000020FB ", "    \"path\"<blob>=\"/login\"", "    \"sdmn\"<blob>=\"realm\"",
+            "    \"atyp\"<blob>=\"dflt\"", "    0x00000007 <blob>=\"example.com\"",
+        ] {
+            XCTAssertTrue(block.stdout.contains(expected + "\n"), "missing \(expected) in\n\(block.stdout)")
+        }
+        XCTAssertEqual(try cli.run("find-internet-password", "-s", "example.com", "-P", "8443", "-w").stdout, "web-pw\n")
+        XCTAssertEqual(try cli.run("find-internet-password", "-s", "example.com", "-P", "80").status, 44)
+        XCTAssertEqual(try cli.run("delete-internet-password", "-s", "example.com").status, 0)
+        XCTAssertEqual(try cli.run("find-internet-password", "-s", "example.com").status, 44)
+        XCTAssertEqual(try cli.run("add-internet-password", "-s", "x", "-P", "notaport").status, 2)
+        XCTAssertEqual(try cli.run("add-internet-password", "-s", "x", "-r", "toolong").status, 2)
+    }
+
+    func testAccessibilityGroupAndJSON() throws {
+        cli.accessGroups = "TEAM.cli,TEAM.shared"
+        XCTAssertEqual(
+            try cli.run("add-generic-password", "-a", "j", "-s", "json", "-A", "WhenUnlockedThisDeviceOnly", "-g", "TEAM.shared", "-w", "pw")
+                .status, 0)
+        let json = try cli.run("find-generic-password", "-s", "json", "--json")
+        XCTAssertEqual(json.status, 0)
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        XCTAssertEqual(object["pdmn"] as? String, "aku")
+        XCTAssertEqual(object["agrp"] as? String, "TEAM.shared")
+        XCTAssertEqual(object["acct"] as? String, "j")
+        XCTAssertEqual(object["class"] as? String, "genp")
+        XCTAssertNil(object["v_Data"], "no data unless asked")
+        let withData = try cli.run("find-generic-password", "-s", "json", "--json", "-w")
+        let dataObject = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(withData.stdout.utf8)) as? [String: Any])
+        XCTAssertEqual(dataObject["v_Data"] as? String, "pw")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "json", "--access-group", "TEAM.cli").status, 44)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "json", "--access-group", "TEAM.shared").status, 0)
+        let unknown = try cli.run("add-generic-password", "-a", "j2", "-s", "json", "-A", "Sometimes")
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.stderr.contains("Usage: add-generic-password"))
+        let entitlement = try cli.run("add-generic-password", "-a", "j3", "-s", "json", "-g", "TEAM.not.mine")
+        XCTAssertEqual(entitlement.status, Int32(UInt32(bitPattern: errSecMissingEntitlement) & 0xff))
+        XCTAssertTrue(entitlement.stderr.hasSuffix("A required entitlement isn't present.\n"))
+    }
+
+    func testDumpKeychain() throws {
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "a", "-s", "dump1", "-w", "secret-one").status, 0)
+        XCTAssertEqual(try cli.run("add-internet-password", "-a", "b", "-s", "dump2.example", "-w", "secret-two").status, 0)
+        let plain = try cli.run("dump-keychain")
+        XCTAssertEqual(plain.status, 0)
+        XCTAssertEqual(plain.stdout.components(separatedBy: "keychain: ").count - 1, 2)
+        XCTAssertFalse(plain.stdout.contains("secret-one"))
+        let withData = try cli.run("dump-keychain", "-d")
+        XCTAssertTrue(withData.stdout.contains("data:\n\"secret-one\""))
+        XCTAssertTrue(withData.stdout.contains("data:\n\"secret-two\""))
+        let json = try cli.run("dump-keychain", "--json")
+        let array = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
+        XCTAssertEqual(Set(array.compactMap { $0["class"] as? String }), ["genp", "inet"])
+        XCTAssertTrue(array.allSatisfy { $0["v_Data"] == nil })
+        let jsonData = try cli.run("dump-keychain", "--json", "-d")
+        XCTAssertTrue(jsonData.stdout.contains("\"v_Data\" : \"secret-two\""))
+    }
+
+    func testUsageErrorsHelpAndErrorVerb() throws {
+        let noVerb = try cli.run([])
+        XCTAssertEqual(noVerb.status, 2)
+        XCTAssertTrue(noVerb.stderr.contains("Usage: security <command>"))
+        let unknown = try cli.run("frobnicate")
+        XCTAssertEqual(unknown.status, 2)
+        let missingValue = try cli.run("find-generic-password", "-s")
+        XCTAssertEqual(missingValue.status, 2)
+        XCTAssertTrue(missingValue.stderr.contains("Usage: find-generic-password"))
+        let badOption = try cli.run("find-generic-password", "-Z")
+        XCTAssertEqual(badOption.status, 2)
+        XCTAssertEqual(try cli.run("help").status, 0)
+        let help = try cli.run("help", "find-internet-password")
+        XCTAssertEqual(help.status, 0)
+        XCTAssertTrue(help.stdout.hasPrefix("Usage: find-internet-password"))
+        let error = try cli.run("error", "-25300")
+        XCTAssertEqual(error.stdout, "Error: 0xFFFF9D2C -25300 The specified item could not be found in the keychain.\n")
+        XCTAssertEqual(try cli.run("error", "-25299").stdout, "Error: 0xFFFF9D2D -25299 The specified item already exists in the keychain.\n")
+        XCTAssertEqual(try cli.run("error", "0xFFFF9D2C").stdout, "Error: 0xFFFF9D2C -25300 The specified item could not be found in the keychain.\n")
+        XCTAssertEqual(try cli.run("error", "-1").stdout, "Error: 0xFFFFFFFF -1 OSStatus -1\n")
+        XCTAssertEqual(try cli.run("error", "nonsense").status, 2)
+    }
+
+    func testPasscodeLockAndUnlock() throws {
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "a", "-s", "locked", "-w", "class-a").status, 0)
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "d", "-s", "always", "-A", "Always", "-w", "class-d").status, 0)
+        XCTAssertEqual(try cli.run("set-keychain-password", "-p", "1234").status, 0)
+        let info = try cli.run("show-keychain-info")
+        XCTAssertTrue(info.stdout.contains("passcode: set"), info.stdout)
+        XCTAssertTrue(info.stdout.contains("state: locked (before first unlock)"), info.stdout)
+
+        // Each process starts before the first unlock: class A is out of reach without a terminal.
+        let locked = try cli.run("find-generic-password", "-s", "locked", "-w")
+        XCTAssertEqual(locked.status, Int32(UInt32(bitPattern: errSecInteractionNotAllowed) & 0xff))
+        XCTAssertEqual(locked.stderr, "security: SecKeychainSearchCopyNext: User interaction is not allowed.\n")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "always", "-w").stdout, "class-d\n")
+
+        let wrong = try cli.run("unlock-keychain", "-p", "9999")
+        XCTAssertEqual(wrong.status, Int32(UInt32(bitPattern: errSecAuthFailed) & 0xff))
+        XCTAssertEqual(try cli.run(["unlock-keychain"], input: "1234\n").status, 0)
+        XCTAssertTrue(try cli.run("show-keychain-info").stdout.contains("failed attempts: 0"))
+        XCTAssertEqual(try cli.run("lock-keychain").status, 0)
+
+        // On a terminal, a locked item prompts for the passcode and the command goes on.
+        let (unlocked, screen) = try cli.runOnTerminal(
+            ["find-generic-password", "-s", "locked", "-w"], answers: [("password to unlock default: ", "1234")])
+        XCTAssertEqual(unlocked.status, 0, screen)
+        XCTAssertEqual(unlocked.stdout, "class-a\n")
+        XCTAssertFalse(screen.contains("1234"))
+
+        XCTAssertEqual(try cli.run("set-keychain-password", "-o", "1234", "-p", "5678").status, 0)
+        XCTAssertEqual(try cli.run("unlock-keychain", "-p", "1234").status, Int32(UInt32(bitPattern: errSecAuthFailed) & 0xff))
+        // Removing needs confirmation: refused without a terminal unless -y.
+        let refused = try cli.run("set-keychain-password", "-o", "5678", "-p", "")
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(try cli.run("show-keychain-info").stdout.contains("passcode: set"))
+        XCTAssertEqual(try cli.run("set-keychain-password", "-o", "5678", "-p", "", "-y").status, 0)
+        XCTAssertTrue(try cli.run("show-keychain-info").stdout.contains("passcode: not set"))
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "locked", "-w").stdout, "class-a\n")
+    }
+
+    func testRoundTripWithTheSecurityAPI() throws {
+        setenv("KEYCHAIN_HOME", cli.home, 1)
+        setenv("KEYCHAIN_ACCESS_GROUPS", cli.accessGroups, 1)
+        setenv("KEYCHAIN_LOG", "off", 1)
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "cli", "-s", "roundtrip", "-w", "from-cli").status, 0)
+        var result: CFTypeRef?
+        let query: [String: Any] = [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "roundtrip",
+            kSecAttrAccount as String: "cli", kSecReturnData as String: true,
+        ]
+        XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual(result as? Data, Data("from-cli".utf8))
+
+        let added: [String: Any] = [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "roundtrip",
+            kSecAttrAccount as String: "api", kSecValueData as String: Data("from-api".utf8),
+        ]
+        XCTAssertEqual(SecItemAdd(added as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "roundtrip", "-a", "api", "-w").stdout, "from-api\n")
+    }
+
+    /// The README's main-job command, run as written (after the install and build steps, which CI did).
+    func testReadmeMainJobCommand() throws {
+        let readme = try String(contentsOfFile: Self.packageRoot + "/README.md", encoding: .utf8)
+        guard let line = readme.split(separator: "\n").first(where: { $0.hasPrefix("apt-get install") }) else {
+            return XCTFail("the README has no set-up and main-job command")
+        }
+        let steps = line.components(separatedBy: " && ")
+        let job = steps.drop { !$0.contains(".build/release/security") }.joined(separator: " && ")
+        XCTAssertFalse(job.isEmpty, "the main job runs the security command: \(line)")
+        let script = job.replacingOccurrences(of: ".build/release/security", with: CommandRunner.executable)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-c", script]
+        process.environment = cli.environment
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, script)
+        XCTAssertFalse(text.isEmpty)
+    }
+
+    static var packageRoot: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
+    }
+}
