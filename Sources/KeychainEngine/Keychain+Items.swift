@@ -199,24 +199,35 @@ extension Keychain {
             }
         }
         let digests = try digests()
+        try changingMatches(of: query, itemClass: itemClass, groups: groups, needSecret: true) { store, matches in
+            for match in matches {
+                var record = match.record
+                try change.apply(to: &record, now: clock.now())
+                let classKey = try keybag.classKey(for: record.protection)
+                var row = try seal(record, classKey: classKey, digests: digests)
+                row.rowID = match.row.rowID
+                try replace(rowID: match.row.rowID, with: row, store: store)
+                let keyChanged = row.primaryKeyDigest != match.row.primaryKeyDigest
+                if keyChanged, match.record.synchronizable, query.useTombstones != false {
+                    try insertTombstone(for: match.record, store: store, digests: digests)
+                }
+            }
+        }
+    }
+
+    /// Finds every match inside one write transaction and hands them to `body`, which changes them;
+    /// no match is errSecItemNotFound, and a throw from `body` rolls every change back.
+    private func changingMatches(
+        of query: Query, itemClass: ItemClass, groups: [String], needSecret: Bool,
+        _ body: (ItemStore, [Match]) throws -> Void
+    ) throws {
         try pool.withConnection { connection in
             let store = ItemStore(connection: connection)
             try connection.writeTransaction {
                 let matches = try search(query, itemClass: itemClass, groups: groups, store: store)
-                    .run(limit: Int.max, needSecret: true)
+                    .run(limit: Int.max, needSecret: needSecret)
                 guard !matches.isEmpty else { throw KeychainError.itemNotFound }
-                for match in matches {
-                    var record = match.record
-                    try change.apply(to: &record, now: clock.now())
-                    let classKey = try keybag.classKey(for: record.protection)
-                    var row = try seal(record, classKey: classKey, digests: digests)
-                    row.rowID = match.row.rowID
-                    try replace(rowID: match.row.rowID, with: row, store: store)
-                    let keyChanged = row.primaryKeyDigest != match.row.primaryKeyDigest
-                    if keyChanged, match.record.synchronizable, query.useTombstones != false {
-                        try insertTombstone(for: match.record, store: store, digests: digests)
-                    }
-                }
+                try body(store, matches)
             }
         }
     }
@@ -246,18 +257,11 @@ extension Keychain {
         }
         let groups = try groupsForWriting(query.accessGroup, client: client)
         let digests = try digests()
-        try pool.withConnection { connection in
-            let store = ItemStore(connection: connection)
-            try connection.writeTransaction {
-                let matches = try search(query, itemClass: itemClass, groups: groups, store: store)
-                    .run(limit: Int.max, needSecret: false)
-                guard !matches.isEmpty else { throw KeychainError.itemNotFound }
-                for match in matches {
-                    try store.delete(rowID: match.row.rowID)
-                    let leaveTombstone = query.useTombstones ?? match.record.synchronizable
-                    if leaveTombstone {
-                        try insertTombstone(for: match.record, store: store, digests: digests)
-                    }
+        try changingMatches(of: query, itemClass: itemClass, groups: groups, needSecret: false) { store, matches in
+            for match in matches {
+                try store.delete(rowID: match.row.rowID)
+                if query.useTombstones ?? match.record.synchronizable {
+                    try insertTombstone(for: match.record, store: store, digests: digests)
                 }
             }
         }

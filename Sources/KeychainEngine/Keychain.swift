@@ -82,14 +82,7 @@ public final class Keychain: Sendable {
     /// Unlocks with the passcode (errSecAuthFailed when wrong; errSecInteractionNotAllowed while the
     /// delay after failures runs). With the erase option on, the tenth failure deletes every item.
     public func unlock(passcode: String) throws {
-        do {
-            try keybag.unlock(passcode: passcode)
-        } catch KeybagError.wiped {
-            eraseAllItems()
-            throw KeychainError.authenticationFailed("too many failed passcode attempts: the keychain was erased")
-        } catch {
-            throw Self.translate(error)
-        }
+        try passcodeOperation { try keybag.unlock(passcode: passcode) }
     }
 
     /// Locks: class-A items become unavailable until the next unlock.
@@ -100,27 +93,13 @@ public final class Keychain: Sendable {
 
     /// Sets a passcode (with `current` nil) or changes it.
     public func setPasscode(_ passcode: String, current: String?) throws {
-        do {
-            try keybag.setPasscode(passcode, current: current)
-        } catch KeybagError.wiped {
-            eraseAllItems()
-            throw KeychainError.authenticationFailed("too many failed passcode attempts: the keychain was erased")
-        } catch {
-            throw Self.translate(error)
-        }
+        try passcodeOperation { try keybag.setPasscode(passcode, current: current) }
     }
 
     /// Removes the passcode. Items of `kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly` are destroyed:
     /// their class key is gone, and their rows are deleted.
     public func removePasscode(current: String) throws {
-        do {
-            try keybag.removePasscode(current: current)
-        } catch KeybagError.wiped {
-            eraseAllItems()
-            throw KeychainError.authenticationFailed("too many failed passcode attempts: the keychain was erased")
-        } catch {
-            throw Self.translate(error)
-        }
+        try passcodeOperation { try keybag.removePasscode(current: current) }
         do {
             _ = try pool.withConnection { connection in
                 try connection.writeTransaction {
@@ -136,8 +115,17 @@ public final class Keychain: Sendable {
 
     /// Turns on or off the erase after ten consecutive failed passcode attempts.
     public func setEraseAfterFailedAttempts(_ enabled: Bool, passcode: String?) throws {
+        try passcodeOperation { try keybag.setWipeAfterFailures(enabled, passcode: passcode) }
+    }
+
+    /// Runs a keybag operation that checks the passcode. A failure that was the tenth in a row with the
+    /// erase option on has already replaced the keybag; the rows go too.
+    private func passcodeOperation(_ body: () throws -> Void) throws {
         do {
-            try keybag.setWipeAfterFailures(enabled, passcode: passcode)
+            try body()
+        } catch KeybagError.wiped {
+            eraseAllItems()
+            throw KeychainError.authenticationFailed("too many failed passcode attempts: the keychain was erased")
         } catch {
             throw Self.translate(error)
         }
