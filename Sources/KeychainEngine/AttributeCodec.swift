@@ -84,7 +84,8 @@ enum AttributeCodec {
 
     /// Whether a stored value equals a query value by the attribute's comparison rules.
     static func matches(_ stored: ItemValue, _ wanted: ItemValue, kind: AttributeKind) -> Bool {
-        canonicalBytes(stored, kind: kind) == canonicalBytes(wanted, kind: kind)
+        // Same type and value is the common case; only mixed types (a string query on data) need bytes.
+        stored == wanted || canonicalBytes(stored, kind: kind) == canonicalBytes(wanted, kind: kind)
     }
 
     /// Interprets a synchronizable value: true/false, or nil for `kSecAttrSynchronizableAny`.

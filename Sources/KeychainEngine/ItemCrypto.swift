@@ -30,10 +30,11 @@ enum ItemCrypto {
         protection: ProtectionClass, classKey: SecureBytes
     ) throws -> Data {
         let itemKey = try SecureBytes(randomCount: AESGCM.keySize)
-        let aad = associatedData(part: part, identity: identity, itemClass: itemClass, protection: protection)
+        let (wrapAAD, aad) = associatedData(
+            part: part, identity: identity, itemClass: itemClass, protection: protection)
         var writer = ByteWriter()
         writer.write(blobVersion)
-        writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: Data("wrap".utf8) + aad))
+        writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD))
         writer.writeRaw(try AESGCM.seal(plaintext, key: itemKey, authenticating: aad))
         return writer.data
     }
@@ -46,23 +47,30 @@ enum ItemCrypto {
         guard (try? reader.read() as UInt8) == blobVersion, let wrappedKey = try? reader.readBytes(),
             let sealed = try? reader.readRaw(reader.remaining)
         else { throw Failure.corrupt("malformed blob") }
-        let aad = associatedData(part: part, identity: identity, itemClass: itemClass, protection: protection)
+        let (wrapAAD, aad) = associatedData(
+            part: part, identity: identity, itemClass: itemClass, protection: protection)
         do {
-            let itemKey = try AESGCM.openSecure(wrappedKey, key: classKey, authenticating: Data("wrap".utf8) + aad)
+            let itemKey = try AESGCM.openSecure(wrappedKey, key: classKey, authenticating: wrapAAD)
             return try AESGCM.open(sealed, key: itemKey, authenticating: aad)
         } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext, CryptoError.invalidKeySize {
             throw Failure.corrupt("authentication failed")
         }
     }
 
+    /// The authenticated data of the wrapped item key and of the ciphertext: the same binding, with a
+    /// different prefix so neither can stand for the other.
     private static func associatedData(part: Part, identity: Data, itemClass: ItemClass, protection: ProtectionClass)
-        -> Data
+        -> (wrap: Data, content: Data)
     {
-        var aad = Data("swift-keychain item v1".utf8)
-        aad.append(part.rawValue)
-        aad.append(UInt8(itemClass.rawValue))
-        aad.append(UInt8(protection.rawValue))
-        aad.append(identity)
-        return aad
+        var binding = Data(capacity: 48)
+        binding.append(contentsOf: "swift-keychain item v1".utf8)
+        binding.append(part.rawValue)
+        binding.append(UInt8(itemClass.rawValue))
+        binding.append(UInt8(protection.rawValue))
+        binding.append(identity)
+        var wrap = Data(capacity: binding.count + 4)
+        wrap.append(contentsOf: "wrap".utf8)
+        wrap.append(binding)
+        return (wrap, binding)
     }
 }

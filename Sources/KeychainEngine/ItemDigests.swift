@@ -67,8 +67,11 @@ final class ItemDigests: Sendable {
     private func lookupComponents(
         _ itemClass: ItemClass, _ attributes: [String: ItemValue], _ accessGroup: String, _ synchronizable: Bool
     ) -> [Data] {
-        var components = [Data([UInt8(itemClass.rawValue)])]
-        for name in AttributeSchema.primaryKey(itemClass) {
+        let primaryKey = AttributeSchema.primaryKey(itemClass)
+        var components: [Data] = []
+        components.reserveCapacity(primaryKey.count + 5)
+        components.append(Data([UInt8(itemClass.rawValue)]))
+        for name in primaryKey {
             guard let descriptor = AttributeSchema.descriptor(name, in: itemClass) else { continue }
             let value = attributes[name] ?? AttributeSchema.defaultValue(for: descriptor)
             components.append(AttributeCodec.canonicalBytes(value, kind: descriptor.kind))
