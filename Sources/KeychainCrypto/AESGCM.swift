@@ -21,14 +21,16 @@ public enum AESGCM {
         guard key.count == keySize else { throw CryptoError.invalidKeySize(expected: keySize, actual: key.count) }
         var box = Data(count: overhead + plaintext.count)
         try box.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) throws in
-            let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            guard let base = out.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+                throw CryptoError.libraryFailure("empty output buffer")
+            }
             try Random.fill(UnsafeMutableRawBufferPointer(rebasing: out[0..<nonceSize]))
             guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.libraryFailure("EVP_CIPHER_CTX_new") }
             defer { EVP_CIPHER_CTX_free(context) }
             try key.withUnsafeBytes { (keyBytes: UnsafeRawBufferPointer) throws in
                 guard
                     EVP_EncryptInit_ex2(
-                        context, cipher, keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self), base, nil) == 1
+                        context, cipher, AESGCM.bytes(keyBytes), base, nil) == 1
                 else { throw CryptoError.libraryFailure("EVP_EncryptInit_ex2") }
             }
             var written: Int32 = 0
@@ -36,7 +38,7 @@ public enum AESGCM {
                 guard aadBytes.count > 0 else { return }
                 guard
                     EVP_EncryptUpdate(
-                        context, nil, &written, aadBytes.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                        context, nil, &written, AESGCM.bytes(aadBytes),
                         Int32(aadBytes.count)) == 1
                 else { throw CryptoError.libraryFailure("EVP_EncryptUpdate(aad)") }
             }
@@ -44,7 +46,7 @@ public enum AESGCM {
                 guard
                     EVP_EncryptUpdate(
                         context, base + nonceSize, &written,
-                        plaintext.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(plaintext.count)) == 1
+                        AESGCM.bytes(plaintext), Int32(plaintext.count)) == 1
                 else { throw CryptoError.libraryFailure("EVP_EncryptUpdate") }
             }
             var finalLength: Int32 = 0
@@ -101,13 +103,15 @@ public enum AESGCM {
         guard key.count == keySize else { throw CryptoError.invalidKeySize(expected: keySize, actual: key.count) }
         let plaintextCount = box.count - overhead
         try box.withUnsafeBytes { (input: UnsafeRawBufferPointer) throws in
-            let base = input.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            guard let base = input.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+                throw CryptoError.malformedCiphertext
+            }
             guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.libraryFailure("EVP_CIPHER_CTX_new") }
             defer { EVP_CIPHER_CTX_free(context) }
             try key.withUnsafeBytes { (keyBytes: UnsafeRawBufferPointer) throws in
                 guard
                     EVP_DecryptInit_ex2(
-                        context, cipher, keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self), base, nil) == 1
+                        context, cipher, AESGCM.bytes(keyBytes), base, nil) == 1
                 else { throw CryptoError.libraryFailure("EVP_DecryptInit_ex2") }
             }
             var written: Int32 = 0
@@ -115,14 +119,14 @@ public enum AESGCM {
                 guard aadBytes.count > 0 else { return }
                 guard
                     EVP_DecryptUpdate(
-                        context, nil, &written, aadBytes.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                        context, nil, &written, AESGCM.bytes(aadBytes),
                         Int32(aadBytes.count)) == 1
                 else { throw CryptoError.libraryFailure("EVP_DecryptUpdate(aad)") }
             }
             if plaintextCount > 0 {
                 guard
                     EVP_DecryptUpdate(
-                        context, out.baseAddress!.assumingMemoryBound(to: UInt8.self), &written, base + nonceSize,
+                        context, AESGCM.mutableBytes(out), &written, base + nonceSize,
                         Int32(plaintextCount)) == 1
                 else { throw CryptoError.libraryFailure("EVP_DecryptUpdate") }
             }
@@ -139,5 +143,15 @@ public enum AESGCM {
                 throw CryptoError.authenticationFailed
             }
         }
+    }
+
+    /// The buffer's bytes as OpenSSL takes them; callers pass non-empty buffers (checked counts), and an
+    /// empty one becomes a null pointer, which OpenSSL accepts for zero lengths.
+    private static func bytes(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {
+        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+    }
+
+    private static func mutableBytes(_ buffer: UnsafeMutableRawBufferPointer) -> UnsafeMutablePointer<UInt8>? {
+        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
     }
 }

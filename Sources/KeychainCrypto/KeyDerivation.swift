@@ -24,7 +24,7 @@ public enum KeyDerivation {
 
     /// HKDF-SHA256 (RFC 5869) with an empty salt: `info` separates the purposes of the derived keys.
     public static func hkdf(key: SecureBytes, info: String, length: Int = 32) throws -> SecureBytes {
-        precondition(length <= 255 * 32, "HKDF output too long")
+        guard length <= 255 * 32 else { throw CryptoError.libraryFailure("HKDF output longer than 8160 bytes") }
         // Extract with the all-zero salt, then expand.
         let pseudoRandomKey = try SecureBytes(count: 32) { (out: UnsafeMutableRawBufferPointer) throws in
             let extractor = try HMACKey(key: SecureBytes(copying: [UInt8](repeating: 0, count: 32)))

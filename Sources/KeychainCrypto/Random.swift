@@ -4,8 +4,8 @@ import Foundation
 /// The cryptographically secure random source (OpenSSL's DRBG, seeded from the kernel).
 public enum Random {
     public static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws {
-        guard buffer.count > 0 else { return }
-        guard RAND_bytes(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1
+        guard buffer.count > 0, let base = buffer.baseAddress else { return }
+        guard RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1
         else { throw CryptoError.randomFailed }
     }
 

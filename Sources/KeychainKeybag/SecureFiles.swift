@@ -83,9 +83,10 @@ public enum SecureFiles {
         guard descriptor >= 0 else { throw Failure(operation: "create", path: temporary, errno: errno) }
         var failure: Failure?
         data.withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress else { return }
             var offset = 0
             while offset < bytes.count {
-                let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                let written = write(descriptor, base + offset, bytes.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
                     failure = Failure(operation: "write", path: temporary, errno: errno)
