@@ -7,65 +7,54 @@ import KeychainEngine
 /// Adds an item. With a kSecReturn* key, `result` receives what SecItemCopyMatching would return.
 @discardableResult
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemCall.run(result) { keychain, client, query in try keychain.add(query, client: client) }(attributes)
+    SecItemCall.run(attributes, result: result) { keychain, client, query in try keychain.add(query, client: client) }
 }
 
 /// Finds items; by default the first match, and nothing in `result` unless a kSecReturn* key asks.
 @discardableResult
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemCall.run(result, requirePointerForReturn: true) { keychain, client, query in
+    SecItemCall.run(query, result: result, requirePointerForReturn: true) { keychain, client, query in
         try keychain.copyMatching(query, client: client)
-    }(query)
+    }
 }
 
 /// Changes every item the query matches.
 @discardableResult
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
-    let changes: [String: ItemValue]
-    do {
-        changes = try ValueBridging.dictionary(attributesToUpdate)
-    } catch {
-        return errSecParam
-    }
-    return SecItemCall.run(nil) { keychain, client, query in
+    guard let changes = try? ValueBridging.dictionary(attributesToUpdate) else { return errSecParam }
+    return SecItemCall.run(query, result: nil) { keychain, client, query in
         try keychain.update(query, attributes: changes, client: client)
         return nil
-    }(query)
+    }
 }
 
 /// Deletes every item the query matches.
 @discardableResult
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
-    SecItemCall.run(nil) { keychain, client, query in
+    SecItemCall.run(query, result: nil) { keychain, client, query in
         try keychain.delete(query, client: client)
         return nil
-    }(query)
+    }
 }
 
+/// The part every SecItem function shares: bridge the query in, run it on this process's keychain as
+/// this process's client, bridge the answer out, and turn failures into OSStatus.
 enum SecItemCall {
-    typealias Body = (Keychain, ClientIdentity, [String: ItemValue]) throws -> ItemResult?
-
     static func run(
-        _ result: UnsafeMutablePointer<CFTypeRef?>?, requirePointerForReturn: Bool = false, _ body: @escaping Body
-    ) -> (CFDictionary) -> OSStatus {
-        { dictionary in
-            let query: [String: ItemValue]
-            do {
-                query = try ValueBridging.dictionary(dictionary)
-            } catch {
-                return errSecParam
-            }
-            if requirePointerForReturn, result == nil, wantsResult(query) { return errSecParam }
-            do {
-                let keychain = try EmbeddedKeychain.current()
-                let answer = try body(keychain, EmbeddedKeychain.client(), query)
-                if let result, let answer { result.pointee = ValueBridging.object(answer) }
-                return errSecSuccess
-            } catch let error as KeychainError {
-                return SecStatus.status(for: error)
-            } catch {
-                return errSecInternalComponent
-            }
+        _ dictionary: CFDictionary, result: UnsafeMutablePointer<CFTypeRef?>?, requirePointerForReturn: Bool = false,
+        _ body: (Keychain, ClientIdentity, [String: ItemValue]) throws -> ItemResult?
+    ) -> OSStatus {
+        guard let query = try? ValueBridging.dictionary(dictionary) else { return errSecParam }
+        if requirePointerForReturn, result == nil, wantsResult(query) { return errSecParam }
+        do {
+            let keychain = try EmbeddedKeychain.current()
+            let answer = try body(keychain, EmbeddedKeychain.client(), query)
+            if let result, let answer { result.pointee = ValueBridging.object(answer) }
+            return errSecSuccess
+        } catch let error as KeychainError {
+            return SecStatus.status(for: error)
+        } catch {
+            return errSecInternalComponent
         }
     }
 
