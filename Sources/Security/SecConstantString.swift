@@ -7,7 +7,8 @@ import Foundation
 /// `kSecAttrAccount` and `"acct"` as keys of the same `[AnyHashable: Any]`; giving the constants a
 /// custom AnyHashable representation makes them interchangeable as on Darwin.
 final class SecConstantString: NSString {
-    private let value: String
+    /// The Swift string itself, so bridging a constant out of a dictionary costs no copying.
+    let value: String
     private let units: [unichar]
 
     required init(string: String) {

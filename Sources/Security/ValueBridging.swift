@@ -12,7 +12,7 @@ enum ValueBridging {
         var result: [String: ItemValue] = [:]
         result.reserveCapacity(dictionary.count)
         for (key, value) in dictionary {
-            guard let name = (key as? String) ?? (key as? NSString).map({ String($0) }) else {
+            guard let name = (key as? SecConstantString)?.value ?? (key as? String) else {
                 throw InvalidKey(typeName: "\(type(of: key))")
             }
             result[name] = itemValue(value)
@@ -22,6 +22,7 @@ enum ValueBridging {
 
     static func itemValue(_ value: Any) -> ItemValue {
         switch value {
+        case let constant as SecConstantString: return .string(constant.value)
         case is NSNull: return .null
         case let string as String: return .string(string)
         case let date as Date: return .date(date)
