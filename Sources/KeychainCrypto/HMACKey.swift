@@ -10,7 +10,6 @@ public final class HMACKey: @unchecked Sendable {
     // Only read after init, so concurrent use from several threads is safe.
     private let inner: SHA256_CTX
     private let outer: SHA256_CTX
-    public static let outputSize = 32
 
     public init(key: SecureBytes) throws {
         // RFC 2104: keys longer than the 64-byte block are hashed first.

@@ -94,11 +94,6 @@ public final class Keybag: Sendable {
         }
     }
 
-    /// Whether the class key is in memory now, without reading the file.
-    public func isAvailable(_ protectionClass: ProtectionClass) -> Bool {
-        state.withLock { $0.keys[protectionClass] != nil }
-    }
-
     public var status: KeybagStatus {
         (try? refreshIfChanged()) ?? ()
         let now = clock.now()

@@ -75,13 +75,6 @@ public final class Connection {
         }
     }
 
-    /// Runs `body` inside a read transaction, so every statement in it sees one snapshot.
-    public func readTransaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN DEFERRED")
-        defer { try? execute("COMMIT") }
-        return try body()
-    }
-
     /// Result of `PRAGMA integrity_check`: "ok" or the problems found.
     public func integrityCheck() throws -> [String] {
         let statement = try self.statement("PRAGMA integrity_check")

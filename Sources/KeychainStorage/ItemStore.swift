@@ -163,12 +163,6 @@ public struct ItemStore {
         return connection.changes
     }
 
-    public func count() throws -> Int {
-        let statement = try connection.statement("SELECT count(*) FROM items")
-        defer { statement.reset() }
-        return try statement.step() ? Int(statement.int64(at: 0)) : 0
-    }
-
     private func insertIndex(_ digests: [Data], rowID: Int64) throws {
         let statement = try connection.statement(
             "INSERT OR IGNORE INTO attribute_index(digest, item) VALUES (?, ?)")

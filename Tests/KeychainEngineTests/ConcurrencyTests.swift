@@ -1,6 +1,6 @@
-import CSQLite
 import Foundation
 import KeychainEngine
+import KeychainStorage
 import XCTest
 
 /// Threads and processes sharing one keychain; a writer killed mid-flight.
@@ -107,14 +107,6 @@ final class ConcurrencyTests: EngineTestCase {
     }
 
     private func integrityCheck() throws -> [String] {
-        var handle: OpaquePointer?
-        guard sqlite3_open(directory + "/keychain.db", &handle) == SQLITE_OK else { return ["cannot open"] }
-        defer { sqlite3_close(handle) }
-        var statement: OpaquePointer?
-        sqlite3_prepare_v2(handle, "PRAGMA integrity_check", -1, &statement, nil)
-        defer { sqlite3_finalize(statement) }
-        var lines: [String] = []
-        while sqlite3_step(statement) == SQLITE_ROW { lines.append(String(cString: sqlite3_column_text(statement, 0))) }
-        return lines
+        try Connection(path: directory + "/keychain.db", create: false).integrityCheck()
     }
 }
