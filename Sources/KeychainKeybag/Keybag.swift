@@ -61,6 +61,7 @@ public final class Keybag: Sendable {
         self.root = root
         self.clock = clock
         fixedIterations = passcodeIterations
+        // The closure may not capture self before every property is set: it works on copies.
         let (path, root) = (path, root)
         let loaded = try SecureFiles.withExclusiveLock(lockPath) { () throws -> (KeybagFile, FileIdentity?) in
             if let contents = try SecureFiles.read(path) {

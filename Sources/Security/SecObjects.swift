@@ -3,35 +3,18 @@ import Foundation
 // The Security object types clients declare, store in collections and compare by type id. Their
 // behaviour (keys, certificates, identities, trust) arrives with the keys-and-certificates work.
 
-public final class SecKey: Hashable, @unchecked Sendable {
-    private init() {}
-    public static func == (lhs: SecKey, rhs: SecKey) -> Bool { lhs === rhs }
+/// What every Security object type shares: identity equality and hashing, as CF objects have.
+public class SecObject: Hashable, @unchecked Sendable {
+    fileprivate init() {}
+    public static func == (lhs: SecObject, rhs: SecObject) -> Bool { lhs === rhs }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
-public final class SecCertificate: Hashable, @unchecked Sendable {
-    private init() {}
-    public static func == (lhs: SecCertificate, rhs: SecCertificate) -> Bool { lhs === rhs }
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-}
-
-public final class SecIdentity: Hashable, @unchecked Sendable {
-    private init() {}
-    public static func == (lhs: SecIdentity, rhs: SecIdentity) -> Bool { lhs === rhs }
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-}
-
-public final class SecTrust: Hashable, @unchecked Sendable {
-    private init() {}
-    public static func == (lhs: SecTrust, rhs: SecTrust) -> Bool { lhs === rhs }
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-}
-
-public final class SecPolicy: Hashable, @unchecked Sendable {
-    private init() {}
-    public static func == (lhs: SecPolicy, rhs: SecPolicy) -> Bool { lhs === rhs }
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-}
+public final class SecKey: SecObject, @unchecked Sendable {}
+public final class SecCertificate: SecObject, @unchecked Sendable {}
+public final class SecIdentity: SecObject, @unchecked Sendable {}
+public final class SecTrust: SecObject, @unchecked Sendable {}
+public final class SecPolicy: SecObject, @unchecked Sendable {}
 
 public typealias SecKeyRef = SecKey
 public typealias SecCertificateRef = SecCertificate
