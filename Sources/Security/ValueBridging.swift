@@ -11,12 +11,17 @@ enum ValueBridging {
     static func dictionary(_ dictionary: CFDictionary) throws(InvalidKey) -> [String: ItemValue] {
         var result: [String: ItemValue] = [:]
         result.reserveCapacity(dictionary.count)
-        for (key, value) in dictionary {
+        var invalidKey: InvalidKey?
+        // enumerateKeysAndObjects walks the storage once; iterating does a hashed lookup per key.
+        dictionary.enumerateKeysAndObjects { key, value, stop in
             guard let name = (key as? SecConstantString)?.value ?? (key as? String) else {
-                throw InvalidKey(typeName: "\(type(of: key))")
+                invalidKey = InvalidKey(typeName: "\(type(of: key))")
+                stop.pointee = true
+                return
             }
             result[name] = itemValue(value)
         }
+        if let invalidKey { throw invalidKey }
         return result
     }
 
