@@ -15,6 +15,8 @@ struct Options {
     var sizes = [1, 1_000, 100_000]
     var samples = 2_000
     var writeSamples = 300
+    /// Only run this many engine lookups on 1,000 items, for a profiler (perf record).
+    var profileLookups: Int?
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -27,6 +29,8 @@ struct Options {
                 samples = Int(iterator.next() ?? "") ?? samples
             case "--write-samples":
                 writeSamples = Int(iterator.next() ?? "") ?? writeSamples
+            case "--profile-lookups":
+                profileLookups = Int(iterator.next() ?? "")
             default:
                 FileHandle.standardError.write(Data("unknown argument \(argument)\n".utf8))
                 exit(2)
@@ -112,6 +116,24 @@ func measureFloor(count: Int, directory: String, samples: Int) throws -> Latenci
         }
     }
     return latencies
+}
+
+if let lookups = options.profileLookups {
+    setenv("KEYCHAIN_HOME", root + "/profile", 1)
+    do {
+        let keychain = try EmbeddedKeychain.current()
+        try keychain.add(contentsOf: (0..<1_000).map(password), client: client)
+        for sample in 0..<lookups {
+            let query: [String: ItemValue] = [
+                "class": .string("genp"), "svce": .string("bench.example.com"),
+                "acct": .string("user-\((sample &* 7919) % 1_000)"), "r_Data": .bool(true),
+            ]
+            _ = try keychain.copyMatching(query, client: client)
+        }
+    } catch {
+        fail("profile run: \(error)")
+    }
+    exit(0)
 }
 
 print("swift-keychain benchmark — release build, embedded keychain, SecItem API")
