@@ -344,7 +344,7 @@ public final class Keybag: Sendable {
         -> SecureBytes
     {
         let stretched = try KeyDerivation.pbkdf2(
-            password: SecureBytes(copying: Array(passcode.utf8)), salt: parameters.salt,
+            password: SecureBytes(copying: passcode.utf8), salt: parameters.salt,
             iterations: Int(parameters.iterations))
         return try root.entangle(stretched)
     }
