@@ -189,8 +189,8 @@ public final class Keychain: Sendable {
             case .wrongPasscode(let failures):
                 return .authenticationFailed("wrong passcode (\(failures) failed attempts in a row)")
             case .attemptsThrottled(let retryAt):
-                let seconds = Int(retryAt.timeIntervalSinceNow.rounded(.up))
-                return .interactionNotAllowed("too many failed attempts: try again in \(max(seconds, 1)) s")
+                let seconds = Int(exactly: min(max(retryAt.timeIntervalSinceNow.rounded(.up), 1), 1e9)) ?? 1
+                return .interactionNotAllowed("too many failed attempts: try again in \(seconds) s")
             case .passcodeRequired: return .invalidParameter("the current passcode is required")
             case .emptyPasscode: return .invalidParameter("a passcode cannot be empty")
             case .noPasscodeSet: return .invalidParameter("no passcode is set")

@@ -125,12 +125,11 @@ struct Query: Sendable {
             return
         }
         switch key.first {
-        case "m": try applyMatch(key: key, value: value, operation: operation)
+        case "m": try applyMatch(key: key, value: value)
         case "r": try applyReturn(key: key, value: value)
         case "u": try applyUse(key: key, value: value, operation: operation)
         case "v": try applyValue(key: key, value: value)
         case "f": break  // internal callbacks in Apple's API; nothing to do here
-        case "c": throw KeychainError.invalidParameter("unknown key \"\(key)\"")
         default: throw KeychainError.invalidParameter("unknown key \"\(key)\"")
         }
     }
@@ -192,15 +191,17 @@ struct Query: Sendable {
         attributes[key] = try AttributeCodec.normalize(value, for: descriptor)
     }
 
-    private mutating func applyMatch(key: String, value: ItemValue, operation: Operation) throws {
+    private mutating func applyMatch(key: String, value: ItemValue) throws {
         switch key {
         case "m_Limit":
             limitGiven = true
             switch value {
             case .string("m_LimitOne"): limit = .one
             case .string("m_LimitAll"): limit = .all
-            case .integer(let count) where count > 0: limit = count == 1 ? .count(1) : .count(Int(count))
-            case .double(let count) where count >= 1 && count.rounded() == count: limit = .count(Int(count))
+            case .integer(let count) where count > 0: limit = .count(Int(count))
+            case .double(let number) where number >= 1:
+                guard let count = Int(exactly: number) else { fallthrough }
+                limit = .count(count)
             default:
                 throw KeychainError.invalidParameter(
                     "m_Limit must be kSecMatchLimitOne, kSecMatchLimitAll or a positive number")
@@ -214,7 +215,6 @@ struct Query: Sendable {
         default:
             throw KeychainError.invalidParameter("unknown match key \"\(key)\"")
         }
-        _ = operation
     }
 
     private mutating func applyReturn(key: String, value: ItemValue) throws {

@@ -97,7 +97,8 @@ struct StateVerbs {
             "    failed attempts: \(status.failedAttempts)",
         ]
         if let next = status.nextAttemptAllowed {
-            lines.append("    next attempt in: \(Int(next.timeIntervalSinceNow.rounded(.up))) s")
+            let seconds = Int(exactly: min(max(next.timeIntervalSinceNow.rounded(.up), 0), 1e9)) ?? 0
+            lines.append("    next attempt in: \(seconds) s")
         }
         lines.append(
             "    erase after \(PasscodePolicy.failuresBeforeWipe) failed attempts: \(status.wipeAfterFailures ? "on" : "off")"

@@ -109,6 +109,12 @@ final class SecItemSemanticsTests: KeychainTestCase {
         XCTAssertEqual(Item.copy(query).0, errSecParam)
         query[kSecMatchLimit as String] = 0
         XCTAssertEqual(Item.copy(query).0, errSecParam)
+        query[kSecMatchLimit as String] = 1e300
+        XCTAssertEqual(Item.copy(query).0, errSecParam, "a number too large for a count is refused, not a crash")
+        query[kSecMatchLimit as String] = 2.5
+        XCTAssertEqual(Item.copy(query).0, errSecParam)
+        query[kSecMatchLimit as String] = 2.0
+        XCTAssertEqual((Item.copy(query).1 as? [[String: Any]])?.count, 2)
     }
 
     func testReturnShapes() throws {
