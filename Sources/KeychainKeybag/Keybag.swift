@@ -249,7 +249,7 @@ public final class Keybag: Sendable {
         var updated = file
         updated.classKeys = [:]
         if let newPasscode {
-            let parameters = KeybagFile.PasscodeParameters(salt: try Random.bytes(16), iterations: UInt32(iterations))
+            let parameters = KeybagFile.PasscodeParameters(salt: try Random.bytes(16), iterations: UInt32(clamping: iterations))
             updated.passcode = parameters
             if keys[.whenPasscodeSetThisDeviceOnly] == nil {
                 keys[.whenPasscodeSetThisDeviceOnly] = try SecureBytes(randomCount: AESGCM.keySize)
@@ -417,6 +417,7 @@ public final class Keybag: Sendable {
             password: SecureBytes(copying: Array("calibrate".utf8)), salt: Data(count: 16), iterations: probe)
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         guard elapsed > 0 else { return 1_000_000 }
-        return max(50_000, Int(Double(probe) * target / elapsed))
+        return Int(exactly: (Double(probe) * target / elapsed).rounded()).map { min(max($0, 50_000), 50_000_000) }
+            ?? 50_000_000
     }
 }
