@@ -91,12 +91,18 @@ enum AttributeSchema {
     /// for every class, and view hint and token id for uniqueness only (see `ItemDigests`).
     static func primaryKey(_ itemClass: ItemClass) -> [String] {
         switch itemClass {
-        case .genericPassword: ["acct", "svce"]
-        case .internetPassword: ["acct", "sdmn", "srvr", "ptcl", "atyp", "port", "path"]
-        case .certificate: ["ctyp", "issr", "slnr"]
-        case .key: ["kcls", "klbl", "atag", "crtr", "type", "bsiz", "esiz", "sdat", "edat"]
+        case .genericPassword: genericPrimaryKey
+        case .internetPassword: internetPrimaryKey
+        case .certificate: certificatePrimaryKey
+        case .key: keyPrimaryKey
         }
     }
+
+    // Stored once: the lookup path asks for these on every query.
+    private static let genericPrimaryKey = ["acct", "svce"]
+    private static let internetPrimaryKey = ["acct", "sdmn", "srvr", "ptcl", "atyp", "port", "path"]
+    private static let certificatePrimaryKey = ["ctyp", "issr", "slnr"]
+    private static let keyPrimaryKey = ["kcls", "klbl", "atag", "crtr", "type", "bsiz", "esiz", "sdat", "edat"]
 
     /// Part of uniqueness but absent from most queries, so kept out of the lookup digest.
     static let uniquenessOnly = ["vwht", "tkid"]

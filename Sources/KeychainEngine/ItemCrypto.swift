@@ -12,6 +12,38 @@ import KeychainStorage
 /// column no longer opens.
 ///
 /// Blob layout: `version (1) ‖ wrapped item key (length-prefixed sealed box) ‖ sealed plaintext`.
+///
+/// The binding also covers the row's lookup digest and its synchronizable and tombstone flags: a blob
+/// that opens proves the row's class primary key, access group and flags are the ones it was sealed
+/// with, which lets a lookup by primary key read the secret without opening the attributes.
+/// What a row's blobs are bound to: everything in its clear columns that a query relies on.
+struct RowBinding {
+    var identity: Data
+    var itemClass: ItemClass
+    var protection: ProtectionClass
+    var synchronizable: Bool
+    var tombstone: Bool
+    var lookupDigest: Data
+
+    init(row: StoredItem, itemClass: ItemClass, protection: ProtectionClass) {
+        self.identity = row.persistentID
+        self.itemClass = itemClass
+        self.protection = protection
+        self.synchronizable = row.synchronizable
+        self.tombstone = row.tombstone
+        self.lookupDigest = row.lookupDigest
+    }
+
+    init(record: ItemRecord, lookupDigest: Data) {
+        self.identity = record.persistentID
+        self.itemClass = record.itemClass
+        self.protection = record.protection
+        self.synchronizable = record.synchronizable
+        self.tombstone = record.tombstone
+        self.lookupDigest = lookupDigest
+    }
+}
+
 enum ItemCrypto {
     static let blobVersion: UInt8 = 1
 
@@ -25,13 +57,9 @@ enum ItemCrypto {
         case corrupt(String)
     }
 
-    static func seal(
-        _ plaintext: Data, part: Part, identity: Data, itemClass: ItemClass,
-        protection: ProtectionClass, classKey: SecureBytes
-    ) throws -> Data {
+    static func seal(_ plaintext: Data, part: Part, binding: RowBinding, classKey: SecureBytes) throws -> Data {
         let itemKey = try SecureBytes(randomCount: AESGCM.keySize)
-        let (wrapAAD, aad) = associatedData(
-            part: part, identity: identity, itemClass: itemClass, protection: protection)
+        let (wrapAAD, aad) = associatedData(part: part, binding: binding)
         var writer = ByteWriter()
         writer.write(blobVersion)
         writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD))
@@ -39,16 +67,12 @@ enum ItemCrypto {
         return writer.data
     }
 
-    static func open(
-        _ blob: Data, part: Part, identity: Data, itemClass: ItemClass, protection: ProtectionClass,
-        classKey: SecureBytes
-    ) throws -> Data {
+    static func open(_ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes) throws -> Data {
         var reader = ByteReader(blob)
         guard (try? reader.read() as UInt8) == blobVersion, let wrappedKey = try? reader.readBytes(),
             let sealed = try? reader.readRaw(reader.remaining)
         else { throw Failure.corrupt("malformed blob") }
-        let (wrapAAD, aad) = associatedData(
-            part: part, identity: identity, itemClass: itemClass, protection: protection)
+        let (wrapAAD, aad) = associatedData(part: part, binding: binding)
         do {
             let itemKey = try AESGCM.openSecure(wrappedKey, key: classKey, authenticating: wrapAAD)
             return try AESGCM.open(sealed, key: itemKey, authenticating: aad)
@@ -59,18 +83,19 @@ enum ItemCrypto {
 
     /// The authenticated data of the wrapped item key and of the ciphertext: the same binding, with a
     /// different prefix so neither can stand for the other.
-    private static func associatedData(part: Part, identity: Data, itemClass: ItemClass, protection: ProtectionClass)
-        -> (wrap: Data, content: Data)
-    {
-        var binding = Data(capacity: 48)
-        binding.append(contentsOf: "swift-keychain item v1".utf8)
-        binding.append(part.rawValue)
-        binding.append(UInt8(itemClass.rawValue))
-        binding.append(UInt8(protection.rawValue))
-        binding.append(identity)
-        var wrap = Data(capacity: binding.count + 4)
+    private static func associatedData(part: Part, binding: RowBinding) -> (wrap: Data, content: Data) {
+        var bytes = Data(capacity: 72)
+        bytes.append(contentsOf: "swift-keychain item v1".utf8)
+        bytes.append(part.rawValue)
+        bytes.append(UInt8(binding.itemClass.rawValue))
+        bytes.append(UInt8(binding.protection.rawValue))
+        bytes.append(binding.synchronizable ? 1 : 0)
+        bytes.append(binding.tombstone ? 1 : 0)
+        bytes.append(binding.identity)
+        bytes.append(binding.lookupDigest)
+        var wrap = Data(capacity: bytes.count + 4)
         wrap.append(contentsOf: "wrap".utf8)
-        wrap.append(binding)
-        return (wrap, binding)
+        wrap.append(bytes)
+        return (wrap, bytes)
     }
 }

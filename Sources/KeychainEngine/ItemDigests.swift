@@ -13,6 +13,8 @@ final class ItemDigests: Sendable {
     static let size = 16
     /// Access-group digests are asked for on every query, for the same few groups.
     private let groupCache = Mutex<[String: Data]>([:])
+    /// The digest sets of whole group lists (one per client, in practice).
+    private let groupSetCache = Mutex<[[String]: Set<Data>]>([:])
 
     init(indexKey: SecureBytes) throws {
         key = try HMACKey(key: indexKey)
@@ -24,6 +26,17 @@ final class ItemDigests: Sendable {
         groupCache.withLock { cache in
             if cache.count > 1_000 { cache.removeAll() }
             cache[group] = computed
+        }
+        return computed
+    }
+
+    /// The digests of a caller's groups, as a set to test rows against.
+    func accessGroups(_ groups: [String]) throws -> Set<Data> {
+        if let cached = groupSetCache.withLock({ $0[groups] }) { return cached }
+        let computed = try Set(groups.map { try accessGroup($0) })
+        groupSetCache.withLock { cache in
+            if cache.count > 100 { cache.removeAll() }
+            cache[groups] = computed
         }
         return computed
     }

@@ -27,11 +27,14 @@ struct ItemSearch {
     /// Access groups the caller may see in this operation (already narrowed to an explicit group).
     let groups: [String]
 
-    func run(limit: Int, needSecret: Bool) throws -> [Match] {
+    /// - Parameter needAttributes: false when the caller uses only the secret and the row's identity;
+    ///   a lookup by exact primary key then opens the secret blob alone (see `openSecretOnly`).
+    func run(limit: Int, needSecret: Bool, needAttributes: Bool = true) throws -> [Match] {
+        let secretOnly = needSecret && !needAttributes && isExactPrimaryKeyLookup
         if let musr = query.musr, musr != .data(Data()) { return [] }
-        let groupDigests = try Set(groups.map { try digests.accessGroup($0) })
+        let groupDigests = try digests.accessGroups(groups)
         var matches: [Match] = []
-        let found = try candidates()
+        let found = try candidates(withMetadata: !secretOnly)
         var position = 0
         while matches.count < limit, position < found.count {
             defer { position += 1 }
@@ -43,6 +46,11 @@ struct ItemSearch {
                 row = fetched
             }
             guard columnsMatch(row, groupDigests: groupDigests) else { continue }
+            if secretOnly {
+                guard let record = try decrypt(row, secretOnly: true) else { continue }
+                matches.append(Match(row: row, record: record))
+                continue
+            }
             guard let record = try decrypt(row, needSecret: needSecret) else { continue }
             guard recordMatches(record, row: row) else {
                 KeychainLog.error("an item's index entries do not match its contents; skipping it as tampered")
@@ -68,7 +76,7 @@ struct ItemSearch {
         }
     }
 
-    private func candidates() throws -> Candidates {
+    private func candidates(withMetadata: Bool) throws -> Candidates {
         if let reference = query.persistentReference {
             guard reference.itemClass == itemClass, let row = try store.item(persistentID: reference.identity) else {
                 return .rows([])
@@ -83,7 +91,7 @@ struct ItemSearch {
                     let digest = try digests.lookup(
                         itemClass: itemClass, attributes: query.attributes, accessGroup: group,
                         synchronizable: synchronizable)
-                    rows.append(contentsOf: try store.items(lookupDigest: digest))
+                    rows.append(contentsOf: try store.items(lookupDigest: digest, withMetadata: withMetadata))
                 }
             }
             if rows.count > 1 { rows.sort { $0.rowID < $1.rowID } }
@@ -153,7 +161,15 @@ struct ItemSearch {
         return true
     }
 
-    private func decrypt(_ row: StoredItem, needSecret: Bool) throws -> ItemRecord? {
+    /// The query names exactly the class primary key (nothing else the index would have to confirm), so
+    /// the lookup digest alone decides which rows match.
+    private var isExactPrimaryKeyLookup: Bool {
+        guard query.persistentReference == nil, query.musr == nil else { return false }
+        let primaryKey = AttributeSchema.primaryKey(itemClass)
+        return query.attributes.count == primaryKey.count && primaryKey.allSatisfy { query.attributes[$0] != nil }
+    }
+
+    private func decrypt(_ row: StoredItem, needSecret: Bool = false, secretOnly: Bool = false) throws -> ItemRecord? {
         guard let protection = ProtectionClass(rawValue: row.protectionClass) else {
             KeychainLog.error("an item names an unknown protection class; skipping it as corrupt")
             return nil
@@ -165,6 +181,7 @@ struct ItemSearch {
             // Its class key was destroyed (passcode removed): the item can never be read again.
             return nil
         }
+        if secretOnly { return ItemDecryption.openSecretOnly(row, protection: protection, classKey: classKey) }
         return ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: needSecret)
     }
 
@@ -193,26 +210,44 @@ enum ItemDecryption {
         -> ItemRecord?
     {
         guard let itemClass = ItemClass(rawValue: row.itemClass) else { return nil }
+        let binding = RowBinding(row: row, itemClass: itemClass, protection: protection)
         do {
-            let metadataBytes = try ItemCrypto.open(
-                row.metadata, part: .metadata, identity: row.persistentID, itemClass: itemClass,
-                protection: protection, classKey: classKey)
+            let metadataBytes = try ItemCrypto.open(row.metadata, part: .metadata, binding: binding, classKey: classKey)
             let metadata = try ItemRecordCoding.decodeMetadata(metadataBytes)
             var record = ItemRecord(
                 itemClass: itemClass, persistentID: row.persistentID, protection: protection,
                 accessGroup: metadata.accessGroup, synchronizable: metadata.synchronizable,
                 tombstone: metadata.tombstone, attributes: metadata.attributes,
                 accessControl: metadata.accessControl, secret: nil)
-            if needSecret {
-                let secretBytes = try ItemCrypto.open(
-                    row.secret, part: .secret, identity: row.persistentID, itemClass: itemClass,
-                    protection: protection, classKey: classKey)
-                record.secret = try ItemRecordCoding.decodeSecret(secretBytes)
-            }
+            if needSecret { record.secret = try openSecret(row, binding: binding, classKey: classKey) }
             return record
         } catch {
             KeychainLog.error("an item failed its integrity check and is treated as corrupt")
             return nil
         }
+    }
+
+    /// The secret alone: for a lookup by primary key that returns only data. The blob's binding covers
+    /// the lookup digest, access group and flags the query was matched on, so the attributes need not
+    /// be opened to know the secret belongs to the item asked for.
+    static func openSecretOnly(_ row: StoredItem, protection: ProtectionClass, classKey: SecureBytes) -> ItemRecord? {
+        guard let itemClass = ItemClass(rawValue: row.itemClass) else { return nil }
+        let binding = RowBinding(row: row, itemClass: itemClass, protection: protection)
+        do {
+            var record = ItemRecord(
+                itemClass: itemClass, persistentID: row.persistentID, protection: protection, accessGroup: "",
+                synchronizable: row.synchronizable, tombstone: row.tombstone, attributes: [:], accessControl: nil,
+                secret: nil)
+            record.secret = try openSecret(row, binding: binding, classKey: classKey)
+            return record
+        } catch {
+            KeychainLog.error("an item failed its integrity check and is treated as corrupt")
+            return nil
+        }
+    }
+
+    private static func openSecret(_ row: StoredItem, binding: RowBinding, classKey: SecureBytes) throws -> Data? {
+        let bytes = try ItemCrypto.open(row.secret, part: .secret, binding: binding, classKey: classKey)
+        return try ItemRecordCoding.decodeSecret(bytes)
     }
 }

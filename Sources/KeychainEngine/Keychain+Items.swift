@@ -35,10 +35,11 @@ extension Keychain {
         try perform { try self.delete(query, client: client) }
     }
 
-    /// Runs an operation after noticing keybag changes made by other processes, translating failures.
+    /// Runs an operation after noticing keybag changes made by other processes (checked at most once
+    /// a millisecond), translating failures.
     private func perform<T>(_ body: () throws -> T) throws -> T {
         do {
-            try keybag.refreshIfChanged()
+            try keybag.refreshIfChanged(maximumAge: 0.001)
             return try body()
         } catch {
             throw Self.translate(error)
@@ -175,7 +176,7 @@ extension Keychain {
         // between two statements cannot make a wrong item match; it can only be seen or not.
         let matches = try pool.withConnection { connection in
             try search(query, itemClass: itemClass, groups: groups, store: ItemStore(connection: connection))
-                .run(limit: query.limit.maximum, needSecret: query.returnData)
+                .run(limit: query.limit.maximum, needSecret: query.returnData, needAttributes: query.returnAttributes)
         }
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
         guard query.returnsAnything else { return nil }
@@ -303,12 +304,10 @@ extension Keychain {
 
     /// Seals a record into a row: encrypted blobs and keyed digests.
     func seal(_ record: ItemRecord, classKey: SecureBytes, digests: ItemDigests) throws -> StoredItem {
-        let metadata = try ItemCrypto.seal(
-            ItemRecordCoding.encodeMetadata(record), part: .metadata, identity: record.persistentID,
-            itemClass: record.itemClass, protection: record.protection, classKey: classKey)
-        let secret = try ItemCrypto.seal(
-            ItemRecordCoding.encodeSecret(record.secret), part: .secret, identity: record.persistentID,
-            itemClass: record.itemClass, protection: record.protection, classKey: classKey)
+        let lookupDigest = try digests.lookup(
+            itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
+            synchronizable: record.synchronizable)
+        let binding = RowBinding(record: record, lookupDigest: lookupDigest)
         return StoredItem(
             persistentID: record.persistentID, itemClass: record.itemClass.rawValue,
             protectionClass: record.protection.rawValue, accessGroupDigest: try digests.accessGroup(record.accessGroup),
@@ -316,10 +315,12 @@ extension Keychain {
             primaryKeyDigest: try digests.primaryKey(
                 itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
                 synchronizable: record.synchronizable),
-            lookupDigest: try digests.lookup(
-                itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
-                synchronizable: record.synchronizable),
-            metadata: metadata, secret: secret, indexDigests: try digests.indexEntries(for: record))
+            lookupDigest: lookupDigest,
+            metadata: try ItemCrypto.seal(
+                ItemRecordCoding.encodeMetadata(record), part: .metadata, binding: binding, classKey: classKey),
+            secret: try ItemCrypto.seal(
+                ItemRecordCoding.encodeSecret(record.secret), part: .secret, binding: binding, classKey: classKey),
+            indexDigests: try digests.indexEntries(for: record))
     }
 
     private func groupForWriting(_ explicit: String?, client: ClientIdentity) throws -> String {

@@ -249,7 +249,8 @@ public final class Keybag: Sendable {
         var updated = file
         updated.classKeys = [:]
         if let newPasscode {
-            let parameters = KeybagFile.PasscodeParameters(salt: try Random.bytes(16), iterations: UInt32(clamping: iterations))
+            let parameters = KeybagFile.PasscodeParameters(
+                salt: try Random.bytes(16), iterations: UInt32(clamping: iterations))
             updated.passcode = parameters
             if keys[.whenPasscodeSetThisDeviceOnly] == nil {
                 keys[.whenPasscodeSetThisDeviceOnly] = try SecureBytes(randomCount: AESGCM.keySize)
@@ -281,11 +282,24 @@ public final class Keybag: Sendable {
     /// Re-reads the file if another process replaced it. A keybag with a new identifier (erased and
     /// recreated) invalidates every key held; otherwise keys stay valid, because re-wrapping for a
     /// passcode change never changes the class keys themselves.
-    public func refreshIfChanged() throws {
+    ///
+    /// - Parameter maximumAge: skip the check when the last one is younger than this many seconds. A
+    ///   change another process makes within that window is seen as if it had happened just after this
+    ///   operation, which no caller can tell apart; it saves a `stat` on every call of a busy client.
+    public func refreshIfChanged(maximumAge: TimeInterval = 0) throws {
+        let now = DispatchTime.now().uptimeNanoseconds
+        if maximumAge > 0 {
+            let last = lastCheck.withLock { $0 }
+            if last != 0, now &- last < UInt64(maximumAge * 1e9) { return }
+        }
         let identity = SecureFiles.identity(of: path)
+        lastCheck.withLock { $0 = now }
         guard identity != state.withLock({ $0.identity }) else { return }
         _ = try SecureFiles.withExclusiveLock(lockPath) { try reloadLocked() }
     }
+
+    /// When the file was last compared with what is in memory (monotonic nanoseconds; 0: never).
+    private let lastCheck = Mutex<UInt64>(0)
 
     /// Reads the file into memory; the caller holds the file lock.
     private func reloadLocked() throws -> KeybagFile {

@@ -8,6 +8,9 @@ public struct ItemStore {
 
     private static let columns =
         "rowid, persistref, class, keyclass, agrp, sync, tomb, pk, lookup, metadata, secret"
+    /// The same columns with an empty blob in place of the metadata, which can be large.
+    private static let columnsWithoutMetadata =
+        "rowid, persistref, class, keyclass, agrp, sync, tomb, pk, lookup, x'', secret"
 
     /// Creates the tables on a new database, and refuses a database written by a newer version.
     public func prepareSchema() throws {
@@ -111,9 +114,12 @@ public struct ItemStore {
     }
 
     /// Rows whose lookup digest is `digest`, in rowid order.
-    public func items(lookupDigest: Data) throws -> [StoredItem] {
+    /// - Parameter withMetadata: false leaves `metadata` empty, for a caller that will open only the secret.
+    public func items(lookupDigest: Data, withMetadata: Bool = true) throws -> [StoredItem] {
         let statement = try connection.statement(
-            "SELECT \(Self.columns) FROM items WHERE lookup = ? ORDER BY rowid")
+            withMetadata
+                ? "SELECT \(Self.columns) FROM items WHERE lookup = ? ORDER BY rowid"
+                : "SELECT \(Self.columnsWithoutMetadata) FROM items WHERE lookup = ? ORDER BY rowid")
         defer { statement.reset() }
         try statement.bind(lookupDigest, at: 1)
         var rows: [StoredItem] = []

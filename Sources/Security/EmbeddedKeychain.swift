@@ -21,9 +21,24 @@ public enum EmbeddedKeychain {
         return (home as NSString).appendingPathComponent(".local/share/keychain")
     }
 
+    /// The last keychain handed out and the `KEYCHAIN_HOME` it was found for: the common case, asked on
+    /// every SecItem call, costs one string comparison instead of building the path.
+    private static let last = Mutex<(home: String?, keychain: Keychain)?>(nil)
+
     /// The open keychain for the current environment, opening it on first use.
     public static func current() throws -> Keychain {
-        let path = directory
+        let home = getenv("KEYCHAIN_HOME")
+        if let cached = last.withLock({ $0 }), let home, let cachedHome = cached.home,
+            strcmp(home, cachedHome) == 0
+        {
+            return cached.keychain
+        }
+        let keychain = try open(directory)
+        last.withLock { $0 = (home.map { String(cString: $0) }, keychain) }
+        return keychain
+    }
+
+    private static func open(_ path: String) throws -> Keychain {
         if let keychain = opened.withLock({ $0[path] }) { return keychain }
         let keychain = try Keychain(
             directory: path, options: KeychainOptions(deviceRootPath: variable("KEYCHAIN_DEVICE_ROOT")))
@@ -39,10 +54,16 @@ public enum EmbeddedKeychain {
     /// The emulated entitlements of this process (see `ClientIdentity.fromEnvironment`), parsed again
     /// only when `KEYCHAIN_ACCESS_GROUPS` changes.
     public static func client() -> ClientIdentity {
-        let raw = variable("KEYCHAIN_ACCESS_GROUPS")
-        if let cached = lastClient.withLock({ $0 }), cached.raw == raw { return cached.identity }
+        let raw = getenv("KEYCHAIN_ACCESS_GROUPS")
+        if let cached = lastClient.withLock({ $0 }) {
+            switch (raw, cached.raw) {
+            case (nil, nil): return cached.identity
+            case (let raw?, let previous?) where strcmp(raw, previous) == 0: return cached.identity
+            default: break
+            }
+        }
         let identity = ClientIdentity.fromEnvironment()
-        lastClient.withLock { $0 = (raw, identity) }
+        lastClient.withLock { $0 = (raw.map { String(cString: $0) }, identity) }
         return identity
     }
 

@@ -26,21 +26,23 @@ enum ValueBridging {
     }
 
     static func itemValue(_ value: Any) -> ItemValue {
+        // Most common first: each failed cast costs, and the protocol check last costs most.
         switch value {
         case let constant as SecConstantString: return .string(constant.value)
-        case is NSNull: return .null
         case let string as String: return .string(string)
-        case let date as Date: return .date(date)
-        case let data as Data: return .data(data)
-        case let policy as SecAccessControl: return .accessControl(policy.policy)
-        case is SecAuthenticationContextObject: return .authenticationContext
         case let number as NSNumber:
-            switch String(cString: number.objCType) {
-            case "c", "B": return .bool(number.boolValue)
-            case "f", "d": return .double(number.doubleValue)
+            // The Objective-C type code tells a boolean (c, B) and a floating point number (f, d) apart.
+            switch UInt8(bitPattern: number.objCType.pointee) {
+            case UInt8(ascii: "c"), UInt8(ascii: "B"): return .bool(number.boolValue)
+            case UInt8(ascii: "f"), UInt8(ascii: "d"): return .double(number.doubleValue)
             default: return .integer(number.int64Value)
             }
+        case let data as Data: return .data(data)
+        case let date as Date: return .date(date)
+        case is NSNull: return .null
+        case let policy as SecAccessControl: return .accessControl(policy.policy)
         case let array as [Any]: return .array(array.map(itemValue))
+        case is SecAuthenticationContextObject: return .authenticationContext
         case Optional<Any>.none: return .null
         default: return .unsupported("\(type(of: value))")
         }

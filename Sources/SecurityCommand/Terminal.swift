@@ -10,18 +10,20 @@ enum Terminal {
 
     /// Prompts on standard error and reads one line from the terminal with echo turned off.
     static func readSecret(prompt: String) -> String? {
-        FileHandle.standardError.write(Data(prompt.utf8))
+        // Echo goes off before the prompt appears, and without flushing input: whatever is typed
+        // once the prompt shows must be neither echoed nor thrown away.
         var original = termios()
         let canSilence = tcgetattr(STDIN_FILENO, &original) == 0
         if canSilence {
             var silent = original
             silent.c_lflag &= ~tcflag_t(ECHO)
             silent.c_lflag |= tcflag_t(ECHONL)
-            _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
+            _ = tcsetattr(STDIN_FILENO, TCSANOW, &silent)
         }
         defer {
-            if canSilence { _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &original) }
+            if canSilence { _ = tcsetattr(STDIN_FILENO, TCSANOW, &original) }
         }
+        FileHandle.standardError.write(Data(prompt.utf8))
         return readLine(strippingNewline: true)
     }
 

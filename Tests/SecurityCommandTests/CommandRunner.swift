@@ -105,6 +105,11 @@ final class CommandRunner {
                 screen += "⏎"
             }
         }
+        if process.isRunning {
+            // A prompt never came or an answer was lost: end the child rather than wait forever.
+            process.terminate()
+            screen += "[terminated: still running after 20 s]"
+        }
         let out = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (CommandResult(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self), stderr: ""), screen)
