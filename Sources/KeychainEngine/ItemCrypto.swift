@@ -84,18 +84,22 @@ enum ItemCrypto {
     /// The authenticated data of the wrapped item key and of the ciphertext: the same binding, with a
     /// different prefix so neither can stand for the other.
     private static func associatedData(part: Part, binding: RowBinding) -> (wrap: Data, content: Data) {
-        var bytes = Data(capacity: 72)
-        bytes.append(contentsOf: "swift-keychain item v1".utf8)
+        // Built once as bytes: the content binding is the wrap binding without its "wrap" prefix.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32 + binding.identity.count + binding.lookupDigest.count)
+        bytes.append(contentsOf: Self.wrapPrefix)
+        bytes.append(contentsOf: Self.domain)
         bytes.append(part.rawValue)
         bytes.append(UInt8(binding.itemClass.rawValue))
         bytes.append(UInt8(binding.protection.rawValue))
         bytes.append(binding.synchronizable ? 1 : 0)
         bytes.append(binding.tombstone ? 1 : 0)
-        bytes.append(binding.identity)
-        bytes.append(binding.lookupDigest)
-        var wrap = Data(capacity: bytes.count + 4)
-        wrap.append(contentsOf: "wrap".utf8)
-        wrap.append(bytes)
-        return (wrap, bytes)
+        bytes.append(contentsOf: binding.identity)
+        bytes.append(contentsOf: binding.lookupDigest)
+        let wrap = Data(bytes)
+        return (wrap, wrap.dropFirst(Self.wrapPrefix.count))
     }
+
+    private static let wrapPrefix = Array("wrap".utf8)
+    private static let domain = Array("swift-keychain item v1".utf8)
 }

@@ -16,7 +16,7 @@ struct ResultShape {
     private func shape(_ record: ItemRecord) throws -> ItemResult? {
         let kinds = [query.returnData, query.returnAttributes, query.returnReference, query.returnPersistentReference]
             .filter { $0 }.count
-        let reference = PersistentReference(itemClass: record.itemClass, identity: record.persistentID).bytes
+        var reference: Data { PersistentReference(itemClass: record.itemClass, identity: record.persistentID).bytes }
         if kinds == 1 {
             if query.returnData { return .data(record.secret ?? Data()) }
             if query.returnPersistentReference { return .data(reference) }

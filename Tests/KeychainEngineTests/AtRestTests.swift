@@ -125,6 +125,22 @@ final class AtRestTests: EngineTestCase {
         assertError(.itemNotFound) { _ = try readSecret("swap", "alice") }
     }
 
+    func testEditedFlagColumnsMakeTheItemCorrupt() throws {
+        _ = try keychain.add(password("flags", "a", secret: "live"), client: client)
+        try withDatabase { database in execute(database, "UPDATE items SET tomb = 1") }
+        keychain = try open()
+        var tombstones = password("flags", "a", secret: nil)
+        tombstones["tomb"] = .bool(true)
+        tombstones["r_Data"] = .bool(true)
+        assertError(.itemNotFound) { _ = try keychain.copyMatching(tombstones, client: client) }
+        tombstones["r_Data"] = nil
+        tombstones["r_Attributes"] = .bool(true)
+        assertError(.itemNotFound) { _ = try keychain.copyMatching(tombstones, client: client) }
+        try withDatabase { database in execute(database, "UPDATE items SET tomb = 0, keyclass = 8") }
+        keychain = try open()
+        assertError(.itemNotFound) { _ = try readSecret("flags", "a") }
+    }
+
     func testFlippedByteMakesTheItemCorrupt() throws {
         _ = try keychain.add(password("flip", "a", secret: "original"), client: client)
         _ = try keychain.add(password("flip", "b", secret: "other"), client: client)
