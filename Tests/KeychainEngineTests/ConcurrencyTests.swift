@@ -75,7 +75,7 @@ final class ConcurrencyTests: EngineTestCase {
             process.standardOutput = pipe
             try process.run()
             // Let it write for a random moment, then kill it without warning.
-            usleep(UInt32.random(in: 150_000...600_000))
+            usleep(UInt32.random(in: 300_000...800_000))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             XCTAssertEqual(process.terminationReason, .uncaughtSignal)
