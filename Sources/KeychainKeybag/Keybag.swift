@@ -44,9 +44,9 @@ public final class Keybag: Sendable {
         var identity: FileIdentity?
         var keys: [ProtectionClass: SecureBytes]
         var indexKey: SecureBytes
-        /// A passcode-protected class has been unwrapped since start.
+        /// A passcode-protected class has been unwrapped since start (locked, as opposed to before the
+        /// first unlock, when the class-A keys are gone again).
         var unlockedOnce: Bool
-        var locked: Bool
     }
 
     /// Opens the keybag at `directory/keybag`, creating a new one (no passcode) if none exists.
@@ -78,7 +78,7 @@ public final class Keybag: Sendable {
             keys[protectionClass] = try Keybag.unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
         }
         state = Mutex(
-            State(file: file, identity: loaded.1, keys: keys, indexKey: indexKey, unlockedOnce: false, locked: false))
+            State(file: file, identity: loaded.1, keys: keys, indexKey: indexKey, unlockedOnce: false))
     }
 
     // MARK: Keys
@@ -96,7 +96,7 @@ public final class Keybag: Sendable {
     }
 
     public var status: KeybagStatus {
-        (try? refreshIfChanged()) ?? ()
+        try? refreshIfChanged()
         let now = clock.now()
         return state.withLock { state in
             let next = Keybag.nextAttempt(after: state.file)
@@ -119,7 +119,6 @@ public final class Keybag: Sendable {
                         wrapped, protectionClass, file: file, passcodeKey: passcodeKey)
                 }
                 state.unlockedOnce = true
-                state.locked = false
             }
         }
     }
@@ -131,7 +130,6 @@ public final class Keybag: Sendable {
             for protectionClass in ProtectionClass.allCases where protectionClass.tier == .whenUnlocked {
                 state.keys[protectionClass] = nil
             }
-            if state.unlockedOnce { state.locked = true }
         }
     }
 
@@ -143,7 +141,6 @@ public final class Keybag: Sendable {
                 state.keys[protectionClass] = nil
             }
             state.unlockedOnce = false
-            state.locked = false
         }
     }
 
@@ -275,7 +272,6 @@ public final class Keybag: Sendable {
         state.withLock { state in
             state.keys = keys
             state.unlockedOnce = newPasscode != nil
-            state.locked = false
         }
     }
 
@@ -317,7 +313,6 @@ public final class Keybag: Sendable {
             if state.file.identifier != file.identifier {
                 state.keys = [:]
                 state.unlockedOnce = false
-                state.locked = false
             }
             for protectionClass in ProtectionClass.allCases where file.classKeys[protectionClass] == nil {
                 state.keys[protectionClass] = nil
@@ -344,7 +339,7 @@ public final class Keybag: Sendable {
             }
             state.withLock { state in
                 state = State(
-                    file: file, identity: identity, keys: keys, indexKey: indexKey, unlockedOnce: false, locked: false)
+                    file: file, identity: identity, keys: keys, indexKey: indexKey, unlockedOnce: false)
             }
         } else {
             state.withLock { state in
