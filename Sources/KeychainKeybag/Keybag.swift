@@ -72,11 +72,7 @@ public final class Keybag: Sendable {
             return (file, SecureFiles.identity(of: path))
         }
         let file = loaded.0
-        let indexKey = try root.unwrap(file.indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
-        var keys: [ProtectionClass: SecureBytes] = [:]
-        for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
-            keys[protectionClass] = try Keybag.unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
-        }
+        let (indexKey, keys) = try Keybag.rootWrappedKeys(of: file, root: root)
         state = Mutex(
             State(file: file, identity: loaded.1, keys: keys, indexKey: indexKey, unlockedOnce: false))
     }
@@ -304,11 +300,7 @@ public final class Keybag: Sendable {
         }
         let file = try KeybagFile.decode(contents, root: root)
         let identity = SecureFiles.identity(of: path)
-        let indexKey = try root.unwrap(file.indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
-        var rootKeys: [ProtectionClass: SecureBytes] = [:]
-        for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
-            rootKeys[protectionClass] = try Keybag.unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
-        }
+        let (indexKey, rootKeys) = try Keybag.rootWrappedKeys(of: file, root: root)
         state.withLock { state in
             if state.file.identifier != file.identifier {
                 state.keys = [:]
@@ -332,11 +324,7 @@ public final class Keybag: Sendable {
         let newBag = state.withLock { $0.file.identifier != file.identifier }
         if newBag {
             // Erased: nothing held is valid any more; load the new root-wrapped keys.
-            let indexKey = try root.unwrap(file.indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
-            var keys: [ProtectionClass: SecureBytes] = [:]
-            for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
-                keys[protectionClass] = try Keybag.unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
-            }
+            let (indexKey, keys) = try Keybag.rootWrappedKeys(of: file, root: root)
             state.withLock { state in
                 state = State(
                     file: file, identity: identity, keys: keys, indexKey: indexKey, unlockedOnce: false)
@@ -347,6 +335,18 @@ public final class Keybag: Sendable {
                 state.identity = identity
             }
         }
+    }
+
+    /// The keys the device root alone opens: the index key and every class key not under the passcode.
+    private static func rootWrappedKeys(of file: KeybagFile, root: any DeviceRoot) throws
+        -> (indexKey: SecureBytes, classKeys: [ProtectionClass: SecureBytes])
+    {
+        let indexKey = try root.unwrap(file.indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
+            keys[protectionClass] = try unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
+        }
+        return (indexKey, keys)
     }
 
     private func derivePasscodeKey(_ passcode: String, _ parameters: KeybagFile.PasscodeParameters) throws
