@@ -283,14 +283,9 @@ extension Keychain {
             attributes: attributes, accessControl: nil, secret: nil)
         let row = try seal(tombstone, classKey: try keybag.classKey(for: record.protection), digests: digests)
         do {
-            try store.insert(row)
-        } catch let error as StorageError where error.kind == .constraint {
-            // An older tombstone (or corrupt row) holds the slot: the newer tombstone replaces it.
-            if let existing = try store.item(primaryKeyDigest: row.primaryKeyDigest), try isReplaceable(existing) {
-                try store.delete(rowID: existing.rowID)
-                try store.insert(row)
-            }
-        }
+            // An older tombstone (or a corrupt row) in the slot gives way; a live item keeps it.
+            try insertNew(row, store: store)
+        } catch KeychainError.duplicateItem {}
     }
 
     // MARK: Helpers
