@@ -30,18 +30,31 @@ public struct ClientIdentity: Sendable, Equatable {
 
     /// Computed once: the executable and its Info.plist do not change while the process runs.
     public static let applicationIdentifier: String? = {
-        let executable = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath()
-        let executableURL = Bundle.main.executableURL?.resolvingSymlinksInPath() ?? executable
-        let plist = executableURL.deletingLastPathComponent().appendingPathComponent("Info.plist")
-        if let data = try? Data(contentsOf: plist),
-            let info = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any],
-            let identifier = info["CFBundleIdentifier"] as? String, !identifier.isEmpty
-        {
-            return identifier
+        // The kernel's link names the running file with symlinks resolved; Foundation's Bundle finds the
+        // same file but scans its directory to do so, which a command-line start-up cannot afford.
+        guard let executable = runningExecutablePath() ?? CommandLine.arguments.first, !executable.isEmpty else {
+            return nil
         }
-        let name = executableURL.lastPathComponent
+        let directory = executable.lastIndex(of: "/").map { String(executable[...$0]) } ?? "./"
+        if let identifier = bundleIdentifier(inPropertyList: directory + "Info.plist") { return identifier }
+        let name = executable.split(separator: "/").last.map(String.init) ?? ""
         return name.isEmpty ? nil : name
     }()
+
+    private static func runningExecutablePath() -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard length > 0 else { return nil }
+        return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    private static func bundleIdentifier(inPropertyList path: String) -> String? {
+        guard access(path, R_OK) == 0, let data = FileManager.default.contents(atPath: path),
+            let info = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any],
+            let identifier = info["CFBundleIdentifier"] as? String, !identifier.isEmpty
+        else { return nil }
+        return identifier
+    }
 }
 
 /// Reads one environment variable without copying the whole environment.

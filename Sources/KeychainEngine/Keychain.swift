@@ -74,6 +74,11 @@ public final class Keychain: Sendable {
         }
     }
 
+    /// Closes the database connections not in use (see `ConnectionPool.closeIdleConnections`). The
+    /// keychain stays usable; call this when a process is about to exit, so that it leaves a database
+    /// the next process opens without replaying a log.
+    public func closeIdleConnections() { pool.closeIdleConnections() }
+
     // MARK: Lock state and passcode
 
     /// Lock state, failed attempts and the next allowed attempt.

@@ -31,6 +31,18 @@ public final class ConnectionPool: Sendable {
         }
         return try body(borrowed)
     }
+
+    /// Closes the idle connections. When they were the last connections to the file in any process,
+    /// SQLite folds the write-ahead log into the database and removes it, so the next process to open
+    /// the file does not have to replay the log to rebuild its index. Connections in use stay open until
+    /// returned, and a later `withConnection` opens a new one.
+    public func closeIdleConnections() {
+        let closing = idle.withLock { connections in
+            defer { connections.removeAll() }
+            return connections
+        }
+        _ = closing  // closed as the last references go, outside the lock
+    }
 }
 
 /// A connection parked in the pool. It is touched by one thread at a time: the pool's lock

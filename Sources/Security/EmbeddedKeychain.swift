@@ -49,6 +49,14 @@ public enum EmbeddedKeychain {
         }
     }
 
+    /// Closes the database connections of every embedded keychain this process opened. A process that
+    /// is about to exit calls this so that, if it was the last one using a keychain, SQLite folds the
+    /// write-ahead log into the database: the next process then opens it without replaying the log.
+    /// The keychains stay usable; a later call reopens a connection.
+    public static func closeDatabases() {
+        for keychain in opened.withLock({ Array($0.values) }) { keychain.closeIdleConnections() }
+    }
+
     private static let lastClient = Mutex<(raw: String?, identity: ClientIdentity)?>(nil)
 
     /// The emulated entitlements of this process (see `ClientIdentity.fromEnvironment`), parsed again

@@ -161,15 +161,18 @@ struct PasswordVerbs {
         }
         var query = try attributes(from: arguments, verb: verb)
         if let group = arguments.value(long: "access-group") { query[kSecAttrAccessGroup as String] = group }
+        if arguments.has("w"), !arguments.has("g"), !arguments.has(long: "json") {
+            // Only the password is printed, so only the data is asked for: an exact lookup then opens
+            // the secret alone and skips decoding the attributes.
+            query[kSecReturnData as String] = true
+            let data = try copyMatching(query, as: Data.self)
+            print(ItemFormatter.isPrintable(data) ? String(decoding: data, as: UTF8.self) : ItemFormatter.hex(data))
+            return
+        }
         let wantsPassword = arguments.has("g") || arguments.has("w")
         query[kSecReturnAttributes as String] = true
         query[kSecReturnData as String] = wantsPassword
-        query[kSecMatchLimit as String] = kSecMatchLimitOne
-        var result: CFTypeRef?
-        let status = session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
-        guard status == errSecSuccess, let found = result as? [String: Any] else {
-            throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Function.search)
-        }
+        let found = try copyMatching(query, as: [String: Any].self)
         let secret = found[kSecValueData as String] as? Data
         if arguments.has(long: "json") {
             print(
@@ -187,6 +190,18 @@ struct PasswordVerbs {
         if arguments.has("g") {
             FileHandle.standardError.write(Data(("password: " + ItemFormatter.quoted(secret ?? Data()) + "\n").utf8))
         }
+    }
+
+    /// The first item the query matches, as the type its return keys ask for.
+    private func copyMatching<Result>(_ query: [String: Any], as: Result.Type) throws(Failure) -> Result {
+        var matching = query
+        matching[kSecMatchLimit as String] = kSecMatchLimitOne
+        var result: CFTypeRef?
+        let status = session.retryingWhenLocked { SecItemCopyMatching(matching as CFDictionary, &result) }
+        guard status == errSecSuccess, let found = result as? Result else {
+            throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Function.search)
+        }
+        return found
     }
 
     // MARK: delete

@@ -2,6 +2,7 @@
 // /usr/bin/security, on the embedded keychain (KEYCHAIN_HOME).
 
 import Foundation
+import KeychainCrypto
 import Security
 
 func run(_ arguments: [String]) throws(Failure) {
@@ -46,9 +47,13 @@ func run(_ arguments: [String]) throws(Failure) {
     }
 }
 
+// This process is ours alone: skip reading openssl.cnf, a cost paid on every start.
+CryptoLibrary.startWithoutSystemConfiguration()
 do {
     try run(Array(CommandLine.arguments.dropFirst()))
+    EmbeddedKeychain.closeDatabases()
 } catch {
+    EmbeddedKeychain.closeDatabases()
     FileHandle.standardError.write(Data((error.text + "\n").utf8))
     exit(error.exitStatus)
 }

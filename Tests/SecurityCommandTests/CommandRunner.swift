@@ -14,7 +14,12 @@ struct CommandResult {
 
 final class CommandRunner {
     let home: String
-    var accessGroups = "TEAM.cli"
+    /// The emulated entitlements; nil runs the command without `KEYCHAIN_ACCESS_GROUPS`.
+    var accessGroups: String? = "TEAM.cli"
+    /// The binary to run: the built one unless a test copies it elsewhere.
+    var executable = CommandRunner.executable
+    /// Variables added to the environment of every run.
+    var extraEnvironment: [String: String] = [:]
 
     init() {
         home = NSTemporaryDirectory() + "security-cli-" + UUID().uuidString
@@ -32,6 +37,7 @@ final class CommandRunner {
         environment["KEYCHAIN_HOME"] = home
         environment["KEYCHAIN_ACCESS_GROUPS"] = accessGroups
         environment["KEYCHAIN_LOG"] = "off"
+        environment.merge(extraEnvironment) { $1 }
         return environment
     }
 
@@ -42,7 +48,7 @@ final class CommandRunner {
 
     func run(_ arguments: [String], input: String? = nil) throws -> CommandResult {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.executable)
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.environment = environment
         let output = Pipe()
@@ -76,7 +82,7 @@ final class CommandRunner {
         guard slave >= 0 else { throw NSError(domain: "pty", code: 2) }
         defer { close(master) }
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.executable)
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.environment = environment
         let output = Pipe()
@@ -112,7 +118,10 @@ final class CommandRunner {
         }
         let out = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return (CommandResult(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self), stderr: ""), screen)
+        return (
+            CommandResult(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self), stderr: ""),
+            screen
+        )
     }
 }
 
@@ -129,8 +138,12 @@ enum PseudoTerminal {
     }
 
     static func openMaster(_ flags: Int32) -> Int32 { symbol("posix_openpt", as: OpenFunction.self)?(flags) ?? -1 }
-    static func grant(_ descriptor: Int32) -> Int32 { symbol("grantpt", as: DescriptorFunction.self)?(descriptor) ?? -1 }
-    static func unlock(_ descriptor: Int32) -> Int32 { symbol("unlockpt", as: DescriptorFunction.self)?(descriptor) ?? -1 }
+    static func grant(_ descriptor: Int32) -> Int32 {
+        symbol("grantpt", as: DescriptorFunction.self)?(descriptor) ?? -1
+    }
+    static func unlock(_ descriptor: Int32) -> Int32 {
+        symbol("unlockpt", as: DescriptorFunction.self)?(descriptor) ?? -1
+    }
     static func slaveName(_ descriptor: Int32) -> UnsafeMutablePointer<CChar>? {
         symbol("ptsname", as: NameFunction.self)?(descriptor)
     }

@@ -8,7 +8,8 @@ final class SecurityCommandTests: XCTestCase {
     override func setUp() { cli = CommandRunner() }
     override func tearDown() { cli = nil }
 
-    private let notFound = "security: SecKeychainSearchCopyNext: The specified item could not be found in the keychain.\n"
+    private let notFound =
+        "security: SecKeychainSearchCopyNext: The specified item could not be found in the keychain.\n"
 
     func testAddFindDeleteGenericPassword() throws {
         XCTAssertEqual(try cli.run("add-generic-password", "-a", "alice", "-s", "web", "-w", "hunter2").status, 0)
@@ -21,7 +22,8 @@ final class SecurityCommandTests: XCTestCase {
         XCTAssertEqual(duplicate.status, 45)
         XCTAssertEqual(
             duplicate.stderr,
-            "security: SecKeychainItemCreateFromContent (<default>): The specified item already exists in the keychain.\n")
+            "security: SecKeychainItemCreateFromContent (<default>): The specified item already exists in the keychain.\n"
+        )
         XCTAssertFalse(duplicate.stderr.contains("other"), "secrets never appear in messages")
 
         XCTAssertEqual(try cli.run("add-generic-password", "-a", "alice", "-s", "web", "-U", "-w", "updated").status, 0)
@@ -73,7 +75,8 @@ final class SecurityCommandTests: XCTestCase {
         XCTAssertEqual(try cli.run("add-generic-password", "-a", "bin", "-s", "hex", "-X", "00ff41").status, 0)
         XCTAssertEqual(try cli.run("find-generic-password", "-s", "hex", "-w").stdout, "00FF41\n")
         XCTAssertEqual(try cli.run("find-generic-password", "-s", "hex").stderr, "")
-        XCTAssertEqual(try cli.run("find-generic-password", "-s", "hex", "-g").stderr, "password: 0x00FF41  \"\\000\\377A\"\n")
+        XCTAssertEqual(
+            try cli.run("find-generic-password", "-s", "hex", "-g").stderr, "password: 0x00FF41  \"\\000\\377A\"\n")
         XCTAssertEqual(try cli.run("add-generic-password", "-a", "legacy", "-s", "old", "-p", "via-p").status, 0)
         XCTAssertEqual(try cli.run("find-generic-password", "-s", "old", "-w").stdout, "via-p\n")
         XCTAssertEqual(try cli.run("add-generic-password", "-a", "x", "-s", "bad", "-X", "zz").status, 2)
@@ -88,7 +91,9 @@ final class SecurityCommandTests: XCTestCase {
     func testPromptTwiceWithoutEchoOnATerminal() throws {
         let (result, screen) = try cli.runOnTerminal(
             ["add-generic-password", "-a", "tty", "-s", "prompt", "-w"],
-            answers: [("password data for new item: ", "typed-secret"), ("retype password for new item: ", "typed-secret")])
+            answers: [
+                ("password data for new item: ", "typed-secret"), ("retype password for new item: ", "typed-secret"),
+            ])
         XCTAssertEqual(result.status, 0, screen)
         XCTAssertTrue(screen.contains("password data for new item: "), screen)
         XCTAssertTrue(screen.contains("retype password for new item: "), screen)
@@ -116,7 +121,8 @@ final class SecurityCommandTests: XCTestCase {
         ] {
             XCTAssertTrue(block.stdout.contains(expected + "\n"), "missing \(expected) in\n\(block.stdout)")
         }
-        XCTAssertEqual(try cli.run("find-internet-password", "-s", "example.com", "-P", "8443", "-w").stdout, "web-pw\n")
+        XCTAssertEqual(
+            try cli.run("find-internet-password", "-s", "example.com", "-P", "8443", "-w").stdout, "web-pw\n")
         XCTAssertEqual(try cli.run("find-internet-password", "-s", "example.com", "-P", "80").status, 44)
         XCTAssertEqual(try cli.run("delete-internet-password", "-s", "example.com").status, 0)
         XCTAssertEqual(try cli.run("find-internet-password", "-s", "example.com").status, 44)
@@ -127,8 +133,11 @@ final class SecurityCommandTests: XCTestCase {
     func testAccessibilityGroupAndJSON() throws {
         cli.accessGroups = "TEAM.cli,TEAM.shared"
         XCTAssertEqual(
-            try cli.run("add-generic-password", "-a", "j", "-s", "json", "-A", "WhenUnlockedThisDeviceOnly", "-g", "TEAM.shared", "-w", "pw")
-                .status, 0)
+            try cli.run(
+                "add-generic-password", "-a", "j", "-s", "json", "-A", "WhenUnlockedThisDeviceOnly", "-g",
+                "TEAM.shared", "-w", "pw"
+            )
+            .status, 0)
         let json = try cli.run("find-generic-password", "-s", "json", "--json")
         XCTAssertEqual(json.status, 0)
         let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
@@ -138,7 +147,8 @@ final class SecurityCommandTests: XCTestCase {
         XCTAssertEqual(object["class"] as? String, "genp")
         XCTAssertNil(object["v_Data"], "no data unless asked")
         let withData = try cli.run("find-generic-password", "-s", "json", "--json", "-w")
-        let dataObject = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(withData.stdout.utf8)) as? [String: Any])
+        let dataObject = try XCTUnwrap(
+            try JSONSerialization.jsonObject(with: Data(withData.stdout.utf8)) as? [String: Any])
         XCTAssertEqual(dataObject["v_Data"] as? String, "pw")
         XCTAssertEqual(try cli.run("find-generic-password", "-s", "json", "--access-group", "TEAM.cli").status, 44)
         XCTAssertEqual(try cli.run("find-generic-password", "-s", "json", "--access-group", "TEAM.shared").status, 0)
@@ -152,7 +162,8 @@ final class SecurityCommandTests: XCTestCase {
 
     func testDumpKeychain() throws {
         XCTAssertEqual(try cli.run("add-generic-password", "-a", "a", "-s", "dump1", "-w", "secret-one").status, 0)
-        XCTAssertEqual(try cli.run("add-internet-password", "-a", "b", "-s", "dump2.example", "-w", "secret-two").status, 0)
+        XCTAssertEqual(
+            try cli.run("add-internet-password", "-a", "b", "-s", "dump2.example", "-w", "secret-two").status, 0)
         let plain = try cli.run("dump-keychain")
         XCTAssertEqual(plain.status, 0)
         XCTAssertEqual(plain.stdout.components(separatedBy: "keychain: ").count - 1, 2)
@@ -184,16 +195,22 @@ final class SecurityCommandTests: XCTestCase {
         XCTAssertEqual(help.status, 0)
         XCTAssertTrue(help.stdout.hasPrefix("Usage: find-internet-password"))
         let error = try cli.run("error", "-25300")
-        XCTAssertEqual(error.stdout, "Error: 0xFFFF9D2C -25300 The specified item could not be found in the keychain.\n")
-        XCTAssertEqual(try cli.run("error", "-25299").stdout, "Error: 0xFFFF9D2D -25299 The specified item already exists in the keychain.\n")
-        XCTAssertEqual(try cli.run("error", "0xFFFF9D2C").stdout, "Error: 0xFFFF9D2C -25300 The specified item could not be found in the keychain.\n")
+        XCTAssertEqual(
+            error.stdout, "Error: 0xFFFF9D2C -25300 The specified item could not be found in the keychain.\n")
+        XCTAssertEqual(
+            try cli.run("error", "-25299").stdout,
+            "Error: 0xFFFF9D2D -25299 The specified item already exists in the keychain.\n")
+        XCTAssertEqual(
+            try cli.run("error", "0xFFFF9D2C").stdout,
+            "Error: 0xFFFF9D2C -25300 The specified item could not be found in the keychain.\n")
         XCTAssertEqual(try cli.run("error", "-1").stdout, "Error: 0xFFFFFFFF -1 OSStatus -1\n")
         XCTAssertEqual(try cli.run("error", "nonsense").status, 2)
     }
 
     func testPasscodeLockAndUnlock() throws {
         XCTAssertEqual(try cli.run("add-generic-password", "-a", "a", "-s", "locked", "-w", "class-a").status, 0)
-        XCTAssertEqual(try cli.run("add-generic-password", "-a", "d", "-s", "always", "-A", "Always", "-w", "class-d").status, 0)
+        XCTAssertEqual(
+            try cli.run("add-generic-password", "-a", "d", "-s", "always", "-A", "Always", "-w", "class-d").status, 0)
         XCTAssertEqual(try cli.run("set-keychain-password", "-p", "1234").status, 0)
         let info = try cli.run("show-keychain-info")
         XCTAssertTrue(info.stdout.contains("passcode: set"), info.stdout)
@@ -219,7 +236,8 @@ final class SecurityCommandTests: XCTestCase {
         XCTAssertFalse(screen.contains("1234"))
 
         XCTAssertEqual(try cli.run("set-keychain-password", "-o", "1234", "-p", "5678").status, 0)
-        XCTAssertEqual(try cli.run("unlock-keychain", "-p", "1234").status, Int32(UInt32(bitPattern: errSecAuthFailed) & 0xff))
+        XCTAssertEqual(
+            try cli.run("unlock-keychain", "-p", "1234").status, Int32(UInt32(bitPattern: errSecAuthFailed) & 0xff))
         // Removing needs confirmation: refused without a terminal unless -y.
         let refused = try cli.run("set-keychain-password", "-o", "5678", "-p", "")
         XCTAssertEqual(refused.status, 1)
@@ -231,7 +249,7 @@ final class SecurityCommandTests: XCTestCase {
 
     func testRoundTripWithTheSecurityAPI() throws {
         setenv("KEYCHAIN_HOME", cli.home, 1)
-        setenv("KEYCHAIN_ACCESS_GROUPS", cli.accessGroups, 1)
+        setenv("KEYCHAIN_ACCESS_GROUPS", cli.accessGroups ?? "", 1)
         setenv("KEYCHAIN_LOG", "off", 1)
         XCTAssertEqual(try cli.run("add-generic-password", "-a", "cli", "-s", "roundtrip", "-w", "from-cli").status, 0)
         var result: CFTypeRef?
@@ -248,6 +266,84 @@ final class SecurityCommandTests: XCTestCase {
         ]
         XCTAssertEqual(SecItemAdd(added as CFDictionary, nil), errSecSuccess)
         XCTAssertEqual(try cli.run("find-generic-password", "-s", "roundtrip", "-a", "api", "-w").stdout, "from-api\n")
+    }
+
+    /// Without `KEYCHAIN_ACCESS_GROUPS` a program's group is its application identifier: the
+    /// `CFBundleIdentifier` of an Info.plist beside the executable, else the executable's name.
+    func testDefaultAccessGroupIsTheApplicationIdentifier() throws {
+        let bundle = cli.home + "-bundle"
+        try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: bundle) }
+        let copy = bundle + "/keychain-tool"
+        try FileManager.default.copyItem(atPath: CommandRunner.executable, toPath: copy)
+
+        cli.accessGroups = nil
+        cli.executable = copy
+        XCTAssertEqual(try cli.run("add-generic-password", "-s", "named", "-a", "by-name", "-w", "1").status, 0)
+        let plist = try PropertyListSerialization.data(
+            fromPropertyList: ["CFBundleIdentifier": "com.example.tool"], format: .xml, options: 0)
+        try plist.write(to: URL(fileURLWithPath: bundle + "/Info.plist"))
+        XCTAssertEqual(try cli.run("add-generic-password", "-s", "named", "-a", "by-plist", "-w", "2").status, 0)
+
+        cli.executable = CommandRunner.executable
+        func group(ofAccount account: String) throws -> String? {
+            let found = try cli.run("find-generic-password", "-a", account, "--json")
+            guard found.status == 0 else { return nil }
+            let object = try JSONSerialization.jsonObject(with: Data(found.stdout.utf8)) as? [String: Any]
+            return object?["agrp"] as? String
+        }
+        cli.accessGroups = "keychain-tool"
+        XCTAssertEqual(try group(ofAccount: "by-name"), "keychain-tool")
+        XCTAssertNil(try group(ofAccount: "by-plist"), "another application's item")
+        cli.accessGroups = "com.example.tool"
+        XCTAssertEqual(try group(ofAccount: "by-plist"), "com.example.tool")
+        XCTAssertNil(try group(ofAccount: "by-name"))
+    }
+
+    /// Each run closes the database on the way out, so the last process folds the write-ahead log into
+    /// the database and the next one opens it without replaying a log.
+    func testCommandLeavesNoWriteAheadLog() throws {
+        for index in 0..<20 {
+            XCTAssertEqual(try cli.run("add-generic-password", "-s", "wal", "-a", "\(index)", "-w", "x").status, 0)
+        }
+        let files = try FileManager.default.contentsOfDirectory(atPath: cli.home)
+        XCTAssertTrue(files.contains("keychain.db"))
+        XCTAssertFalse(files.contains("keychain.db-wal"), "\(files)")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "wal", "-a", "19", "-w").stdout, "x\n")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "wal", "-a", "20").status, 44)
+    }
+
+    /// The command is its own process and skips the system OpenSSL configuration (a start-up cost); a
+    /// configuration that would stop the keychain's algorithms from loading shows it: a program that
+    /// reads it cannot open the keychain, the command can.
+    func testCommandIgnoresTheOpenSSLConfiguration() throws {
+        XCTAssertEqual(try cli.run("add-generic-password", "-s", "conf", "-a", "a", "-w", "secret").status, 0)
+        let configuration = cli.home + "-openssl.cnf"
+        try Data(
+            """
+            openssl_conf = openssl_init
+            [openssl_init]
+            alg_section = evp_properties
+            [evp_properties]
+            default_properties = fips=yes
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: configuration))
+        defer { try? FileManager.default.removeItem(atPath: configuration) }
+        cli.extraEnvironment["OPENSSL_CONF"] = configuration
+
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "conf", "-a", "a", "-w").stdout, "secret\n")
+        let helper = Process()
+        helper.executableURL = URL(fileURLWithPath: CommandRunner.executable).deletingLastPathComponent()
+            .appendingPathComponent("keychain-test-helper")
+        helper.arguments = ["read", "conf", "a"]
+        helper.environment = cli.environment
+        let output = Pipe()
+        helper.standardOutput = output
+        try helper.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        helper.waitUntilExit()
+        XCTAssertEqual(text, "status \(errSecNotAvailable)\n", "a program reading the configuration fails")
     }
 
     /// The README's main-job command, run as written (after the install and build steps, which CI did).
