@@ -37,11 +37,12 @@ public final class ConnectionPool: Sendable {
     /// the file does not have to replay the log to rebuild its index. Connections in use stay open until
     /// returned, and a later `withConnection` opens a new one.
     public func closeIdleConnections() {
-        let closing = idle.withLock { connections in
-            defer { connections.removeAll() }
+        var closing = idle.withLock { connections in
+            defer { connections = [] }
             return connections
         }
-        _ = closing  // closed as the last references go, outside the lock
+        // Released outside the lock: each connection closes as its last reference goes.
+        closing.removeAll()
     }
 }
 

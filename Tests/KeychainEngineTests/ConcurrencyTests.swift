@@ -33,7 +33,10 @@ final class ConcurrencyTests: EngineTestCase {
         }
         XCTAssertEqual(failures.all, [])
         let all = try keychain.copyMatching(
-            ["class": .string("genp"), "svce": .string("threads"), "m_Limit": .string("m_LimitAll"), "r_Data": .bool(true)],
+            [
+                "class": .string("genp"), "svce": .string("threads"), "m_Limit": .string("m_LimitAll"),
+                "r_Data": .bool(true),
+            ],
             client: client)
         guard case .array(let items)? = all else { return XCTFail("no items") }
         XCTAssertEqual(items.count, threads * (perThread - perThread / 3))
@@ -63,7 +66,8 @@ final class ConcurrencyTests: EngineTestCase {
         reader.standardOutput = pipe
         try reader.run()
         reader.waitUntilExit()
-        XCTAssertEqual(String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self), "secret-writer0-7\n")
+        XCTAssertEqual(
+            String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self), "secret-writer0-7\n")
         XCTAssertEqual(try integrityCheck(), ["ok"])
     }
 
@@ -92,6 +96,33 @@ final class ConcurrencyTests: EngineTestCase {
                     "item \(index) was reported added")
             }
         }
+    }
+
+    /// Closing the idle connections checkpoints the log into the database when nothing else has it open;
+    /// the keychain stays usable and opens a new connection for the next request.
+    func testClosingIdleConnectionsFoldsTheLogAndKeepsTheKeychainUsable() throws {
+        for index in 0..<50 { _ = try keychain.add(password("wal", "\(index)"), client: client) }
+        let log = directory + "/keychain.db-wal"
+        XCTAssertGreaterThan(try logSize(log), 0, "writes go to the log first")
+
+        keychain.closeIdleConnections()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: log), "the last close removes the log")
+        XCTAssertEqual(try readSecret("wal", "49"), "secret")
+        _ = try keychain.add(password("wal", "50"), client: client)
+        XCTAssertEqual(try readSecret("wal", "50"), "secret")
+
+        // Another connection open elsewhere keeps the log: it is not this keychain's to fold.
+        let other = try Connection(path: directory + "/keychain.db", create: false)
+        try other.execute("SELECT count(*) FROM sqlite_master")
+        _ = try keychain.add(password("wal", "51"), client: client)
+        keychain.closeIdleConnections()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: log))
+        XCTAssertEqual(try readSecret("wal", "51"), "secret")
+        XCTAssertEqual(try integrityCheck(), ["ok"])
+    }
+
+    private func logSize(_ path: String) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
     }
 
     private func helper(_ arguments: [String]) -> Process {
