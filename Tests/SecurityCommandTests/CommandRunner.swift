@@ -47,8 +47,13 @@ final class CommandRunner {
     }
 
     func run(_ arguments: [String], input: String? = nil) throws -> CommandResult {
+        try run(program: executable, arguments, input: input)
+    }
+
+    /// Runs another program (a shell, a helper) in the same environment as the command.
+    func run(program: String, _ arguments: [String], input: String? = nil) throws -> CommandResult {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
+        process.executableURL = URL(fileURLWithPath: program)
         process.arguments = arguments
         process.environment = environment
         let output = Pipe()

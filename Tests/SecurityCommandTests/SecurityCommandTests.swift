@@ -333,16 +333,9 @@ final class SecurityCommandTests: XCTestCase {
         cli.extraEnvironment["OPENSSL_CONF"] = configuration
 
         XCTAssertEqual(try cli.run("find-generic-password", "-s", "conf", "-a", "a", "-w").stdout, "secret\n")
-        let helper = Process()
-        helper.executableURL = URL(fileURLWithPath: CommandRunner.executable).deletingLastPathComponent()
-            .appendingPathComponent("keychain-test-helper")
-        helper.arguments = ["read", "conf", "a"]
-        helper.environment = cli.environment
-        let output = Pipe()
-        helper.standardOutput = output
-        try helper.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        helper.waitUntilExit()
+        let helper = URL(fileURLWithPath: CommandRunner.executable).deletingLastPathComponent()
+            .appendingPathComponent("keychain-test-helper").path
+        let text = try cli.run(program: helper, ["read", "conf", "a"]).stdout
         XCTAssertEqual(text, "status \(errSecNotAvailable)\n", "a program reading the configuration fails")
     }
 
@@ -356,17 +349,9 @@ final class SecurityCommandTests: XCTestCase {
         let job = steps.drop { !$0.contains(".build/release/security") }.joined(separator: " && ")
         XCTAssertFalse(job.isEmpty, "the main job runs the security command: \(line)")
         let script = job.replacingOccurrences(of: ".build/release/security", with: CommandRunner.executable)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["-c", script]
-        process.environment = cli.environment
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, script)
-        XCTAssertFalse(text.isEmpty)
+        let result = try cli.run(program: "/bin/bash", ["-c", script])
+        XCTAssertEqual(result.status, 0, script)
+        XCTAssertFalse(result.stdout.isEmpty)
     }
 
     static var packageRoot: String {
