@@ -9,6 +9,7 @@ import PackageDescription
 //   KeychainEngine             item semantics: queries, encryption at rest, access groups
 //   Security                   Apple's SecItem API over the engine
 //   LocalAuthentication        LAContext; re-exports Security
+
 // A shell command starts for every call, so the release `security` links the Swift runtime and Foundation
 // in: about 4 ms less dynamic linking per start. The static Foundation needs its C parts named (the
 // modules were compiled against the shared one, whose link entries omit them), and the toolchain's lld
