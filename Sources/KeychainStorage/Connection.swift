@@ -26,8 +26,10 @@ public final class Connection {
         self.path = path
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
-        // journal_mode answers with a row; the others do not.
-        try execute("PRAGMA journal_mode = WAL")
+        // journal_mode answers with a row; the others do not. Turning a new database to WAL needs an
+        // exclusive lock, and while another connection makes the same switch SQLite answers SQLITE_BUSY
+        // at once, without waiting in the busy handler: so wait here, within the same timeout.
+        try retryingWhileBusy(forMilliseconds: busyTimeoutMilliseconds) { try execute("PRAGMA journal_mode = WAL") }
         try execute("PRAGMA synchronous = FULL")
         try execute("PRAGMA foreign_keys = ON")
         try execute("PRAGMA secure_delete = ON")
@@ -36,6 +38,19 @@ public final class Connection {
     deinit {
         statements.removeAll()
         sqlite3_close_v2(handle)
+    }
+
+    private func retryingWhileBusy(forMilliseconds timeout: Int32, _ body: () throws -> Void) throws {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(timeout, 0)) * 1_000_000
+        while true {
+            do {
+                return try body()
+            } catch let error as StorageError
+                where error.kind == .busy && DispatchTime.now().uptimeNanoseconds < deadline
+            {
+                usleep(1_000)
+            }
+        }
     }
 
     /// Runs static SQL that binds nothing, draining any rows it yields.

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainEngine
 import KeychainStorage
+import Synchronization
 import XCTest
 
 /// Threads and processes sharing one keychain; a writer killed mid-flight.
@@ -119,6 +120,23 @@ final class ConcurrencyTests: EngineTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: log))
         XCTAssertEqual(try readSecret("wal", "51"), "secret")
         XCTAssertEqual(try integrityCheck(), ["ok"])
+    }
+
+    /// Connections opened at once on a new database all turn it to WAL. SQLite answers all but one of
+    /// them with SQLITE_BUSY without waiting in its busy handler; the connection must wait instead.
+    func testConnectionsOpenedAtOnceOnANewDatabase() {
+        let failures = Mutex<[String]>([])
+        for round in 0..<10 {
+            let path = directory + "/race-\(round).db"
+            DispatchQueue.concurrentPerform(iterations: 6) { _ in
+                do {
+                    _ = try Connection(path: path, create: true)
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, [])
     }
 
     private func logSize(_ path: String) throws -> Int {
