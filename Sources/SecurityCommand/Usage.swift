@@ -1,5 +1,17 @@
 /// Usage texts, in the shape of macOS's `security help`.
 enum Usage {
+    /// The match flags of find- and delete-generic-password.
+    private static let genericMatchOptions = """
+            -a  Match "account" string
+            -c  Match "creator" (four-character code)
+            -C  Match "type" (four-character code)
+            -D  Match "kind" string
+            -G  Match "value" string (generic attribute)
+            -j  Match "comment" string
+            -l  Match "label" string
+            -s  Match "service" string
+        """
+
     static let verbs: [(String, String, String)] = [
         (
             "add-generic-password",
@@ -29,14 +41,7 @@ enum Usage {
             "Find a generic password item.",
             """
             Usage: find-generic-password [-a account] [-s service] [options...] [-g] [-w] [--json]
-                -a  Match "account" string
-                -c  Match "creator" (four-character code)
-                -C  Match "type" (four-character code)
-                -D  Match "kind" string
-                -G  Match "value" string (generic attribute)
-                -j  Match "comment" string
-                -l  Match "label" string
-                -s  Match "service" string
+            \(genericMatchOptions)
                 -g  Display the password for the item found (on standard error)
                 -w  Display only the password on standard output
                 --json           Print the item as a JSON object (data only with -g or -w)
@@ -48,14 +53,7 @@ enum Usage {
             "Delete a generic password item.",
             """
             Usage: delete-generic-password [-a account] [-s service] [options...] [--access-group group]
-                -a  Match "account" string
-                -c  Match "creator" (four-character code)
-                -C  Match "type" (four-character code)
-                -D  Match "kind" string
-                -G  Match "value" string (generic attribute)
-                -j  Match "comment" string
-                -l  Match "label" string
-                -s  Match "service" string
+            \(genericMatchOptions)
             """
         ),
         (
