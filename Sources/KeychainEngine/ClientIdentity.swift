@@ -35,9 +35,10 @@ public struct ClientIdentity: Sendable, Equatable {
         guard let executable = runningExecutablePath() ?? CommandLine.arguments.first, !executable.isEmpty else {
             return nil
         }
-        let directory = executable.lastIndex(of: "/").map { String(executable[...$0]) } ?? "./"
+        let slash = executable.lastIndex(of: "/")
+        let directory = slash.map { String(executable[...$0]) } ?? "./"
         if let identifier = bundleIdentifier(inPropertyList: directory + "Info.plist") { return identifier }
-        let name = executable.split(separator: "/").last.map(String.init) ?? ""
+        let name = slash.map { String(executable[executable.index(after: $0)...]) } ?? executable
         return name.isEmpty ? nil : name
     }()
 

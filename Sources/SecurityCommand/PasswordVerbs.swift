@@ -161,9 +161,9 @@ struct PasswordVerbs {
         }
         var query = try attributes(from: arguments, verb: verb)
         if let group = arguments.value(long: "access-group") { query[kSecAttrAccessGroup as String] = group }
-        if arguments.has("w"), !arguments.has("g"), !arguments.has(long: "json") {
-            // Only the password is printed, so only the data is asked for: an exact lookup then opens
-            // the secret alone and skips decoding the attributes.
+        if arguments.has("w"), !arguments.has(long: "json") {
+            // Only the password is printed (with -g too: -w prints it alone), so only the data is asked for:
+            // an exact lookup then opens the secret alone and skips decoding the attributes.
             query[kSecReturnData as String] = true
             let data = try copyMatching(query, as: Data.self)
             print(ItemFormatter.isPrintable(data) ? String(decoding: data, as: UTF8.self) : ItemFormatter.hex(data))
@@ -179,11 +179,6 @@ struct PasswordVerbs {
                 ItemFormatter.json(
                     ItemFormatter.jsonObject(
                         itemClass: kind.className, attributes: found, data: wantsPassword ? secret ?? Data() : nil)))
-            return
-        }
-        if arguments.has("w") {
-            let data = secret ?? Data()
-            print(ItemFormatter.isPrintable(data) ? String(decoding: data, as: UTF8.self) : ItemFormatter.hex(data))
             return
         }
         print(ItemFormatter.block(itemClass: kind.className, attributes: found, keychainPath: session.databasePath))

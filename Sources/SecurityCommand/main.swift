@@ -49,11 +49,16 @@ func run(_ arguments: [String]) throws(Failure) {
 
 // This process is ours alone: skip reading openssl.cnf, a cost paid on every start.
 CryptoLibrary.startWithoutSystemConfiguration()
+let failure: Failure?
 do {
     try run(Array(CommandLine.arguments.dropFirst()))
-    EmbeddedKeychain.closeDatabases()
+    failure = nil
 } catch {
-    EmbeddedKeychain.closeDatabases()
-    FileHandle.standardError.write(Data((error.text + "\n").utf8))
-    exit(error.exitStatus)
+    failure = error
+}
+// Leave a database the next run opens without replaying a log.
+EmbeddedKeychain.closeDatabases()
+if let failure {
+    FileHandle.standardError.write(Data((failure.text + "\n").utf8))
+    exit(failure.exitStatus)
 }

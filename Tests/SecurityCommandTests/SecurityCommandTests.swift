@@ -17,6 +17,9 @@ final class SecurityCommandTests: XCTestCase {
         XCTAssertEqual(found.status, 0)
         XCTAssertEqual(found.stdout, "hunter2\n")
         XCTAssertEqual(found.stderr, "")
+        let both = try cli.run("find-generic-password", "-s", "web", "-g", "-w")
+        XCTAssertEqual(both.stdout, "hunter2\n", "-w prints the password alone, even with -g")
+        XCTAssertEqual(both.stderr, "")
 
         let duplicate = try cli.run("add-generic-password", "-a", "alice", "-s", "web", "-w", "other")
         XCTAssertEqual(duplicate.status, 45)
