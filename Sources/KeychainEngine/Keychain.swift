@@ -64,8 +64,14 @@ public final class Keychain: Sendable {
 
     private static func openDatabase(_ path: String) throws -> ConnectionPool {
         do {
-            try DatabaseFile.checkHeader(path)
-            try DatabaseFile.createPrivately(path)
+            // Only SQLite opens these files: a descriptor opened and closed on the database anywhere
+            // else in this process would drop SQLite's POSIX locks on it, and another process would
+            // then fold and delete the log this process still writes to. So the checks here look at
+            // the files without opening them, and SQLite alone judges the contents (a file that is
+            // not a database, or a damaged one, fails below with SQLite's own codes, left untouched).
+            try SecureFiles.createPrivateFile(path)
+            try SecureFiles.checkPrivateFile(path + "-wal")
+            try SecureFiles.checkPrivateFile(path + "-shm")
             let pool = try ConnectionPool(path: path, create: false)
             try pool.withConnection { connection in try ItemStore(connection: connection).prepareSchema() }
             return pool

@@ -33,7 +33,8 @@ public struct KeybagStatus: Sendable, Equatable {
 /// embedded keychain lasts for that process); the daemon will hold one for everyone.
 public final class Keybag: Sendable {
     public let path: String
-    private let lockPath: String
+    /// The keychain directory, whose own lock orders changes to the keybag between processes.
+    private let directory: String
     private let root: any DeviceRoot
     private let clock: any Clock
     private let fixedIterations: Int?
@@ -57,13 +58,13 @@ public final class Keybag: Sendable {
         directory: String, root: any DeviceRoot, clock: any Clock = SystemClock(), passcodeIterations: Int? = nil
     ) throws {
         path = (directory as NSString).appendingPathComponent("keybag")
-        lockPath = path + ".lock"
+        self.directory = directory
         self.root = root
         self.clock = clock
         fixedIterations = passcodeIterations
         // The closure may not capture self before every property is set: it works on copies.
-        let (path, root) = (path, root)
-        let loaded = try SecureFiles.withExclusiveLock(lockPath) { () throws -> (KeybagFile, FileIdentity?) in
+        let (path, root, directory) = (path, root, directory)
+        let loaded = try SecureFiles.withDirectoryLock(directory) { () throws -> (KeybagFile, FileIdentity?) in
             if let contents = try SecureFiles.read(path) {
                 return (try KeybagFile.decode(contents, root: root), SecureFiles.identity(of: path))
             }
@@ -155,7 +156,7 @@ public final class Keybag: Sendable {
                     file: file, currentPasscodeKey: passcodeKey, newPasscode: newPasscode, iterations: iterations)
             }
         } else {
-            try SecureFiles.withExclusiveLock(lockPath) {
+            try SecureFiles.withDirectoryLock(directory) {
                 let file = try self.reloadLocked()
                 guard file.passcode == nil else { throw KeybagError.passcodeRequired }
                 try self.rewrap(file: file, currentPasscodeKey: nil, newPasscode: newPasscode, iterations: iterations)
@@ -182,7 +183,7 @@ public final class Keybag: Sendable {
             guard let passcode else { throw KeybagError.passcodeRequired }
             try verifyingPasscode(passcode) { file, _ in try change(file) }
         } else {
-            try SecureFiles.withExclusiveLock(lockPath) { try change(try self.reloadLocked()) }
+            try SecureFiles.withDirectoryLock(directory) { try change(try self.reloadLocked()) }
         }
     }
 
@@ -193,7 +194,7 @@ public final class Keybag: Sendable {
     private func verifyingPasscode(
         _ passcode: String, _ body: (KeybagFile, SecureBytes) throws -> Void
     ) throws {
-        try SecureFiles.withExclusiveLock(lockPath) {
+        try SecureFiles.withDirectoryLock(directory) {
             var file = try reloadLocked()
             guard let parameters = file.passcode else { throw KeybagError.noPasscodeSet }
             let now = clock.now()
@@ -287,7 +288,7 @@ public final class Keybag: Sendable {
         let identity = SecureFiles.identity(of: path)
         lastCheck.withLock { $0 = now }
         guard identity != state.withLock({ $0.identity }) else { return }
-        _ = try SecureFiles.withExclusiveLock(lockPath) { try reloadLocked() }
+        _ = try SecureFiles.withDirectoryLock(directory) { try reloadLocked() }
     }
 
     /// When the file was last compared with what is in memory (monotonic nanoseconds; 0: never).

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCrypto
 
 #if canImport(Glibc)
     import Glibc
@@ -6,43 +7,96 @@ import Foundation
     import Musl
 #endif
 
-/// File operations with the keychain's rules: directories 0700, files 0600, replaced atomically and
-/// fsync'd so a crash leaves either the old file or the new one, never a torn one.
+/// File operations with the keychain's rules: directories 0700 and files 0600, owned by the caller and
+/// never reached through a symbolic link; files replaced atomically and fsync'd, so a crash leaves
+/// either the old file or the new one, never a torn one.
+///
+/// The ownership checks stop another local user who prepared the keychain's place in advance (a
+/// directory they own or can write, a file or symbolic link planted where the keychain will write).
+/// They do not stop a process of the same user, which may change these files at will.
 public enum SecureFiles {
     public struct Failure: Error, Equatable, CustomStringConvertible {
         public let operation: String
         public let path: String
         public let errno: Int32
+        /// Why the file is refused, when no system call failed.
+        public let reason: String?
 
-        public init(operation: String, path: String, errno: Int32) {
+        public init(operation: String, path: String, errno: Int32, reason: String? = nil) {
             self.operation = operation
             self.path = path
             self.errno = errno
+            self.reason = reason
         }
 
-        public var description: String { "\(operation) \(path): \(String(cString: strerror(errno)))" }
+        static func unsafe(_ path: String, _ reason: String) -> Failure {
+            Failure(operation: "unsafe", path: path, errno: EPERM, reason: reason)
+        }
+
+        public var description: String {
+            if let reason { return "\(operation) \(path): \(reason)" }
+            return "\(operation) \(path): \(String(cString: strerror(errno)))"
+        }
     }
 
-    /// Creates `path` (and missing parents) as a 0700 directory; an existing directory of ours is
-    /// narrowed to 0700. Fails if `path` exists and is not a directory.
+    // MARK: Directories
+
+    /// Makes `path` a private directory of the caller: created 0700 (with missing parents 0755) when it
+    /// does not exist, narrowed to 0700 when it does. Refused when it is not a directory, belongs to
+    /// someone else, or sits below a directory that someone other than the caller or root could
+    /// rename it out of.
     public static func ensureDirectory(_ path: String) throws(Failure) {
         var info = stat()
-        if stat(path, &info) == 0 {
-            guard info.st_mode & S_IFMT == S_IFDIR else {
-                throw Failure(operation: "not a directory:", path: path, errno: ENOTDIR)
+        if stat(path, &info) != 0 {
+            let parent = (path as NSString).deletingLastPathComponent
+            if !parent.isEmpty, parent != path, stat(parent, &info) != 0 {
+                try ensureParent(parent)
             }
-            if info.st_uid == geteuid(), info.st_mode & 0o077 != 0 { _ = chmod(path, 0o700) }
-            guard access(path, R_OK | W_OK | X_OK) == 0 else {
-                throw Failure(operation: "access", path: path, errno: errno)
+            if mkdir(path, 0o700) != 0, errno != EEXIST {
+                throw Failure(operation: "mkdir", path: path, errno: errno)
             }
-            return
         }
-        let parent = (path as NSString).deletingLastPathComponent
-        if !parent.isEmpty, parent != path, stat(parent, &info) != 0 {
-            try ensureParent(parent)
+        guard stat(path, &info) == 0 else { throw Failure(operation: "stat", path: path, errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw Failure(operation: "not a directory:", path: path, errno: ENOTDIR)
         }
-        if mkdir(path, 0o700) != 0, errno != EEXIST { throw Failure(operation: "mkdir", path: path, errno: errno) }
-        _ = chmod(path, 0o700)
+        guard info.st_uid == geteuid() else {
+            throw .unsafe(path, "the directory belongs to user \(info.st_uid), not to this user (\(geteuid()))")
+        }
+        if info.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
+            throw Failure(operation: "chmod", path: path, errno: errno)
+        }
+        try checkAncestors(of: path)
+        guard access(path, R_OK | W_OK | X_OK) == 0 else {
+            throw Failure(operation: "access", path: path, errno: errno)
+        }
+    }
+
+    /// Every directory above `path` (after resolving links) must belong to the caller or to root, and
+    /// be writable by no one else unless it is sticky (as /tmp is): otherwise its owner or writers
+    /// could move the keychain directory aside and put their own in its place.
+    public static func checkAncestors(of path: String) throws(Failure) {
+        // A file that does not exist yet is judged by the directory it will be created in.
+        let exists = access(path, F_OK) == 0
+        let start = exists ? path : (path as NSString).deletingLastPathComponent
+        guard let resolved = realpath(start.isEmpty ? "." : start, nil) else {
+            throw Failure(operation: "realpath", path: path, errno: errno)
+        }
+        var current = String(cString: resolved)
+        free(resolved)
+        if !exists { current = (current as NSString).appendingPathComponent((path as NSString).lastPathComponent) }
+        let me = geteuid()
+        while current != "/" && !current.isEmpty {
+            current = (current as NSString).deletingLastPathComponent
+            var info = stat()
+            guard stat(current, &info) == 0 else { throw Failure(operation: "stat", path: current, errno: errno) }
+            guard info.st_uid == me || info.st_uid == 0 else {
+                throw .unsafe(current, "a directory above the keychain belongs to user \(info.st_uid)")
+            }
+            if info.st_mode & 0o022 != 0, info.st_mode & S_ISVTX == 0 {
+                throw .unsafe(current, "a directory above the keychain is writable by other users")
+            }
+        }
     }
 
     /// Parents of the keychain directory get ordinary permissions: only the keychain directory is private.
@@ -54,16 +108,73 @@ public enum SecureFiles {
         if mkdir(path, 0o755) != 0, errno != EEXIST { throw Failure(operation: "mkdir", path: path, errno: errno) }
     }
 
-    /// The whole file, or nil if it does not exist.
+    // MARK: Files
+
+    /// Checks a file the keychain keeps without opening it: a regular file of the caller's, not a
+    /// symbolic link; permissions wider than 0600 are narrowed. Returns false when it does not exist.
+    ///
+    /// For files another library opens (SQLite's database, log and shared memory): opening and closing
+    /// one of those here would drop that library's locks on it.
+    @discardableResult
+    public static func checkPrivateFile(_ path: String) throws(Failure) -> Bool {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            if errno == ENOENT { return false }
+            throw Failure(operation: "stat", path: path, errno: errno)
+        }
+        try checkPrivate(info, path: path)
+        if info.st_mode & 0o077 != 0, chmod(path, 0o600) != 0 {
+            throw Failure(operation: "chmod", path: path, errno: errno)
+        }
+        return true
+    }
+
+    private static func checkPrivate(_ info: stat, path: String) throws(Failure) {
+        guard info.st_mode & S_IFMT != S_IFLNK else {
+            throw .unsafe(path, "a symbolic link stands where a file should be")
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw .unsafe(path, "not a regular file") }
+        guard info.st_uid == geteuid() else {
+            throw .unsafe(path, "the file belongs to user \(info.st_uid), not to this user (\(geteuid()))")
+        }
+    }
+
+    /// Creates an empty 0600 file if none exists (never through a symbolic link); an existing one is
+    /// checked as `checkPrivateFile` does, without being opened.
+    public static func createPrivateFile(_ path: String) throws(Failure) {
+        if try checkPrivateFile(path) { return }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if descriptor < 0 {
+            // Created by someone else meanwhile: judge theirs.
+            if errno == EEXIST {
+                try checkPrivateFile(path)
+                return
+            }
+            throw Failure(operation: "create", path: path, errno: errno)
+        }
+        close(descriptor)
+        syncDirectory(of: path)
+    }
+
+    /// The whole file, or nil if it does not exist. A symbolic link, someone else's file or a
+    /// non-regular file is refused; a file of ours readable by others is narrowed to 0600.
     public static func read(_ path: String) throws(Failure) -> Data? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         if descriptor < 0 {
             if errno == ENOENT { return nil }
+            if errno == ELOOP { throw .unsafe(path, "a symbolic link stands where a file should be") }
             throw Failure(operation: "open", path: path, errno: errno)
         }
         defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw Failure(operation: "stat", path: path, errno: errno) }
+        try checkPrivate(info, path: path)
+        if info.st_mode & 0o077 != 0, fchmod(descriptor, 0o600) != 0 {
+            throw Failure(operation: "chmod", path: path, errno: errno)
+        }
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        defer { buffer.withUnsafeMutableBytes { SecureMemory.wipe($0) } }
         while true {
             let count = Glibc.read(descriptor, &buffer, buffer.count)
             if count < 0 {
@@ -76,10 +187,42 @@ public enum SecureFiles {
         return data
     }
 
-    /// Replaces `path` with `data`: write a 0600 temporary, fsync it, rename it over, fsync the directory.
+    /// Replaces `path` with `data`: a new 0600 temporary (exclusive, never through a link), fsync'd,
+    /// renamed over `path`, then the directory fsync'd.
     public static func writeAtomically(_ data: Data, to path: String) throws(Failure) {
-        let temporary = path + ".tmp-\(getpid())"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let temporary = try writeTemporary(data, beside: path)
+        guard rename(temporary, path) == 0 else {
+            let error = Failure(operation: "rename", path: path, errno: errno)
+            unlink(temporary)
+            throw error
+        }
+        syncDirectory(of: path)
+    }
+
+    /// Writes `data` to `path` only if nothing is there: the file appears whole or not at all, and when
+    /// two processes race, one wins and the other gets false (and should read the winner's file).
+    public static func createExclusively(_ data: Data, at path: String) throws(Failure) -> Bool {
+        let temporary = try writeTemporary(data, beside: path)
+        defer { unlink(temporary) }
+        if link(temporary, path) != 0 {
+            if errno == EEXIST { return false }
+            throw Failure(operation: "link", path: path, errno: errno)
+        }
+        syncDirectory(of: path)
+        return true
+    }
+
+    /// A new fsync'd 0600 file with `data`, named `path.tmp-<random>`, created exclusively so that
+    /// nothing planted under that name (a link to another file) is ever written through.
+    private static func writeTemporary(_ data: Data, beside path: String) throws(Failure) -> String {
+        var temporary = ""
+        var descriptor: Int32 = -1
+        for _ in 0..<8 {
+            let suffix = ((try? Random.bytes(8)) ?? Data()).map { String(format: "%02x", $0) }.joined()
+            temporary = path + ".tmp-" + (suffix.isEmpty ? "\(getpid())" : suffix)
+            descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if descriptor >= 0 || errno != EEXIST { break }
+        }
         guard descriptor >= 0 else { throw Failure(operation: "create", path: temporary, errno: errno) }
         var failure: Failure?
         data.withUnsafeBytes { bytes in
@@ -103,12 +246,7 @@ public enum SecureFiles {
             unlink(temporary)
             throw failure
         }
-        guard rename(temporary, path) == 0 else {
-            let error = Failure(operation: "rename", path: path, errno: errno)
-            unlink(temporary)
-            throw error
-        }
-        syncDirectory(of: path)
+        return temporary
     }
 
     /// Makes a rename or create in the directory durable.
@@ -120,18 +258,32 @@ public enum SecureFiles {
         close(descriptor)
     }
 
-    /// Runs `body` holding an exclusive advisory lock on `path` (created 0600), which orders
+    // MARK: Locking
+
+    /// Runs `body` holding an exclusive advisory lock on the directory `path` itself, which orders
     /// read-modify-write cycles on the keybag between processes.
-    public static func withExclusiveLock<T>(_ path: String, _ body: () throws -> T) throws -> T {
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw Failure(operation: "open", path: path, errno: errno) }
-        defer { close(descriptor) }
-        while flock(descriptor, LOCK_EX) != 0 {
-            guard errno == EINTR else { throw Failure(operation: "flock", path: path, errno: errno) }
+    ///
+    /// A lock file could be deleted while held, letting the next process lock a new file beside the
+    /// holder; a directory cannot vanish while it holds the keychain's files. After locking, the path
+    /// must still name the directory that was locked, or the lock is taken again.
+    public static func withDirectoryLock<T>(_ path: String, _ body: () throws -> T) throws -> T {
+        while true {
+            let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard descriptor >= 0 else { throw Failure(operation: "open", path: path, errno: errno) }
+            defer { close(descriptor) }
+            while flock(descriptor, LOCK_EX) != 0 {
+                guard errno == EINTR else { throw Failure(operation: "flock", path: path, errno: errno) }
+            }
+            defer { flock(descriptor, LOCK_UN) }
+            var held = stat()
+            var named = stat()
+            guard fstat(descriptor, &held) == 0 else { throw Failure(operation: "stat", path: path, errno: errno) }
+            guard stat(path, &named) == 0, named.st_dev == held.st_dev, named.st_ino == held.st_ino else { continue }
+            return try body()
         }
-        defer { flock(descriptor, LOCK_UN) }
-        return try body()
     }
+
+    // MARK: Inspection
 
     /// Identity of the file's current contents (inode, size, modification time), or nil if missing.
     /// A cheap way to notice that another process replaced it.

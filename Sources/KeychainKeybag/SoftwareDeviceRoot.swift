@@ -16,24 +16,29 @@ public final class SoftwareDeviceRoot: DeviceRoot {
     private static let formatVersion: UInt8 = 1
 
     /// Loads the root at `path`, creating it first if it does not exist and `create` is true.
+    ///
+    /// The file must be the caller's own regular file (no symbolic link), in a directory only the
+    /// caller or root can change. Two processes creating it at once both end up with the one that
+    /// was linked into place first.
     public static func load(path: String, create: Bool) throws -> SoftwareDeviceRoot {
-        let lockPath = path + ".lock"
-        return try SecureFiles.withExclusiveLock(lockPath) {
-            if let contents = try SecureFiles.read(path) {
-                return try SoftwareDeviceRoot(fileContents: contents, path: path)
-            }
-            guard create else { throw KeybagError.io("device root \(path) does not exist") }
-            var writer = ByteWriter()
-            writer.writeRaw(magic)
-            writer.write(formatVersion)
-            writer.writeRaw(try Random.bytes(16))
-            let secret = try SecureBytes(randomCount: 32)
-            secret.withUnsafeBytes { writer.writeRaw(Data($0)) }
-            var contents = writer.data
-            defer { contents.resetBytes(in: 0..<contents.count) }
-            try SecureFiles.writeAtomically(contents, to: path)
+        try SecureFiles.checkAncestors(of: path)
+        if let contents = try SecureFiles.read(path) {
             return try SoftwareDeviceRoot(fileContents: contents, path: path)
         }
+        guard create else { throw KeybagError.io("device root \(path) does not exist") }
+        var writer = ByteWriter()
+        writer.writeRaw(magic)
+        writer.write(formatVersion)
+        writer.writeRaw(try Random.bytes(16))
+        let secret = try SecureBytes(randomCount: 32)
+        secret.withUnsafeBytes { writer.writeRaw(Data($0)) }
+        var contents = writer.data
+        defer { contents.resetBytes(in: 0..<contents.count) }
+        if try SecureFiles.createExclusively(contents, at: path) {
+            return try SoftwareDeviceRoot(fileContents: contents, path: path)
+        }
+        guard let theirs = try SecureFiles.read(path) else { throw KeybagError.io("device root \(path) vanished") }
+        return try SoftwareDeviceRoot(fileContents: theirs, path: path)
     }
 
     private init(fileContents: Data, path: String) throws {

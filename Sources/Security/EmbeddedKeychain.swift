@@ -38,15 +38,28 @@ public enum EmbeddedKeychain {
         return keychain
     }
 
+    /// One `Keychain` per directory per process, whatever spelling of its path the environment uses
+    /// (`dir`, `dir/`, a link to it): two would each hold their own lock state and keybag view of one
+    /// keychain. Opened under the lock, so threads racing on first use wait for the one that opens it.
     private static func open(_ path: String) throws -> Keychain {
-        if let keychain = opened.withLock({ $0[path] }) { return keychain }
-        let keychain = try Keychain(
-            directory: path, options: KeychainOptions(deviceRootPath: variable("KEYCHAIN_DEVICE_ROOT")))
-        return opened.withLock { cache in
-            if let existing = cache[path] { return existing }
+        try opened.withLock { cache in
+            if let keychain = cache[path] { return keychain }
+            if let canonical = canonicalPath(path), let keychain = cache[canonical] {
+                cache[path] = keychain
+                return keychain
+            }
+            let keychain = try Keychain(
+                directory: path, options: KeychainOptions(deviceRootPath: variable("KEYCHAIN_DEVICE_ROOT")))
             cache[path] = keychain
+            if let canonical = canonicalPath(path) { cache[canonical] = keychain }
             return keychain
         }
+    }
+
+    private static func canonicalPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     /// Closes the database connections of every embedded keychain this process opened. A process that
@@ -54,7 +67,10 @@ public enum EmbeddedKeychain {
     /// write-ahead log into the database: the next process then opens it without replaying the log.
     /// The keychains stay usable; a later call reopens a connection.
     public static func closeDatabases() {
-        for keychain in opened.withLock({ Array($0.values) }) { keychain.closeIdleConnections() }
+        let keychains = opened.withLock { cache in
+            cache.values.reduce(into: [ObjectIdentifier: Keychain]()) { $0[ObjectIdentifier($1)] = $1 }
+        }
+        for keychain in keychains.values { keychain.closeIdleConnections() }
     }
 
     private static let lastClient = Mutex<(raw: String?, identity: ClientIdentity)?>(nil)

@@ -4,6 +4,8 @@
 //   keychain-test-helper add <prefix> <count>        add <count> items, print "added <n>" after each
 //   keychain-test-helper churn <prefix> <count>      add, read back and delete <count> items
 //   keychain-test-helper read <service> <account>    print the secret, or "status <n>"
+//   keychain-test-helper close <service> <account>   read the item, then close the databases as the
+//                                                     `security` command does on its way out
 
 import Foundation
 import Security
@@ -23,7 +25,7 @@ func item(_ service: String, _ account: String) -> [String: Any] {
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 4 else {
-    FileHandle.standardError.write(Data("usage: keychain-test-helper add|churn|read ARG ARG\n".utf8))
+    FileHandle.standardError.write(Data("usage: keychain-test-helper add|churn|read|close ARG ARG\n".utf8))
     exit(2)
 }
 
@@ -55,7 +57,7 @@ case "churn":
         guard SecItemDelete(item(arguments[2], "churn-\(index)") as CFDictionary) == errSecSuccess else { exit(5) }
     }
     say("churned \(count)")
-case "read":
+case "read", "close":
     var query = item(arguments[2], arguments[3])
     query[kSecReturnData as String] = true
     var result: CFTypeRef?
@@ -65,6 +67,7 @@ case "read":
     } else {
         say("status \(status)")
     }
+    if arguments[1] == "close" { EmbeddedKeychain.closeDatabases() }
 default:
     exit(2)
 }

@@ -17,7 +17,8 @@ final class AtRestTests: EngineTestCase {
         for index in 0..<20 {
             _ = try keychain.add(
                 [
-                    "class": .string("genp"), "svce": .string(marks["service"]!), "acct": .string("\(marks["account"]!)-\(index)"),
+                    "class": .string("genp"), "svce": .string(marks["service"]!),
+                    "acct": .string("\(marks["account"]!)-\(index)"),
                     "labl": .string(marks["label"]!), "v_Data": .data(Data(marks["secret"]!.utf8)),
                 ], client: groupClient)
             _ = try keychain.add(
@@ -28,7 +29,8 @@ final class AtRestTests: EngineTestCase {
         }
         try keychain.setPasscode("1234", current: nil)
         try keychain.update(
-            ["class": .string("genp"), "svce": .string(marks["service"]!)], attributes: ["icmt": .string(marks["label"]!)],
+            ["class": .string("genp"), "svce": .string(marks["service"]!)],
+            attributes: ["icmt": .string(marks["label"]!)],
             client: groupClient)
 
         let files = try filesOnDisk()
@@ -54,7 +56,10 @@ final class AtRestTests: EngineTestCase {
             "class": .string("genp"), "acct": .string("\(marks["account"]!)-3"), "r_Data": .bool(true),
         ]
         XCTAssertEqual(try keychain.copyMatching(query, client: groupClient), .data(Data(marks["secret"]!.utf8)))
-        query = ["class": .string("genp"), "icmt": .string(marks["label"]!), "m_Limit": .string("m_LimitAll"), "r_Attributes": .bool(true)]
+        query = [
+            "class": .string("genp"), "icmt": .string(marks["label"]!), "m_Limit": .string("m_LimitAll"),
+            "r_Attributes": .bool(true),
+        ]
         guard case .array(let all)? = try keychain.copyMatching(query, client: groupClient) else { return XCTFail() }
         XCTAssertEqual(all.count, 20)
     }
@@ -99,7 +104,9 @@ final class AtRestTests: EngineTestCase {
         keychain = try open()
         assertError(.itemNotFound) { _ = try readSecret("swap", "alice") }
         // Attributes alone (metadata untouched) are still intact.
-        XCTAssertNotNil(try keychain.copyMatching(["class": .string("genp"), "acct": .string("bob"), "r_Attributes": .bool(true)], client: client))
+        XCTAssertNotNil(
+            try keychain.copyMatching(
+                ["class": .string("genp"), "acct": .string("bob"), "r_Attributes": .bool(true)], client: client))
     }
 
     func testSwappedDigestsNeverReturnAnotherItemsData() throws {
@@ -179,13 +186,16 @@ final class AtRestTests: EngineTestCase {
         KeychainLog.setSink { lines.append($0) }
         assertError(.notAvailable("")) { _ = try open() }
         logged = lines.all
-        XCTAssertTrue(logged.contains { $0.contains("not an SQLite database") }, "\(logged)")
+        XCTAssertTrue(logged.contains { $0.contains("not a database") }, "\(logged)")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), garbage)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path + "-wal"))
     }
 
     func testTruncatedDatabaseIsNotAvailableAndLeftAlone() throws {
-        for index in 0..<300 { _ = try keychain.add(password("db", "account-\(index)", secret: String(repeating: "x", count: 200)), client: client) }
+        for index in 0..<300 {
+            _ = try keychain.add(
+                password("db", "account-\(index)", secret: String(repeating: "x", count: 200)), client: client)
+        }
         keychain = nil  // closing checkpoints the WAL into the database file
         let path = directory + "/keychain.db"
         let full = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -196,7 +206,7 @@ final class AtRestTests: EngineTestCase {
         let lines = LogCollector()
         KeychainLog.setSink { lines.append($0) }
         assertError(.notAvailable("")) { _ = try open() }
-        XCTAssertTrue(lines.all.contains { $0.contains("truncated") }, "\(lines.all)")
+        XCTAssertTrue(lines.all.contains { $0.contains("malformed") }, "\(lines.all)")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), truncated)
     }
 
@@ -253,7 +263,9 @@ final class IndexedQueryTests: EngineTestCase {
         XCTAssertEqual(sqlite3_open(directory + "/keychain.db", &handle), SQLITE_OK)
         let target = 8  // rows are numbered in insertion order: account-7 is the eighth
         XCTAssertEqual(
-            sqlite3_exec(handle, "UPDATE items SET metadata = zeroblob(80), secret = zeroblob(80) WHERE rowid != \(target)", nil, nil, nil),
+            sqlite3_exec(
+                handle, "UPDATE items SET metadata = zeroblob(80), secret = zeroblob(80) WHERE rowid != \(target)", nil,
+                nil, nil),
             SQLITE_OK)
         sqlite3_close(handle)
         keychain = try open()
@@ -272,7 +284,9 @@ final class IndexedQueryTests: EngineTestCase {
         }
         XCTAssertEqual(lines.all, [], "no other row was decrypted")
         // A query on the damaged rows finds them unreadable, and says so.
-        assertError(.itemNotFound) { _ = try keychain.copyMatching(["class": .string("genp"), "labl": .string("label-8")], client: client) }
+        assertError(.itemNotFound) {
+            _ = try keychain.copyMatching(["class": .string("genp"), "labl": .string("label-8")], client: client)
+        }
         XCTAssertEqual(lines.all.count, 1)
     }
 }
