@@ -68,7 +68,8 @@ let package = Package(
             dependencies: ["KeychainEngine", "KeychainStorage", "KeychainCrypto", "keychain-test-helper"]
         ),
         .testTarget(
-            name: "SecurityCommandTests", dependencies: ["SecurityCommand", "Security", "keychain-test-helper"]),
+            name: "SecurityCommandTests",
+            dependencies: ["SecurityCommand", "Security", "KeychainEngine", "keychain-test-helper"]),
         .testTarget(
             name: "SecurityTests",
             dependencies: ["Security", "LocalAuthentication", "KeychainEngine", "keychain-test-helper"]

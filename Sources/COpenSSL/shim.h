@@ -11,3 +11,4 @@
 #include <openssl/sha.h>
 #include <openssl/core_names.h>
 #include <openssl/params.h>
+#include <openssl/kdf.h>

@@ -1,9 +1,53 @@
 import COpenSSL
 import Foundation
 
-/// Key derivation: PBKDF2 for passcodes (the deliberately slow step) and HKDF for splitting one key into
-/// several independent ones (the cheap step).
+/// Key derivation: scrypt for passcodes (the deliberately slow and memory-hungry step; PBKDF2 for keybags
+/// made before scrypt) and HKDF for splitting one key into several independent ones (the cheap step).
 public enum KeyDerivation {
+    /// scrypt (RFC 7914) through OpenSSL's `EVP_KDF`, with N = 2^`logN`. It needs 128·r·(N + p + 2)
+    /// bytes of memory, so guessing in parallel costs memory as well as time.
+    public static func scrypt(
+        password: SecureBytes, salt: Data, logN: UInt8, r: UInt32, p: UInt32, length: Int = 32
+    ) throws -> SecureBytes {
+        guard (1...30).contains(logN), (1...1024).contains(r), (1...1024).contains(p), (1...1024).contains(length)
+        else { throw CryptoError.libraryFailure("scrypt parameters out of range") }
+        guard let kdf = EVP_KDF_fetch(nil, "SCRYPT", nil) else { throw CryptoError.libraryFailure("EVP_KDF_fetch") }
+        defer { EVP_KDF_free(kdf) }
+        guard let context = EVP_KDF_CTX_new(kdf) else { throw CryptoError.libraryFailure("EVP_KDF_CTX_new") }
+        defer { EVP_KDF_CTX_free(context) }
+        var n = UInt64(1) << UInt64(logN)
+        var r = r
+        var p = p
+        // OpenSSL refuses to use more than this; what scrypt needs, plus room for its bookkeeping.
+        var maximumMemory = 128 * UInt64(r) * (n + UInt64(p) + 2) + (1 << 20)
+        return try SecureBytes(count: length) { (out: UnsafeMutableRawBufferPointer) throws in
+            let ok = password.withUnsafeBytes { passwordBytes in
+                salt.withUnsafeBytes { saltBytes in
+                    // OSSL_PARAM keeps the name pointers, so they must outlive the call: static strings.
+                    var parameters = [
+                        OSSL_PARAM_construct_octet_string(
+                            name("pass"), UnsafeMutableRawPointer(mutating: passwordBytes.baseAddress),
+                            passwordBytes.count),
+                        OSSL_PARAM_construct_octet_string(
+                            name("salt"), UnsafeMutableRawPointer(mutating: saltBytes.baseAddress), saltBytes.count),
+                        OSSL_PARAM_construct_uint64(name("n"), &n),
+                        OSSL_PARAM_construct_uint32(name("r"), &r),
+                        OSSL_PARAM_construct_uint32(name("p"), &p),
+                        OSSL_PARAM_construct_uint64(name("maxmem_bytes"), &maximumMemory),
+                        OSSL_PARAM_construct_end(),
+                    ]
+                    return EVP_KDF_derive(
+                        context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), length, &parameters)
+                }
+            }
+            guard ok == 1 else { throw CryptoError.libraryFailure("scrypt derivation") }
+        }
+    }
+
+    private static func name(_ text: StaticString) -> UnsafePointer<CChar> {
+        UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
+    }
+
     /// PBKDF2-HMAC-SHA256 of `password` into `length` bytes.
     public static func pbkdf2(password: SecureBytes, salt: Data, iterations: Int, length: Int = 32)
         throws -> SecureBytes

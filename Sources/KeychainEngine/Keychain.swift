@@ -9,13 +9,16 @@ public struct KeychainOptions: Sendable {
     /// Where the software device root lives; nil means `device-root` inside the keychain directory.
     public var deviceRootPath: String?
     public var clock: any Clock
-    /// Fixed PBKDF2 cost (tests); nil calibrates about 90 ms per attempt on this machine.
-    public var passcodeIterations: Int?
+    /// A fixed passcode KDF (tests); nil uses `PasscodeFunction.calibrated()`, never weaker than
+    /// `PasscodeFunction.minimum`.
+    public var passcodeFunction: PasscodeFunction?
 
-    public init(deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeIterations: Int? = nil) {
+    public init(
+        deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeFunction: PasscodeFunction? = nil
+    ) {
         self.deviceRootPath = deviceRootPath
         self.clock = clock
-        self.passcodeIterations = passcodeIterations
+        self.passcodeFunction = passcodeFunction
     }
 }
 
@@ -56,7 +59,7 @@ public final class Keychain: Sendable {
         do {
             let root = try SoftwareDeviceRoot.load(path: rootPath, create: true)
             return try Keybag(
-                directory: directory, root: root, clock: options.clock, passcodeIterations: options.passcodeIterations)
+                directory: directory, root: root, clock: options.clock, passcodeFunction: options.passcodeFunction)
         } catch {
             throw unavailable("cannot open the keybag: \(describe(error))")
         }
@@ -91,8 +94,9 @@ public final class Keychain: Sendable {
     public var status: KeybagStatus { keybag.status }
 
     /// Unlocks with the passcode (errSecAuthFailed when wrong; errSecInteractionNotAllowed while the
-    /// delay after failures runs). With the erase option on, the tenth failure deletes every item.
-    public func unlock(passcode: String) throws {
+    /// delay after failures runs; errSecIO when the attempt cannot be counted on disk, in which case it
+    /// is not checked either). With the erase option on, the tenth failure deletes every item.
+    public func unlock(passcode: SecureBytes) throws {
         try passcodeOperation { try keybag.unlock(passcode: passcode) }
     }
 
@@ -103,13 +107,13 @@ public final class Keychain: Sendable {
     public func restart() { keybag.restart() }
 
     /// Sets a passcode (with `current` nil) or changes it.
-    public func setPasscode(_ passcode: String, current: String?) throws {
+    public func setPasscode(_ passcode: SecureBytes, current: SecureBytes?) throws {
         try passcodeOperation { try keybag.setPasscode(passcode, current: current) }
     }
 
     /// Removes the passcode. Items of `kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly` are destroyed:
     /// their class key is gone, and their rows are deleted.
-    public func removePasscode(current: String) throws {
+    public func removePasscode(current: SecureBytes) throws {
         try passcodeOperation { try keybag.removePasscode(current: current) }
         do {
             _ = try pool.withConnection { connection in
@@ -125,8 +129,25 @@ public final class Keychain: Sendable {
     }
 
     /// Turns on or off the erase after ten consecutive failed passcode attempts.
-    public func setEraseAfterFailedAttempts(_ enabled: Bool, passcode: String?) throws {
+    public func setEraseAfterFailedAttempts(_ enabled: Bool, passcode: SecureBytes?) throws {
         try passcodeOperation { try keybag.setWipeAfterFailures(enabled, passcode: passcode) }
+    }
+
+    // The same with passcodes given as strings. A string cannot be wiped: programs that read a passcode
+    // themselves should keep it in `SecureBytes` from the start.
+
+    public func unlock(passcode: String) throws { try unlock(passcode: SecureBytes(copying: passcode.utf8)) }
+
+    public func setPasscode(_ passcode: String, current: String?) throws {
+        try setPasscode(SecureBytes(copying: passcode.utf8), current: current.map { SecureBytes(copying: $0.utf8) })
+    }
+
+    public func removePasscode(current: String) throws {
+        try removePasscode(current: SecureBytes(copying: current.utf8))
+    }
+
+    public func setEraseAfterFailedAttempts(_ enabled: Bool, passcode: String?) throws {
+        try setEraseAfterFailedAttempts(enabled, passcode: passcode.map { SecureBytes(copying: $0.utf8) })
     }
 
     /// Runs a keybag operation that checks the passcode. A failure that was the tenth in a row with the
@@ -206,6 +227,8 @@ public final class Keychain: Sendable {
             case .emptyPasscode: return .invalidParameter("a passcode cannot be empty")
             case .noPasscodeSet: return .invalidParameter("no passcode is set")
             case .wiped: return .authenticationFailed("the keychain was erased")
+            case .attemptNotRecorded(let cause):
+                return .ioError("the passcode attempt could not be recorded, so it was not checked: \(cause)")
             case .foreignDevice, .corrupt, .io: return unavailable("keybag: \(describe(error))")
             }
         case let error as StorageError:

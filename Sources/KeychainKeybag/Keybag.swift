@@ -37,7 +37,7 @@ public final class Keybag: Sendable {
     private let directory: String
     private let root: any DeviceRoot
     private let clock: any Clock
-    private let fixedIterations: Int?
+    private let fixedFunction: PasscodeFunction?
     private let state: Mutex<State>
 
     private struct State {
@@ -52,19 +52,21 @@ public final class Keybag: Sendable {
 
     /// Opens the keybag at `directory/keybag`, creating a new one (no passcode) if none exists.
     ///
-    /// - Parameter passcodeIterations: a fixed PBKDF2 cost for tests; nil calibrates it to about 90 ms
-    ///   on this machine when a passcode is set.
+    /// - Parameter passcodeFunction: a fixed passcode KDF for tests; nil uses
+    ///   `PasscodeFunction.calibrated()` when a passcode is set.
     public init(
-        directory: String, root: any DeviceRoot, clock: any Clock = SystemClock(), passcodeIterations: Int? = nil
+        directory: String, root: any DeviceRoot, clock: any Clock = SystemClock(),
+        passcodeFunction: PasscodeFunction? = nil
     ) throws {
         path = (directory as NSString).appendingPathComponent("keybag")
         self.directory = directory
         self.root = root
         self.clock = clock
-        fixedIterations = passcodeIterations
+        fixedFunction = passcodeFunction
         // The closure may not capture self before every property is set: it works on copies.
         let (path, root, directory) = (path, root, directory)
         let loaded = try SecureFiles.withDirectoryLock(directory) { () throws -> (KeybagFile, FileIdentity?) in
+            SecureFiles.removeStaleTemporaries(of: path)
             if let contents = try SecureFiles.read(path) {
                 return (try KeybagFile.decode(contents, root: root), SecureFiles.identity(of: path))
             }
@@ -94,12 +96,12 @@ public final class Keybag: Sendable {
 
     public var status: KeybagStatus {
         try? refreshIfChanged()
-        let now = clock.now()
+        let (now, wallNow) = (clock.sinceBoot(), clock.now())
         return state.withLock { state in
-            let next = Keybag.nextAttempt(after: state.file)
+            let remaining = Keybag.remainingDelay(after: state.file, now: now)
             return KeybagStatus(
                 lockState: Keybag.lockState(state), failedAttempts: Int(state.file.failedAttempts),
-                nextAttemptAllowed: next.flatMap { $0 > now ? $0 : nil },
+                nextAttemptAllowed: remaining > 0 ? wallNow.addingTimeInterval(remaining) : nil,
                 wipeAfterFailures: state.file.wipeAfterFailures)
         }
     }
@@ -108,7 +110,7 @@ public final class Keybag: Sendable {
 
     /// Unlocks with the passcode. Wrong passcodes count towards the escalating delays, across restarts
     /// and processes; the tenth in a row erases the keychain when that option is on (`KeybagError.wiped`).
-    public func unlock(passcode: String) throws {
+    public func unlock(passcode: SecureBytes) throws {
         try verifyingPasscode(passcode) { file, passcodeKey in
             try self.state.withLock { state in
                 for (protectionClass, wrapped) in file.classKeys where wrapped.passcodeProtected {
@@ -116,6 +118,12 @@ public final class Keybag: Sendable {
                         wrapped, protectionClass, file: file, passcodeKey: passcodeKey)
                 }
                 state.unlockedOnce = true
+            }
+            // A keybag from before scrypt moves to it with the first passcode that opens it.
+            if case .pbkdf2? = file.passcode?.function {
+                try self.rewrap(
+                    file: file, currentPasscodeKey: passcodeKey, newPasscode: passcode,
+                    function: self.fixedFunction ?? PasscodeFunction.calibrated())
             }
         }
     }
@@ -145,35 +153,35 @@ public final class Keybag: Sendable {
 
     /// Sets a passcode (none set: `current` must be nil) or changes it (`current` is the old one).
     /// Setting one creates the `whenPasscodeSetThisDeviceOnly` class key; the process stays unlocked.
-    public func setPasscode(_ newPasscode: String, current: String?) throws {
-        guard !newPasscode.isEmpty else { throw KeybagError.emptyPasscode }
-        let iterations = fixedIterations ?? Keybag.calibratedIterations()
+    public func setPasscode(_ newPasscode: SecureBytes, current: SecureBytes?) throws {
+        guard newPasscode.count > 0 else { throw KeybagError.emptyPasscode }
+        let function = fixedFunction ?? PasscodeFunction.calibrated()
         let hasPasscode = state.withLock { $0.file.passcode != nil }
         if hasPasscode {
-            guard let current, !current.isEmpty else { throw KeybagError.passcodeRequired }
+            guard let current, current.count > 0 else { throw KeybagError.passcodeRequired }
             try verifyingPasscode(current) { file, passcodeKey in
                 try self.rewrap(
-                    file: file, currentPasscodeKey: passcodeKey, newPasscode: newPasscode, iterations: iterations)
+                    file: file, currentPasscodeKey: passcodeKey, newPasscode: newPasscode, function: function)
             }
         } else {
             try SecureFiles.withDirectoryLock(directory) {
                 let file = try self.reloadLocked()
                 guard file.passcode == nil else { throw KeybagError.passcodeRequired }
-                try self.rewrap(file: file, currentPasscodeKey: nil, newPasscode: newPasscode, iterations: iterations)
+                try self.rewrap(file: file, currentPasscodeKey: nil, newPasscode: newPasscode, function: function)
             }
         }
     }
 
     /// Removes the passcode after checking it. The `whenPasscodeSetThisDeviceOnly` class key is
     /// destroyed, so those items can never be decrypted again; the caller deletes their rows.
-    public func removePasscode(current: String) throws {
+    public func removePasscode(current: SecureBytes) throws {
         try verifyingPasscode(current) { file, passcodeKey in
-            try self.rewrap(file: file, currentPasscodeKey: passcodeKey, newPasscode: nil, iterations: 0)
+            try self.rewrap(file: file, currentPasscodeKey: passcodeKey, newPasscode: nil, function: nil)
         }
     }
 
     /// Turns the erase after ten failed attempts on or off (needs the passcode when one is set).
-    public func setWipeAfterFailures(_ enabled: Bool, passcode: String?) throws {
+    public func setWipeAfterFailures(_ enabled: Bool, passcode: SecureBytes?) throws {
         let change: (KeybagFile) throws -> Void = { file in
             var file = file
             file.wipeAfterFailures = enabled
@@ -189,46 +197,82 @@ public final class Keybag: Sendable {
 
     // MARK: Internals
 
-    /// Checks `passcode` under the file lock, applying the delays and counting failures; on success runs
-    /// `body` with the current file and the passcode key.
-    private func verifyingPasscode(
-        _ passcode: String, _ body: (KeybagFile, SecureBytes) throws -> Void
-    ) throws {
+    /// Checks `passcode` under the keybag's lock, applying the delays and counting failures; on success
+    /// runs `body` with the current file and the passcode key.
+    ///
+    /// The attempt is counted on disk (written and fsync'd) before the passcode is derived and checked,
+    /// and uncounted only once it proved right. A process killed at any point after it could learn the
+    /// answer has paid for the guess; one whose count cannot be written is refused before any check
+    /// (fail closed).
+    private func verifyingPasscode(_ passcode: SecureBytes, _ body: (KeybagFile, SecureBytes) throws -> Void)
+        throws
+    {
         try SecureFiles.withDirectoryLock(directory) {
             var file = try reloadLocked()
             guard let parameters = file.passcode else { throw KeybagError.noPasscodeSet }
-            let now = clock.now()
-            if let next = Keybag.nextAttempt(after: file), next > now {
-                throw KeybagError.attemptsThrottled(retryAt: next)
+            // A tenth attempt counted by a process that never finished it.
+            if file.wipeAfterFailures, file.failedAttempts >= PasscodePolicy.failuresBeforeWipe {
+                try erase()
             }
+            let now = clock.sinceBoot()
+            let remaining = Keybag.remainingDelay(after: file, now: now)
+            if remaining > 0 {
+                if file.lastAttempt.boot != now.boot {
+                    // Counted before a reboot: the time since is unknown, so the wait starts over now.
+                    file.lastAttempt = now
+                    try record(file)
+                }
+                throw KeybagError.attemptsThrottled(retryAt: clock.now().addingTimeInterval(remaining))
+            }
+            file.failedAttempts += 1
+            file.lastAttempt = now
+            try record(file)
+
             let passcodeKey = try derivePasscodeKey(passcode, parameters)
             let probeClass = ProtectionClass.whenUnlocked
             guard let probe = file.classKeys[probeClass] else { throw KeybagError.corrupt("keybag lacks class A") }
             do {
                 _ = try Keybag.unwrapWithPasscode(probe, probeClass, file: file, passcodeKey: passcodeKey)
             } catch KeybagError.wrongPasscode {
-                file.failedAttempts += 1
-                file.lastFailure = now.timeIntervalSince1970
-                if file.wipeAfterFailures, file.failedAttempts >= PasscodePolicy.failuresBeforeWipe {
-                    try store(Keybag.makeFile(root: root))
-                    throw KeybagError.wiped
-                }
-                try store(file)
+                if file.wipeAfterFailures, file.failedAttempts >= PasscodePolicy.failuresBeforeWipe { try erase() }
                 throw KeybagError.wrongPasscode(failedAttempts: Int(file.failedAttempts))
             }
-            if file.failedAttempts != 0 {
-                file.failedAttempts = 0
-                file.lastFailure = 0
-                try store(file)
-            }
+            file.failedAttempts = 0
+            try record(file)
             return try body(file, passcodeKey)
         }
+    }
+
+    /// Writes the attempt counter; a failure to write refuses the attempt.
+    private func record(_ file: KeybagFile) throws {
+        do {
+            try store(file)
+        } catch let failure as SecureFiles.Failure {
+            throw KeybagError.attemptNotRecorded(failure.description)
+        }
+    }
+
+    /// Replaces the keybag with a new one: every class key is gone, so every item is unreadable.
+    private func erase() throws -> Never {
+        try store(Keybag.makeFile(root: root))
+        throw KeybagError.wiped
+    }
+
+    /// Seconds until the next passcode attempt, measured on the clock since boot from the last counted
+    /// attempt. Never more than the schedule's delay: a reading from another boot, or an earlier one
+    /// than the attempt's (a doctored clock), makes the whole delay run again, not longer.
+    static func remainingDelay(after file: KeybagFile, now: BootInstant) -> TimeInterval {
+        let delay = PasscodePolicy.delay(afterFailures: Int(file.failedAttempts))
+        guard delay > 0 else { return 0 }
+        guard file.lastAttempt.boot == now.boot, now.nanoseconds >= file.lastAttempt.nanoseconds else { return delay }
+        let elapsed = Double(now.nanoseconds - file.lastAttempt.nanoseconds) / 1e9
+        return max(0, delay - elapsed)
     }
 
     /// Re-wraps every class key for a new passcode (or none), keeping the keys themselves, so no item
     /// needs re-encrypting. Must hold the file lock, with every class key unwrappable.
     private func rewrap(
-        file: KeybagFile, currentPasscodeKey: SecureBytes?, newPasscode: String?, iterations: Int
+        file: KeybagFile, currentPasscodeKey: SecureBytes?, newPasscode: SecureBytes?, function: PasscodeFunction?
     ) throws {
         var keys: [ProtectionClass: SecureBytes] = [:]
         for (protectionClass, wrapped) in file.classKeys {
@@ -242,9 +286,8 @@ public final class Keybag: Sendable {
         }
         var updated = file
         updated.classKeys = [:]
-        if let newPasscode {
-            let parameters = KeybagFile.PasscodeParameters(
-                salt: try Random.bytes(16), iterations: UInt32(clamping: iterations))
+        if let newPasscode, let function {
+            let parameters = KeybagFile.PasscodeParameters(salt: try Random.bytes(16), function: function)
             updated.passcode = parameters
             if keys[.whenPasscodeSetThisDeviceOnly] == nil {
                 keys[.whenPasscodeSetThisDeviceOnly] = try SecureBytes(randomCount: AESGCM.keySize)
@@ -264,7 +307,6 @@ public final class Keybag: Sendable {
             }
         }
         updated.failedAttempts = 0
-        updated.lastFailure = 0
         try store(updated)
         state.withLock { state in
             state.keys = keys
@@ -350,13 +392,10 @@ public final class Keybag: Sendable {
         return (indexKey, keys)
     }
 
-    private func derivePasscodeKey(_ passcode: String, _ parameters: KeybagFile.PasscodeParameters) throws
+    private func derivePasscodeKey(_ passcode: SecureBytes, _ parameters: KeybagFile.PasscodeParameters) throws
         -> SecureBytes
     {
-        let stretched = try KeyDerivation.pbkdf2(
-            password: SecureBytes(copying: passcode.utf8), salt: parameters.salt,
-            iterations: Int(parameters.iterations))
-        return try root.entangle(stretched)
+        try root.entangle(parameters.function.derive(passcode, salt: parameters.salt))
     }
 
     private static func lockState(_ state: State) -> LockState {
@@ -365,17 +404,11 @@ public final class Keybag: Sendable {
         return state.unlockedOnce ? .locked : .beforeFirstUnlock
     }
 
-    private static func nextAttempt(after file: KeybagFile) -> Date? {
-        let delay = PasscodePolicy.delay(afterFailures: Int(file.failedAttempts))
-        guard delay > 0 else { return nil }
-        return Date(timeIntervalSince1970: file.lastFailure + delay)
-    }
-
     /// A fresh keybag: new random class keys (none for the passcode-only class), no passcode.
     static func makeFile(root: any DeviceRoot) throws -> KeybagFile {
         var file = KeybagFile(
             identifier: try Random.bytes(16), deviceIdentifier: root.deviceIdentifier, passcode: nil,
-            failedAttempts: 0, lastFailure: 0, wipeAfterFailures: false, classKeys: [:], indexKey: Data())
+            failedAttempts: 0, lastAttempt: .none, wipeAfterFailures: false, classKeys: [:], indexKey: Data())
         for protectionClass in ProtectionClass.allCases where !protectionClass.requiresPasscode {
             let key = try SecureBytes(randomCount: AESGCM.keySize)
             file.classKeys[protectionClass] = try wrap(key, protectionClass, passcodeKey: nil, file: file, root: root)
@@ -418,16 +451,22 @@ public final class Keybag: Sendable {
             throw KeybagError.wrongPasscode(failedAttempts: 0)
         }
     }
+}
 
-    /// PBKDF2 iterations that take about 90 ms here: the cost of one passcode guess.
-    public static func calibratedIterations(target: TimeInterval = 0.09) -> Int {
-        let probe = 20_000
-        let start = DispatchTime.now().uptimeNanoseconds
-        _ = try? KeyDerivation.pbkdf2(
-            password: SecureBytes(copying: Array("calibrate".utf8)), salt: Data(count: 16), iterations: probe)
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        guard elapsed > 0 else { return 1_000_000 }
-        return Int(exactly: (Double(probe) * target / elapsed).rounded()).map { min(max($0, 50_000), 50_000_000) }
-            ?? 50_000_000
+extension Keybag {
+    /// The same operations with passcodes as strings, for tests and callers that already hold one as a
+    /// string (its bytes are copied into wiped memory; the string itself cannot be wiped).
+    public func unlock(passcode: String) throws { try unlock(passcode: SecureBytes(copying: passcode.utf8)) }
+
+    public func setPasscode(_ newPasscode: String, current: String?) throws {
+        try setPasscode(SecureBytes(copying: newPasscode.utf8), current: current.map { SecureBytes(copying: $0.utf8) })
+    }
+
+    public func removePasscode(current: String) throws {
+        try removePasscode(current: SecureBytes(copying: current.utf8))
+    }
+
+    public func setWipeAfterFailures(_ enabled: Bool, passcode: String?) throws {
+        try setWipeAfterFailures(enabled, passcode: passcode.map { SecureBytes(copying: $0.utf8) })
     }
 }

@@ -22,6 +22,8 @@ public enum KeybagError: Error, Equatable, Sendable {
     case corrupt(String)
     /// The keybag or root file could not be read or written.
     case io(String)
+    /// The passcode attempt could not be counted on disk, so it was refused without being checked.
+    case attemptNotRecorded(String)
     /// The tenth failed attempt erased the keychain (only when that option is on).
     case wiped
 }

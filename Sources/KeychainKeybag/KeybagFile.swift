@@ -7,7 +7,7 @@ import KeychainCrypto
 struct KeybagFile: Equatable {
     struct PasscodeParameters: Equatable {
         var salt: Data
-        var iterations: UInt32
+        var function: PasscodeFunction
     }
 
     struct WrappedClassKey: Equatable {
@@ -20,8 +20,11 @@ struct KeybagFile: Equatable {
     var identifier: Data
     var deviceIdentifier: Data
     var passcode: PasscodeParameters?
+    /// Consecutive failed passcode attempts. An attempt is counted before the passcode is checked and
+    /// uncounted only when it proved right, so an attempt cut short counts as a failure.
     var failedAttempts: UInt32
-    var lastFailure: Double
+    /// When the last attempt was counted, on the clock since boot: the delays run from it.
+    var lastAttempt: BootInstant
     var wipeAfterFailures: Bool
     var classKeys: [ProtectionClass: WrappedClassKey]
     /// The key of the searchable digests, wrapped by the root alone: class-D queries work before the
@@ -29,8 +32,14 @@ struct KeybagFile: Equatable {
     var indexKey: Data
 
     static let magic = Data("SKKB".utf8)
-    static let formatVersion: UInt8 = 1
+    /// 2: scrypt and the attempt time since boot. 1 (read only): PBKDF2 and a wall-clock failure time.
+    static let formatVersion: UInt8 = 2
     static let macSize = 32
+
+    private enum FunctionTag: UInt8 {
+        case pbkdf2 = 1
+        case scrypt = 2
+    }
 
     func encoded(root: any DeviceRoot) throws -> Data {
         var writer = ByteWriter()
@@ -40,13 +49,23 @@ struct KeybagFile: Equatable {
         writer.writeRaw(deviceIdentifier)
         if let passcode {
             writer.write(UInt8(1))
+            switch passcode.function {
+            case .pbkdf2(let iterations):
+                writer.write(FunctionTag.pbkdf2.rawValue)
+                writer.write(iterations)
+            case .scrypt(let logN, let r, let p):
+                writer.write(FunctionTag.scrypt.rawValue)
+                writer.write(logN)
+                writer.write(r)
+                writer.write(p)
+            }
             writer.writeBytes(passcode.salt)
-            writer.write(passcode.iterations)
         } else {
             writer.write(UInt8(0))
         }
         writer.write(failedAttempts)
-        writer.write(lastFailure)
+        writer.writeRaw(lastAttempt.boot)
+        writer.write(lastAttempt.nanoseconds)
         writer.write(UInt8(wipeAfterFailures ? 1 : 0))
         let classes = classKeys.keys.sorted { $0.rawValue < $1.rawValue }
         writer.write(UInt8(classes.count))
@@ -71,24 +90,47 @@ struct KeybagFile: Equatable {
         do {
             guard try reader.readRaw(4) == magic else { throw KeybagError.corrupt("not a keybag file") }
             let version: UInt8 = try reader.read()
-            guard version == formatVersion else {
+            guard version == formatVersion || version == 1 else {
                 throw KeybagError.corrupt("keybag format \(version) is not supported")
             }
             let identifier = try reader.readRaw(16)
             let deviceIdentifier = try reader.readRaw(16)
             let expected = try root.authenticate(Data(body))
-            guard expected.count == mac.count, zip(expected, mac).allSatisfy({ $0 == $1 }) else {
+            guard ConstantTime.equal(expected, Data(mac)) else {
                 if deviceIdentifier != root.deviceIdentifier {
                     throw KeybagError.foreignDevice("the keybag belongs to another device root")
                 }
                 throw KeybagError.corrupt("keybag integrity check failed")
             }
             var passcode: PasscodeParameters?
-            if try reader.read() as UInt8 == 1 {
-                passcode = PasscodeParameters(salt: try reader.readBytes(), iterations: try reader.read())
+            let failedAttempts: UInt32
+            var lastAttempt = BootInstant.none
+            if version == 1 {
+                if try reader.read() as UInt8 == 1 {
+                    let salt = try reader.readBytes()
+                    passcode = PasscodeParameters(salt: salt, function: .pbkdf2(iterations: try reader.read()))
+                }
+                failedAttempts = try reader.read()
+                // A wall-clock time: not comparable with the clock since boot, so a delay it started runs
+                // again in full from the next attempt.
+                _ = try reader.read() as Double
+            } else {
+                if try reader.read() as UInt8 == 1 {
+                    let function: PasscodeFunction
+                    switch FunctionTag(rawValue: try reader.read()) {
+                    case .pbkdf2?: function = .pbkdf2(iterations: try reader.read())
+                    case .scrypt?:
+                        function = .scrypt(logN: try reader.read(), r: try reader.read(), p: try reader.read())
+                    case nil: throw KeybagError.corrupt("keybag names an unknown passcode function")
+                    }
+                    passcode = PasscodeParameters(salt: try reader.readBytes(), function: function)
+                }
+                failedAttempts = try reader.read()
+                lastAttempt = BootInstant(boot: try reader.readRaw(16), nanoseconds: try reader.read())
             }
-            let failedAttempts: UInt32 = try reader.read()
-            let lastFailure: Double = try reader.read()
+            if let passcode, !passcode.function.isAcceptable {
+                throw KeybagError.corrupt("keybag's passcode cost is out of range")
+            }
             let wipe = try reader.read() as UInt8 == 1
             let count: UInt8 = try reader.read()
             var classKeys: [ProtectionClass: WrappedClassKey] = [:]
@@ -104,7 +146,7 @@ struct KeybagFile: Equatable {
             guard reader.isAtEnd else { throw KeybagError.corrupt("keybag has trailing bytes") }
             return KeybagFile(
                 identifier: identifier, deviceIdentifier: deviceIdentifier, passcode: passcode,
-                failedAttempts: failedAttempts, lastFailure: lastFailure, wipeAfterFailures: wipe,
+                failedAttempts: failedAttempts, lastAttempt: lastAttempt, wipeAfterFailures: wipe,
                 classKeys: classKeys, indexKey: indexKey)
         } catch is ByteReader.Truncated {
             throw KeybagError.corrupt("keybag file is truncated")

@@ -249,6 +249,18 @@ public enum SecureFiles {
         return temporary
     }
 
+    /// Removes temporaries of `path` left by processes killed while writing (their names are random, so
+    /// nothing else would). Only for files written under a lock the caller holds, so that none of them
+    /// can be another process's write in progress.
+    public static func removeStaleTemporaries(of path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let prefix = (path as NSString).lastPathComponent + ".tmp-"
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(prefix)
+        {
+            unlink((directory as NSString).appendingPathComponent(name))
+        }
+    }
+
     /// Makes a rename or create in the directory durable.
     public static func syncDirectory(of path: String) {
         let directory = (path as NSString).deletingLastPathComponent

@@ -5,15 +5,16 @@ import Security
 enum Failure: Error {
     /// Wrong usage: exit 2 and the verb's usage.
     case usage(verb: String?, message: String)
-    /// A keychain status, reported as macOS does: `security: Function: message`, exit status = low byte.
-    case keychain(OSStatus, function: String)
+    /// A keychain status, reported as macOS does: `security: Function: message`, exit status = low byte;
+    /// `detail` adds the keychain's own reason where the status alone would leave the user guessing.
+    case keychain(OSStatus, function: String, detail: String? = nil)
     /// Anything else worth a message; exit 1.
     case message(String)
 
     var exitStatus: Int32 {
         switch self {
         case .usage: 2
-        case .keychain(let status, _): Int32(UInt32(bitPattern: status) & 0xff)
+        case .keychain(let status, _, _): Int32(UInt32(bitPattern: status) & 0xff)
         case .message: 1
         }
     }
@@ -23,9 +24,9 @@ enum Failure: Error {
         case .usage(let verb, let message):
             let usage = verb.flatMap { Usage.text(for: $0) } ?? Usage.overview
             return message.isEmpty ? usage : "security: \(message)\n\(usage)"
-        case .keychain(let status, let function):
+        case .keychain(let status, let function, let detail):
             let message = SecCopyErrorMessageString(status, nil).map { String($0) } ?? "OSStatus \(status)"
-            return "security: \(function): \(message)"
+            return "security: \(function): \(message)" + (detail.map { " (\($0))" } ?? "")
         case .message(let text):
             return "security: \(text)"
         }

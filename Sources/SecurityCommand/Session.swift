@@ -11,7 +11,7 @@ final class Session {
         do {
             return try EmbeddedKeychain.current()
         } catch {
-            throw .keychain(errSecNotAvailable, function: "SecKeychainCopyDefault")
+            throw .keychain(errSecNotAvailable, function: "SecKeychainCopyDefault", detail: error.message)
         }
     }
 

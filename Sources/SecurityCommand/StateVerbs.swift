@@ -50,7 +50,7 @@ struct StateVerbs {
         } catch let failure as Failure {
             throw failure
         } catch {
-            throw .keychain(status(for: error), function: Function.changePassword)
+            throw failure(error, function: Function.changePassword)
         }
     }
 
@@ -76,7 +76,7 @@ struct StateVerbs {
         do {
             try keychain.unlock(passcode: passcode)
         } catch {
-            throw .keychain(status(for: error), function: Function.unlock)
+            throw failure(error, function: Function.unlock)
         }
     }
 
@@ -115,13 +115,14 @@ struct StateVerbs {
         return String(decoding: Terminal.readStandardInput(), as: UTF8.self)
     }
 
-    private func status(for error: any Error) -> OSStatus {
+    private func failure(_ error: any Error, function: String) -> Failure {
         switch error as? KeychainError {
-        case .authenticationFailed?: errSecAuthFailed
-        case .interactionNotAllowed?: errSecInteractionNotAllowed
-        case .invalidParameter?: errSecParam
-        case .notAvailable?: errSecNotAvailable
-        default: errSecInternalComponent
+        case .authenticationFailed?: .keychain(errSecAuthFailed, function: function)
+        case .interactionNotAllowed?: .keychain(errSecInteractionNotAllowed, function: function)
+        case .invalidParameter?: .keychain(errSecParam, function: function)
+        case .notAvailable(let reason)?: .keychain(errSecNotAvailable, function: function, detail: reason)
+        case .ioError(let reason)?: .keychain(errSecIO, function: function, detail: reason)
+        default: .keychain(errSecInternalComponent, function: function, detail: error.message)
         }
     }
 }

@@ -49,6 +49,9 @@ func run(_ arguments: [String]) throws(Failure) {
 
 // This process is ours alone: skip reading openssl.cnf, a cost paid on every start.
 CryptoLibrary.startWithoutSystemConfiguration()
+// A write past the file-size limit fails with EFBIG and is reported, rather than killing the process
+// at a moment of the limit-setter's choosing.
+signal(SIGXFSZ, SIG_IGN)
 let failure: Failure?
 do {
     try run(Array(CommandLine.arguments.dropFirst()))

@@ -4,6 +4,7 @@
 //
 //   swift run -c release keychain-bench [--sizes 1,1000,100000] [--million] [--samples 2000]
 //                                       [--write-samples 300] [--command-samples 60]
+//   keychain-bench --passcode-only      the passcode KDF alone: unlock cost and offline guess rates
 
 import Foundation
 import KeychainCrypto
@@ -11,6 +12,7 @@ import KeychainEngine
 import KeychainKeybag
 import KeychainStorage
 import Security
+import Synchronization
 
 struct Options {
     var sizes = [1, 1_000, 100_000]
@@ -19,6 +21,8 @@ struct Options {
     var commandSamples = 60
     /// Only run this many engine lookups on 1,000 items, for a profiler (perf record).
     var profileLookups: Int?
+    /// Only measure the passcode KDF.
+    var passcodeOnly = false
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -33,6 +37,7 @@ struct Options {
                 commandSamples = Int(iterator.next() ?? "") ?? commandSamples
             case "--write-samples":
                 writeSamples = Int(iterator.next() ?? "") ?? writeSamples
+            case "--passcode-only": passcodeOnly = true
             case "--profile-lookups":
                 profileLookups = Int(iterator.next() ?? "")
             default:
@@ -77,6 +82,10 @@ func check(_ status: OSStatus, _ what: String) {
 }
 
 let options = Options(arguments: CommandLine.arguments)
+if options.passcodeOnly {
+    measurePasscode()
+    exit(0)
+}
 let root = NSTemporaryDirectory() + "keychain-bench-" + UUID().uuidString
 defer { try? FileManager.default.removeItem(atPath: root) }
 setenv("KEYCHAIN_ACCESS_GROUPS", "TEAM.bench", 1)
@@ -321,13 +330,43 @@ if let base = lookupMedians[1_000] {
     }
 }
 
-// Unlock cost: one passcode derivation at the calibrated cost.
-let iterations = Keybag.calibratedIterations()
-var unlock = Latencies()
-for _ in 0..<3 {
-    unlock.measure {
-        _ = try? KeyDerivation.pbkdf2(
-            password: SecureBytes(copying: Array("123456".utf8)), salt: Data(count: 16), iterations: iterations)
+measurePasscode()
+
+/// Unlock cost (one derivation at the calibrated cost), and what a copy of the keychain directory *with*
+/// its device root costs someone guessing offline: derivations per second on every core of this
+/// machine, for the KDF used now and for the PBKDF2 calibrated to 90 ms that it replaced.
+func measurePasscode() {
+    let passcode = SecureBytes(copying: Array("123456".utf8))
+    let function = PasscodeFunction.calibrated()
+    var unlock = Latencies()
+    for _ in 0..<5 { unlock.measure { _ = try? function.derive(passcode, salt: Data(count: 16)) } }
+    print("unlock: one passcode derivation, \(function): \(format(unlock.median)) (never below OWASP's scrypt minimum)")
+
+    // The calibration the keychain used before scrypt: PBKDF2 iterations for 90 ms, at least 50,000.
+    let probe = PasscodeFunction.seconds(for: .pbkdf2(iterations: 20_000))
+    let iterations = UInt32(max(50_000, min(50_000_000, (20_000 * 0.09 / max(probe, 1e-6)).rounded())))
+    let cores = ProcessInfo.processInfo.activeProcessorCount
+    for (name, candidate) in [
+        ("now", function), ("before (PBKDF2 at 90 ms)", PasscodeFunction.pbkdf2(iterations: iterations)),
+    ] {
+        let rate = guessesPerSecond(candidate, threads: cores, seconds: 3)
+        print(
+            String(
+                format: "offline guesses per second on %d cores, %@, %@: %.1f (every 6-digit passcode in %.1f h)",
+                cores, name, "\(candidate)", rate, 1e6 / rate / 3600))
     }
 }
-print("unlock: one passcode derivation, \(iterations) PBKDF2 iterations: \(format(unlock.median)) (target 80–100 ms)")
+
+func guessesPerSecond(_ function: PasscodeFunction, threads: Int, seconds: Double) -> Double {
+    let count = Mutex(0)
+    let start = DispatchTime.now().uptimeNanoseconds
+    let deadline = start + UInt64(seconds * 1e9)
+    DispatchQueue.concurrentPerform(iterations: threads) { thread in
+        let guess = SecureBytes(copying: Array("\(thread)".utf8))
+        while DispatchTime.now().uptimeNanoseconds < deadline {
+            _ = try? function.derive(guess, salt: Data(count: 16))
+            count.withLock { $0 += 1 }
+        }
+    }
+    return Double(count.withLock { $0 }) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+}

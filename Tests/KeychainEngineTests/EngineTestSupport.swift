@@ -9,6 +9,11 @@ final class TestClock: Clock, @unchecked Sendable {
     private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
     func now() -> Date { current.withLock { $0 } }
     func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+    /// Time since boot moves with the wall clock here, from a boot at the clock's start.
+    func sinceBoot() -> BootInstant {
+        let elapsed = current.withLock { $0.timeIntervalSince1970 } - 1_800_000_000
+        return BootInstant(boot: Data(repeating: 7, count: 16), nanoseconds: UInt64(max(elapsed, 0) * 1e9))
+    }
 }
 
 /// A keychain in a fresh temporary directory, removed afterwards; a cheap passcode KDF keeps tests fast.
@@ -33,7 +38,8 @@ class EngineTestCase: XCTestCase {
     func open(directory: String? = nil, rootPath: String? = nil) throws -> Keychain {
         try Keychain(
             directory: directory ?? self.directory,
-            options: KeychainOptions(deviceRootPath: rootPath, clock: clock, passcodeIterations: 1_000))
+            options: KeychainOptions(
+                deviceRootPath: rootPath, clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1)))
     }
 
     func password(_ service: String, _ account: String, secret: String? = "secret", protection: String? = nil)

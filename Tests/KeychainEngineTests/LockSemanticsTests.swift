@@ -137,6 +137,25 @@ final class LockSemanticsTests: EngineTestCase {
         XCTAssertNoThrow(try keychain.add(password("after", "wipe"), client: client))
         XCTAssertEqual(try readSecret("after", "wipe"), "secret")
     }
+
+    /// The review put an earlier keybag back after the erase: the rows must be gone with the keys, so
+    /// the old class keys find nothing to open.
+    func testRollingTheKeybagBackAfterAnEraseBringsNothingBack() throws {
+        try keychain.setPasscode("1234", current: nil)
+        try keychain.setEraseAfterFailedAttempts(true, passcode: "1234")
+        try addOneOfEach()
+        let keybag = URL(fileURLWithPath: directory + "/keybag")
+        let saved = try Data(contentsOf: keybag)
+        for _ in 1...10 {
+            assertError(.authenticationFailed("")) { try keychain.unlock(passcode: "0000") }
+            clock.advance(3600)
+        }
+        keychain = nil
+        try saved.write(to: keybag)
+        keychain = try open()
+        try keychain.unlock(passcode: "1234")
+        for protection in classes { XCTAssertEqual(readable(protection).failureCode, "itemNotFound") }
+    }
 }
 
 extension Result where Failure == KeychainError {

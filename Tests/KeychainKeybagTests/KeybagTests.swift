@@ -1,14 +1,35 @@
 import Foundation
 import KeychainCrypto
-import KeychainKeybag
 import Synchronization
 import XCTest
 
-/// A clock the test moves by hand.
+@testable import KeychainKeybag
+
+/// A clock the test moves by hand. The wall clock can be shifted alone (as a user or a doctored process
+/// would), and the machine rebooted (a new boot, its clock since boot from zero).
 final class ManualClock: Clock, @unchecked Sendable {
-    private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
-    func now() -> Date { current.withLock { $0 } }
-    func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+    private struct Readings {
+        var elapsed: TimeInterval = 0
+        var wallShift: TimeInterval = 0
+        var boot = Data(repeating: 7, count: 16)
+        var bootedAt: TimeInterval = 0
+    }
+    private let readings = Mutex(Readings())
+
+    func now() -> Date {
+        readings.withLock { Date(timeIntervalSince1970: 1_800_000_000 + $0.elapsed + $0.wallShift) }
+    }
+    func advance(_ seconds: TimeInterval) { readings.withLock { $0.elapsed += seconds } }
+    func shiftWallClock(_ seconds: TimeInterval) { readings.withLock { $0.wallShift += seconds } }
+    func reboot() {
+        readings.withLock {
+            $0.boot = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
+            $0.bootedAt = $0.elapsed
+        }
+    }
+    func sinceBoot() -> BootInstant {
+        readings.withLock { BootInstant(boot: $0.boot, nanoseconds: UInt64(($0.elapsed - $0.bootedAt) * 1e9)) }
+    }
 }
 
 final class KeybagTests: XCTestCase {
@@ -27,7 +48,9 @@ final class KeybagTests: XCTestCase {
     }
 
     private func keybag(root: SoftwareDeviceRoot? = nil) throws -> Keybag {
-        try Keybag(directory: directory, root: root ?? self.root(), clock: clock, passcodeIterations: 1_000)
+        try Keybag(
+            directory: directory, root: root ?? self.root(), clock: clock,
+            passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
     }
 
     private func availability(_ bag: Keybag) -> [ProtectionClass: Bool] {
@@ -217,7 +240,170 @@ final class KeybagTests: XCTestCase {
         XCTAssertThrowsError(try second.classKey(for: .whenPasscodeSetThisDeviceOnly))
     }
 
-    func testCalibratedIterationsAreSubstantial() {
-        XCTAssertGreaterThanOrEqual(Keybag.calibratedIterations(), 50_000)
+    func testCalibrationNeverGoesBelowTheMinimum() {
+        // However fast or loaded the machine, the cost is at least OWASP's minimum for scrypt.
+        guard case .scrypt(let logN, let r, let p) = PasscodeFunction.calibrated(target: 0.000_001) else {
+            return XCTFail("scrypt expected")
+        }
+        XCTAssertEqual(PasscodeFunction.minimum, .scrypt(logN: 15, r: 8, p: 3))
+        XCTAssertEqual([Int(logN), Int(r), Int(p)], [15, 8, 3])
+        guard case .scrypt(let slowLogN, _, _) = PasscodeFunction.calibrated(target: 10) else { return XCTFail() }
+        XCTAssertGreaterThan(slowLogN, 15, "a target above the minimum's cost buys more memory")
+    }
+
+    // MARK: Attacks on the attempt counter
+
+    func testAttemptIsOnDiskBeforeThePasscodeIsChecked() throws {
+        let spy = try SpyRoot(root(), keybagPath: directory + "/keybag")
+        let bag = try Keybag(
+            directory: directory, root: spy, clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
+        try bag.setPasscode("1234", current: nil)
+        XCTAssertThrowsError(try bag.unlock(passcode: "0000"))
+        XCTAssertThrowsError(try bag.unlock(passcode: "9999"))
+        try bag.unlock(passcode: "1234")
+        // What the disk said while each passcode was being derived, right or wrong.
+        XCTAssertEqual(spy.countsOnDiskWhileDeriving.suffix(3), [1, 2, 3])
+        XCTAssertEqual(bag.status.failedAttempts, 0, "a right passcode clears the count afterwards")
+    }
+
+    func testAttemptCutShortCountsAndAnUnfinishedTenthErases() throws {
+        let spy = try SpyRoot(root(), keybagPath: directory + "/keybag")
+        let bag = try Keybag(
+            directory: directory, root: spy, clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
+        try bag.setPasscode("1234", current: nil)
+        try bag.setWipeAfterFailures(true, passcode: "1234")
+        for _ in 1...9 {
+            XCTAssertThrowsError(try bag.unlock(passcode: "0000"))
+            clock.advance(3600)
+        }
+        // The tenth guess dies between being counted and being answered (a killed process).
+        spy.interruptDerivation = true
+        XCTAssertThrowsError(try bag.unlock(passcode: "1234"))
+        spy.interruptDerivation = false
+        XCTAssertEqual(bag.status.failedAttempts, 10)
+        clock.advance(3600)
+        XCTAssertThrowsError(try bag.unlock(passcode: "1234")) { XCTAssertEqual($0 as? KeybagError, .wiped) }
+        XCTAssertEqual(bag.status.lockState, .noPasscode)
+    }
+
+    func testWallClockChangesNeitherSkipNorStretchTheDelay() throws {
+        let bag = try keybag()
+        try bag.setPasscode("1234", current: nil)
+        for _ in 1...5 { XCTAssertThrowsError(try bag.unlock(passcode: "0000")) }
+        // A year ahead: the delay still runs (measured since boot), and is not a year long.
+        clock.shiftWallClock(365 * 86400)
+        XCTAssertThrowsError(try bag.unlock(passcode: "1234")) {
+            guard case KeybagError.attemptsThrottled(let retryAt)? = $0 as? KeybagError else { return XCTFail("\($0)") }
+            XCTAssertEqual(retryAt.timeIntervalSince(self.clock.now()), 60, accuracy: 0.001)
+        }
+        // Two years back: still no longer than the schedule says.
+        clock.shiftWallClock(-2 * 365 * 86400)
+        XCTAssertEqual(bag.status.nextAttemptAllowed?.timeIntervalSince(clock.now()) ?? 0, 60, accuracy: 0.001)
+        clock.advance(60)
+        XCTAssertNoThrow(try bag.unlock(passcode: "1234"))
+    }
+
+    func testARebootRestartsTheDelayInsteadOfSkippingIt() throws {
+        let bag = try keybag()
+        try bag.setPasscode("1234", current: nil)
+        for _ in 1...5 { XCTAssertThrowsError(try bag.unlock(passcode: "0000")) }
+        clock.advance(30)
+        clock.reboot()
+        // The time across the reboot is unknown: the whole minute runs again from the first attempt.
+        XCTAssertThrowsError(try bag.unlock(passcode: "1234")) {
+            guard case KeybagError.attemptsThrottled? = $0 as? KeybagError else { return XCTFail("\($0)") }
+        }
+        clock.advance(59)
+        XCTAssertThrowsError(try bag.unlock(passcode: "1234"))
+        clock.advance(1)
+        XCTAssertNoThrow(try bag.unlock(passcode: "1234"))
+    }
+
+    func testKeybagFromBeforeScryptOpensAndMovesToScrypt() throws {
+        let root = try root()
+        let bag = try keybag(root: root)
+        try bag.setPasscode("1234", current: nil)
+        // Rewrite the file as the previous format had it: PBKDF2, a wall-clock failure time.
+        var file = try KeybagFile.decode(Data(contentsOf: URL(fileURLWithPath: directory + "/keybag")), root: root)
+        let salt = file.passcode?.salt ?? Data()
+        let stretched = try KeyDerivation.pbkdf2(
+            password: SecureBytes(copying: Array("1234".utf8)), salt: salt, iterations: 1_000)
+        let passcodeKey = try root.entangle(stretched)
+        let classA = try bag.classKey(for: .whenUnlocked)
+        for (protectionClass, wrapped) in file.classKeys where wrapped.passcodeProtected {
+            let key = protectionClass == .whenUnlocked ? classA : try bag.classKey(for: protectionClass)
+            file.classKeys[protectionClass]?.blob = try AESGCM.seal(
+                key, key: passcodeKey,
+                authenticating: KeybagFile.context(
+                    keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: true))
+        }
+        var writer = ByteWriter()
+        writer.writeRaw(KeybagFile.magic)
+        writer.write(UInt8(1))
+        writer.writeRaw(file.identifier)
+        writer.writeRaw(file.deviceIdentifier)
+        writer.write(UInt8(1))
+        writer.writeBytes(salt)
+        writer.write(UInt32(1_000))
+        writer.write(UInt32(0))
+        writer.write(Double(0))
+        writer.write(UInt8(0))
+        let classes = file.classKeys.keys.sorted { $0.rawValue < $1.rawValue }
+        writer.write(UInt8(classes.count))
+        for protectionClass in classes {
+            writer.write(UInt8(protectionClass.rawValue))
+            writer.write(UInt8(file.classKeys[protectionClass]!.passcodeProtected ? 1 : 0))
+            writer.writeBytes(file.classKeys[protectionClass]!.blob)
+        }
+        writer.writeBytes(file.indexKey)
+        try (writer.data + root.authenticate(writer.data)).write(to: URL(fileURLWithPath: directory + "/keybag"))
+
+        let old = try keybag(root: root)
+        XCTAssertEqual(old.status.lockState, .beforeFirstUnlock)
+        XCTAssertThrowsError(try old.unlock(passcode: "0000"))
+        try old.unlock(passcode: "1234")
+        XCTAssertTrue(try old.classKey(for: .whenUnlocked).constantTimeEquals(classA))
+        let upgraded = try KeybagFile.decode(Data(contentsOf: URL(fileURLWithPath: directory + "/keybag")), root: root)
+        XCTAssertEqual(upgraded.passcode?.function, .scrypt(logN: 4, r: 1, p: 1))
+        let again = try keybag(root: root)
+        try again.unlock(passcode: "1234")
+        XCTAssertTrue(try again.classKey(for: .whenUnlocked).constantTimeEquals(classA))
+    }
+}
+
+/// A device root that reports, at the moment a passcode key is entangled (right after the passcode was
+/// derived, before it is checked), what the keybag on disk counts; and that can fail there, as a
+/// process killed at that moment would.
+final class SpyRoot: DeviceRoot, @unchecked Sendable {
+    private let inner: SoftwareDeviceRoot
+    private let keybagPath: String
+    private let lock = NSLock()
+    private var counts: [UInt32] = []
+    private var interrupt = false
+
+    init(_ inner: SoftwareDeviceRoot, keybagPath: String) throws {
+        self.inner = inner
+        self.keybagPath = keybagPath
+    }
+
+    var countsOnDiskWhileDeriving: [UInt32] { lock.withLock { counts } }
+    var interruptDerivation: Bool {
+        get { lock.withLock { interrupt } }
+        set { lock.withLock { interrupt = newValue } }
+    }
+
+    var deviceIdentifier: Data { inner.deviceIdentifier }
+    func wrap(_ key: SecureBytes, context: Data) throws -> Data { try inner.wrap(key, context: context) }
+    func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes { try inner.unwrap(wrapped, context: context) }
+    func authenticate(_ data: Data) throws -> Data { try inner.authenticate(data) }
+
+    func entangle(_ passcodeKey: SecureBytes) throws -> SecureBytes {
+        if let contents = FileManager.default.contents(atPath: keybagPath),
+            let file = try? KeybagFile.decode(contents, root: inner)
+        {
+            lock.withLock { counts.append(file.failedAttempts) }
+        }
+        if interruptDerivation { throw KeybagError.io("interrupted") }
+        return try inner.entangle(passcodeKey)
     }
 }
