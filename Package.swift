@@ -3,7 +3,8 @@ import PackageDescription
 
 // Layers, bottom to top (dependencies point down only):
 //   CSQLite, COpenSSL          system libraries from Debian (libsqlite3-dev, libssl-dev)
-//   KeychainCrypto             AES-256-GCM, HMAC, PBKDF2, randomness, zeroed key buffers
+//   CProcessControl            prctl in a form Swift can call (header only)
+//   KeychainCrypto             AES-256-GCM, HMAC, scrypt, randomness, wiped and pinned key buffers
 //   KeychainStorage            SQLite: connections, cached statements, the item schema
 //   KeychainKeybag             device root, class keys, passcode, lock state
 //   KeychainEngine             item semantics: queries, encryption at rest, access groups
@@ -39,7 +40,9 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        .target(name: "KeychainCrypto", dependencies: ["COpenSSL"]),
+        // Header-only: fixed-argument forms of prctl, which Swift cannot call (it is variadic).
+        .systemLibrary(name: "CProcessControl"),
+        .target(name: "KeychainCrypto", dependencies: ["COpenSSL", "CProcessControl"]),
         .target(name: "KeychainStorage", dependencies: ["CSQLite"]),
         .target(name: "KeychainKeybag", dependencies: ["KeychainCrypto"]),
         .target(

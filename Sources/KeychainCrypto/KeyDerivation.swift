@@ -67,37 +67,37 @@ public enum KeyDerivation {
     }
 
     /// HKDF-SHA256 (RFC 5869) with an empty salt: `info` separates the purposes of the derived keys.
+    /// Every intermediate key (the PRK, each block) stays in wiped memory.
     public static func hkdf(key: SecureBytes, info: String, length: Int = 32) throws -> SecureBytes {
         guard length <= 255 * 32 else { throw CryptoError.libraryFailure("HKDF output longer than 8160 bytes") }
         // Extract with the all-zero salt, then expand.
-        let pseudoRandomKey = try SecureBytes(count: 32) { (out: UnsafeMutableRawBufferPointer) throws in
-            let extractor = try HMACKey(key: SecureBytes(copying: [UInt8](repeating: 0, count: 32)))
-            let prk = try key.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws in
-                try extractor.authenticationCode([bytes])
-            }
-            _ = prk.copyBytes(to: out.bindMemory(to: UInt8.self))
+        let extractor = try HMACKey(key: SecureBytes(count: 32) { _ in })
+        let pseudoRandomKey = try SecureBytes(count: 32) { out in
+            try key.withUnsafeBytes { try extractor.authenticationCode([$0], into: out) }
         }
         let expander = try HMACKey(key: pseudoRandomKey)
         let infoBytes = Array(info.utf8)
         return try SecureBytes(count: length) { (out: UnsafeMutableRawBufferPointer) throws in
-            var previous = Data()
+            var block = [UInt8](repeating: 0, count: 32)
+            defer { SecureMemory.wipe(&block) }
             var offset = 0
             var counter: UInt8 = 1
             while offset < length {
-                let block = try previous.withUnsafeBytes { (previousBytes: UnsafeRawBufferPointer) throws in
-                    try infoBytes.withUnsafeBytes { (infoBuffer: UnsafeRawBufferPointer) throws in
-                        try withUnsafeBytes(of: counter) { (counterBytes: UnsafeRawBufferPointer) throws in
-                            try expander.authenticationCode([previousBytes, infoBuffer, counterBytes])
+                // T(n) = HMAC(PRK, T(n-1) ‖ info ‖ n), with T(0) empty.
+                let previousCount = counter == 1 ? 0 : 32
+                try block.withUnsafeMutableBytes { blockBytes in
+                    try infoBytes.withUnsafeBytes { infoBuffer in
+                        try withUnsafeBytes(of: counter) { counterBytes in
+                            let previous = UnsafeRawBufferPointer(rebasing: blockBytes[0..<previousCount])
+                            try expander.authenticationCode([previous, infoBuffer, counterBytes], into: blockBytes)
                         }
                     }
                 }
                 let take = Swift.min(32, length - offset)
                 for index in 0..<take { out[offset + index] = block[index] }
-                previous = block
                 offset += take
                 counter &+= 1
             }
-            previous.resetBytes(in: 0..<previous.count)
         }
     }
 }

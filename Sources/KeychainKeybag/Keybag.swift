@@ -290,7 +290,7 @@ public final class Keybag: Sendable {
             let parameters = KeybagFile.PasscodeParameters(salt: try Random.bytes(16), function: function)
             updated.passcode = parameters
             if keys[.whenPasscodeSetThisDeviceOnly] == nil {
-                keys[.whenPasscodeSetThisDeviceOnly] = try SecureBytes(randomCount: AESGCM.keySize)
+                keys[.whenPasscodeSetThisDeviceOnly] = try SecureBytes(randomCount: AESGCM.keySize, pinned: true)
             }
             let passcodeKey = try derivePasscodeKey(newPasscode, parameters)
             for (protectionClass, key) in keys {
@@ -385,6 +385,7 @@ public final class Keybag: Sendable {
         -> (indexKey: SecureBytes, classKeys: [ProtectionClass: SecureBytes])
     {
         let indexKey = try root.unwrap(file.indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
+            .pinnedCopy()
         var keys: [ProtectionClass: SecureBytes] = [:]
         for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
             keys[protectionClass] = try unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
@@ -436,7 +437,7 @@ public final class Keybag: Sendable {
     ) throws -> SecureBytes {
         let context = KeybagFile.context(
             keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: false)
-        return try root.unwrap(wrapped.blob, context: context)
+        return try root.unwrap(wrapped.blob, context: context).pinnedCopy()
     }
 
     private static func unwrapWithPasscode(
@@ -446,7 +447,7 @@ public final class Keybag: Sendable {
         let context = KeybagFile.context(
             keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: true)
         do {
-            return try AESGCM.openSecure(wrapped.blob, key: passcodeKey, authenticating: context)
+            return try AESGCM.openSecure(wrapped.blob, key: passcodeKey, authenticating: context).pinnedCopy()
         } catch CryptoError.authenticationFailed {
             throw KeybagError.wrongPasscode(failedAttempts: 0)
         }

@@ -159,19 +159,9 @@ public enum SecureFiles {
     /// The whole file, or nil if it does not exist. A symbolic link, someone else's file or a
     /// non-regular file is refused; a file of ours readable by others is narrowed to 0600.
     public static func read(_ path: String) throws(Failure) -> Data? {
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        if descriptor < 0 {
-            if errno == ENOENT { return nil }
-            if errno == ELOOP { throw .unsafe(path, "a symbolic link stands where a file should be") }
-            throw Failure(operation: "open", path: path, errno: errno)
-        }
+        let descriptor = try openPrivate(path)
+        guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw Failure(operation: "stat", path: path, errno: errno) }
-        try checkPrivate(info, path: path)
-        if info.st_mode & 0o077 != 0, fchmod(descriptor, 0o600) != 0 {
-            throw Failure(operation: "chmod", path: path, errno: errno)
-        }
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         defer { buffer.withUnsafeMutableBytes { SecureMemory.wipe($0) } }
@@ -187,10 +177,41 @@ public enum SecureFiles {
         return data
     }
 
+    /// Opens a file of the keychain's for reading: -1 if it does not exist; refused when it is a symbolic
+    /// link, not a regular file, or someone else's; narrowed to 0600 when others could read it.
+    private static func openPrivate(_ path: String) throws(Failure) -> Int32 {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        if descriptor < 0 {
+            if errno == ENOENT { return -1 }
+            if errno == ELOOP { throw .unsafe(path, "a symbolic link stands where a file should be") }
+            throw Failure(operation: "open", path: path, errno: errno)
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let error = Failure(operation: "stat", path: path, errno: errno)
+            close(descriptor)
+            throw error
+        }
+        do {
+            try checkPrivate(info, path: path)
+        } catch {
+            close(descriptor)
+            throw error
+        }
+        if info.st_mode & 0o077 != 0, fchmod(descriptor, 0o600) != 0 {
+            let error = Failure(operation: "chmod", path: path, errno: errno)
+            close(descriptor)
+            throw error
+        }
+        return descriptor
+    }
+
     /// Replaces `path` with `data`: a new 0600 temporary (exclusive, never through a link), fsync'd,
     /// renamed over `path`, then the directory fsync'd.
     public static func writeAtomically(_ data: Data, to path: String) throws(Failure) {
-        let temporary = try writeTemporary(data, beside: path)
+        let temporary = try data.withUnsafeBytes { bytes in
+            Result { () throws(Failure) in try writeTemporary(bytes, beside: path) }
+        }.get()
         guard rename(temporary, path) == 0 else {
             let error = Failure(operation: "rename", path: path, errno: errno)
             unlink(temporary)
@@ -199,10 +220,12 @@ public enum SecureFiles {
         syncDirectory(of: path)
     }
 
-    /// Writes `data` to `path` only if nothing is there: the file appears whole or not at all, and when
+    /// Writes `bytes` to `path` only if nothing is there: the file appears whole or not at all, and when
     /// two processes race, one wins and the other gets false (and should read the winner's file).
-    public static func createExclusively(_ data: Data, at path: String) throws(Failure) -> Bool {
-        let temporary = try writeTemporary(data, beside: path)
+    public static func createExclusively(_ bytes: SecureBytes, at path: String) throws(Failure) -> Bool {
+        let temporary = try bytes.withUnsafeBytes { bytes in
+            Result { () throws(Failure) in try writeTemporary(bytes, beside: path) }
+        }.get()
         defer { unlink(temporary) }
         if link(temporary, path) != 0 {
             if errno == EEXIST { return false }
@@ -212,9 +235,38 @@ public enum SecureFiles {
         return true
     }
 
-    /// A new fsync'd 0600 file with `data`, named `path.tmp-<random>`, created exclusively so that
+    /// The whole of a small file of secrets (at most `limit` bytes) read straight into wiped memory, or
+    /// nil if it does not exist; checked as `read` checks.
+    public static func readSecret(_ path: String, limit: Int = 4096) throws(Failure) -> SecureBytes? {
+        let descriptor = try openPrivate(path)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw Failure(operation: "stat", path: path, errno: errno) }
+        guard info.st_size <= limit else { throw .unsafe(path, "larger than a key file can be") }
+        do {
+            return try SecureBytes(count: Int(info.st_size)) { out in
+                guard let base = out.baseAddress else { return }
+                var offset = 0
+                while offset < out.count {
+                    let count = Glibc.read(descriptor, base + offset, out.count - offset)
+                    if count < 0, errno == EINTR { continue }
+                    guard count > 0 else {
+                        throw Failure(operation: "read", path: path, errno: count < 0 ? errno : EIO)
+                    }
+                    offset += count
+                }
+            }
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw Failure(operation: "read", path: path, errno: EIO)
+        }
+    }
+
+    /// A new fsync'd 0600 file with `bytes`, named `path.tmp-<random>`, created exclusively so that
     /// nothing planted under that name (a link to another file) is ever written through.
-    private static func writeTemporary(_ data: Data, beside path: String) throws(Failure) -> String {
+    private static func writeTemporary(_ bytes: UnsafeRawBufferPointer, beside path: String) throws(Failure) -> String {
         var temporary = ""
         var descriptor: Int32 = -1
         for _ in 0..<8 {
@@ -225,15 +277,14 @@ public enum SecureFiles {
         }
         guard descriptor >= 0 else { throw Failure(operation: "create", path: temporary, errno: errno) }
         var failure: Failure?
-        data.withUnsafeBytes { bytes in
-            guard let base = bytes.baseAddress else { return }
+        if let base = bytes.baseAddress {
             var offset = 0
             while offset < bytes.count {
                 let written = write(descriptor, base + offset, bytes.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
                     failure = Failure(operation: "write", path: temporary, errno: errno)
-                    return
+                    break
                 }
                 offset += written
             }

@@ -22,36 +22,40 @@ public final class SoftwareDeviceRoot: DeviceRoot {
     /// was linked into place first.
     public static func load(path: String, create: Bool) throws -> SoftwareDeviceRoot {
         try SecureFiles.checkAncestors(of: path)
-        if let contents = try SecureFiles.read(path) {
+        if let contents = try SecureFiles.readSecret(path) {
             return try SoftwareDeviceRoot(fileContents: contents, path: path)
         }
         guard create else { throw KeybagError.io("device root \(path) does not exist") }
-        var writer = ByteWriter()
-        writer.writeRaw(magic)
-        writer.write(formatVersion)
-        writer.writeRaw(try Random.bytes(16))
-        let secret = try SecureBytes(randomCount: 32)
-        secret.withUnsafeBytes { writer.writeRaw(Data($0)) }
-        var contents = writer.data
-        defer { contents.resetBytes(in: 0..<contents.count) }
+        // magic ‖ version ‖ identifier (16) ‖ secret (32), assembled in wiped memory.
+        let contents = try SecureBytes(count: fileSize) { out in
+            var header = ByteWriter()
+            header.writeRaw(magic)
+            header.write(formatVersion)
+            header.writeRaw(try Random.bytes(16))
+            header.data.withUnsafeBytes { out.copyMemory(from: $0) }
+            try Random.fill(UnsafeMutableRawBufferPointer(rebasing: out[header.data.count...]))
+        }
         if try SecureFiles.createExclusively(contents, at: path) {
             return try SoftwareDeviceRoot(fileContents: contents, path: path)
         }
-        guard let theirs = try SecureFiles.read(path) else { throw KeybagError.io("device root \(path) vanished") }
+        guard let theirs = try SecureFiles.readSecret(path) else {
+            throw KeybagError.io("device root \(path) vanished")
+        }
         return try SoftwareDeviceRoot(fileContents: theirs, path: path)
     }
 
-    private init(fileContents: Data, path: String) throws {
-        var reader = ByteReader(fileContents)
-        guard (try? reader.readRaw(4)) == Self.magic, (try? reader.read() as UInt8) == Self.formatVersion,
-            let identifier = try? reader.readRaw(16), var secretBytes = try? reader.readRaw(32), reader.isAtEnd
+    private static let headerSize = 4 + 1 + 16
+    private static let fileSize = headerSize + 32
+
+    private init(fileContents: SecureBytes, path: String) throws {
+        let header = fileContents.withUnsafeBytes { Data($0.prefix(Self.headerSize)) }
+        guard fileContents.count == Self.fileSize, header.prefix(4) == Self.magic, header[4] == Self.formatVersion
         else {
             throw KeybagError.corrupt("device root \(path) is not a valid root key file")
         }
-        defer { secretBytes.resetBytes(in: 0..<secretBytes.count) }
-        let root = SecureBytes(copying: secretBytes)
-        deviceIdentifier = identifier
-        wrappingKey = try KeyDerivation.hkdf(key: root, info: "swift-keychain root wrap v1")
+        let root = fileContents.withUnsafeBytes { SecureBytes(copying: $0[Self.headerSize...]) }
+        deviceIdentifier = header.suffix(16)
+        wrappingKey = try KeyDerivation.hkdf(key: root, info: "swift-keychain root wrap v1").pinnedCopy()
         entanglingKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root entangle v1"))
         authenticationKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root mac v1"))
     }
@@ -69,10 +73,9 @@ public final class SoftwareDeviceRoot: DeviceRoot {
     }
 
     public func entangle(_ passcodeKey: SecureBytes) throws -> SecureBytes {
-        let mixed = try passcodeKey.withUnsafeBytes { try entanglingKey.authenticationCode([$0]) }
-        var copy = mixed
-        defer { copy.resetBytes(in: 0..<copy.count) }
-        return SecureBytes(copying: copy)
+        try SecureBytes(count: 32) { out in
+            try passcodeKey.withUnsafeBytes { try entanglingKey.authenticationCode([$0], into: out) }
+        }
     }
 
     public func authenticate(_ data: Data) throws -> Data {

@@ -130,8 +130,8 @@ struct PasswordVerbs {
         guard let first = Terminal.readSecret(prompt: "password data for new item: "),
             let second = Terminal.readSecret(prompt: "retype password for new item: ")
         else { throw .message("no password was entered") }
-        guard first == second else { throw .message("passwords don't match") }
-        return Data(first.utf8)
+        guard first.constantTimeEquals(second) else { throw .message("passwords don't match") }
+        return first.withUnsafeBytes { Data($0) }
     }
 
     static func data(hex: String) -> Data? {

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCrypto
 import KeychainEngine
 import Security
 

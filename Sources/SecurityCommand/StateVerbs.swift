@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCrypto
 import KeychainEngine
 import KeychainKeybag
 import Security
@@ -17,20 +18,30 @@ struct StateVerbs {
         }
         let keychain = try session.keychain()
         let hasPasscode = keychain.status.passcodeSet
-        var old = arguments["o"]
+        // Without a terminal, standard input gives the passcodes one per line: the current one first (when
+        // one is set and -o is not given), then the new one (when -p is not given). A passcode on the
+        // command line is visible to every user in `ps`.
+        var old = arguments["o"].map { SecureBytes(copying: $0.utf8) }
         if hasPasscode, old == nil {
             old = try readPasscode(prompt: "Old Password: ")
         }
-        var new = arguments["p"]
+        var new = arguments["p"].map { SecureBytes(copying: $0.utf8) }
         if new == nil {
-            guard Terminal.inputIsTerminal else { throw .usage(verb: verb, message: "give the new passcode with -p") }
-            let first = Terminal.readSecret(prompt: "New Password: ") ?? ""
-            let second = Terminal.readSecret(prompt: "Retype New Password: ") ?? ""
-            guard first == second else { throw .message("passwords don't match") }
-            new = first
+            if Terminal.inputIsTerminal {
+                guard let first = Terminal.readSecret(prompt: "New Password: "),
+                    let second = Terminal.readSecret(prompt: "Retype New Password: ")
+                else { throw .message("no passcode entered") }
+                guard first.constantTimeEquals(second) else { throw .message("passwords don't match") }
+                new = first
+            } else {
+                guard let line = Terminal.readLine() else {
+                    throw .usage(verb: verb, message: "give the new passcode on standard input (or with -p)")
+                }
+                new = line
+            }
         }
         do {
-            if let new, !new.isEmpty {
+            if let new, new.count > 0 {
                 try keychain.setPasscode(new, current: hasPasscode ? old : nil)
                 return
             }
@@ -70,7 +81,7 @@ struct StateVerbs {
         }
         let keychain = try session.keychain()
         guard keychain.status.passcodeSet else { return }
-        var passcode = arguments["p"]
+        var passcode = arguments["p"].map { SecureBytes(copying: $0.utf8) }
         if passcode == nil { passcode = try readPasscode(prompt: "password to unlock default: ") }
         guard let passcode else { return }
         do {
@@ -106,13 +117,11 @@ struct StateVerbs {
         print(lines.joined(separator: "\n"))
     }
 
-    /// A passcode from the terminal (no echo) or from standard input.
-    private func readPasscode(prompt: String) throws(Failure) -> String {
-        if Terminal.inputIsTerminal {
-            guard let passcode = Terminal.readSecret(prompt: prompt) else { throw .message("no passcode entered") }
-            return passcode
-        }
-        return String(decoding: Terminal.readStandardInput(), as: UTF8.self)
+    /// A passcode from the terminal (no echo), or the next line of standard input.
+    private func readPasscode(prompt: String) throws(Failure) -> SecureBytes {
+        let passcode = Terminal.inputIsTerminal ? Terminal.readSecret(prompt: prompt) : Terminal.readLine()
+        guard let passcode else { throw .message("no passcode entered") }
+        return passcode
     }
 
     private func failure(_ error: any Error, function: String) -> Failure {

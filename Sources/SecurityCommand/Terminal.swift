@@ -1,15 +1,17 @@
 import Foundation
+import KeychainCrypto
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// Reading secrets: from the terminal without echo, or from standard input when it is not a terminal.
+/// Passcodes go straight into wiped memory (`SecureBytes`), never through a `String`.
 enum Terminal {
     static var inputIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
 
     /// Prompts on standard error and reads one line from the terminal with echo turned off.
-    static func readSecret(prompt: String) -> String? {
+    static func readSecret(prompt: String) -> SecureBytes? {
         // Echo goes off before the prompt appears, and without flushing input: whatever is typed
         // once the prompt shows must be neither echoed nor thrown away.
         var original = termios()
@@ -24,13 +26,36 @@ enum Terminal {
             if canSilence { _ = tcsetattr(STDIN_FILENO, TCSANOW, &original) }
         }
         FileHandle.standardError.write(Data(prompt.utf8))
-        return readLine(strippingNewline: true)
+        return readLine()
+    }
+
+    /// One line of standard input without its line ending, read a byte at a time (nothing past the line
+    /// is consumed, so a later line stays for the next reader) into a buffer that is wiped; nil at the
+    /// end of input with nothing read. A line longer than `limit` bytes is refused (nil).
+    static func readLine(limit: Int = 4096) -> SecureBytes? {
+        var buffer = [UInt8](repeating: 0, count: limit + 1)
+        defer { SecureMemory.wipe(&buffer) }
+        var count = 0
+        var endOfInput = true
+        while count <= limit {
+            let got = buffer.withUnsafeMutableBytes { bytes in
+                bytes.baseAddress.map { Glibc.read(STDIN_FILENO, $0 + count, 1) } ?? -1
+            }
+            if got < 0, errno == EINTR { continue }
+            guard got == 1 else { break }
+            endOfInput = false
+            if buffer[count] == UInt8(ascii: "\n") { break }
+            count += 1
+        }
+        guard !endOfInput, count <= limit else { return nil }
+        if count > 0, buffer[count - 1] == UInt8(ascii: "\r") { count -= 1 }
+        return SecureBytes(copying: buffer[0..<count])
     }
 
     /// Prompts and reads one line with echo (for yes/no questions).
     static func ask(_ prompt: String) -> String? {
         FileHandle.standardError.write(Data(prompt.utf8))
-        return readLine(strippingNewline: true)
+        return readLine().map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
     }
 
     /// All of standard input, without one trailing newline: a password piped in by a script.

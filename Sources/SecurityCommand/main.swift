@@ -47,6 +47,8 @@ func run(_ arguments: [String]) throws(Failure) {
     }
 }
 
+// Before any secret is read: no core file, and no other process of this user reads our memory.
+SecureMemory.protectProcess()
 // This process is ours alone: skip reading openssl.cnf, a cost paid on every start.
 CryptoLibrary.startWithoutSystemConfiguration()
 // A write past the file-size limit fails with EFBIG and is reported, rather than killing the process

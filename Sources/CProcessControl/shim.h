@@ -1,0 +1,13 @@
+// prctl is variadic, which Swift cannot call: these fix its arguments.
+#include <sys/prctl.h>
+
+/// Makes the process non-dumpable: no core file, and other processes of the same user can no longer
+/// attach to it or read its memory through /proc. Returns 0 on success.
+static inline int process_control_forbid_dumps(void) {
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+/// 1 when the process may be dumped and inspected, 0 when not, -1 on error.
+static inline int process_control_is_dumpable(void) {
+    return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+}
