@@ -24,7 +24,9 @@ struct ResultShape {
             return nil  // a reference alone: no Sec object for this class
         }
         var dictionary: [String: ItemValue] = query.returnAttributes ? try record.publicAttributes() : [:]
-        if query.returnData { dictionary["v_Data"] = .data(record.secret ?? Data()) }
+        // An item stored without data has no `v_Data` key beside its attributes (as on iOS); asked for
+        // data alone, it gives empty data.
+        if query.returnData, let secret = record.secret { dictionary["v_Data"] = .data(secret) }
         if query.returnPersistentReference { dictionary["v_PersistentRef"] = .data(reference) }
         if query.returnReference { dictionary["class"] = .string(record.itemClass.name) }
         return .dictionary(dictionary)

@@ -1,11 +1,40 @@
+import Foundation
+
+/// One command-line argument as the kernel passed it: bytes, which need not be UTF-8. macOS's command
+/// stores an attribute given as bytes that are not text as those bytes, so two different byte strings
+/// never become the same attribute.
+struct CommandArgument {
+    let bytes: [UInt8]
+
+    /// The text, with invalid UTF-8 repaired: for flags, verbs and messages, never for values stored.
+    var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Whether the bytes are valid UTF-8.
+    var isText: Bool { String(validating: bytes, as: UTF8.self) != nil }
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ text: String) { bytes = Array(text.utf8) }
+
+    /// This process's arguments after the program name, bytes as given.
+    static var processArguments: [CommandArgument] {
+        (1..<Int(CommandLine.argc)).compactMap { index in
+            CommandLine.unsafeArgv[index].map { pointer in
+                CommandArgument(
+                    Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer)).map { UInt8(bitPattern: $0) }))
+            }
+        }
+    }
+}
+
 /// The options of one verb, parsed the way macOS's `security` (getopt) reads them: single-letter
 /// flags, some taking a value, before any positional arguments.
 struct Arguments {
-    /// Flag letter → value ("" for flags without a value).
-    private(set) var values: [Character: String] = [:]
+    /// Flag letter → value (empty for flags without a value).
+    private var values: [Character: CommandArgument] = [:]
     /// Flags given with no value where one was optional (`-w` as the last argument: prompt).
     private(set) var withoutValue: Set<Character> = []
-    private(set) var positional: [String] = []
+    /// What is left after the options: in macOS, keychain names.
+    private(set) var positional: [CommandArgument] = []
     private(set) var longOptions: Set<String> = []
     private(set) var longValues: [String: String] = [:]
 
@@ -19,43 +48,45 @@ struct Arguments {
     ///   - booleans: letters without a value.
     ///   - long: long options without a value; `longTakingValue`: long options with one.
     init(
-        _ arguments: [String], takingValue: Set<Character>, optionalValue: Set<Character> = [],
+        _ arguments: [CommandArgument], takingValue: Set<Character>, optionalValue: Set<Character> = [],
         booleans: Set<Character> = [], long: Set<String> = [], longTakingValue: Set<String> = []
     ) throws(UsageError) {
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
+            let text = argument.text
             index += 1
-            if argument == "--" {
+            if text == "--" {
                 positional += arguments[index...]
                 break
             }
-            if argument.hasPrefix("--") {
-                let name = String(argument.dropFirst(2))
+            if text.hasPrefix("--") {
+                let name = String(text.dropFirst(2))
                 if long.contains(name) {
                     longOptions.insert(name)
                 } else if longTakingValue.contains(name) {
                     guard index < arguments.count else { throw UsageError(message: "option --\(name) needs a value") }
-                    longValues[name] = arguments[index]
+                    longValues[name] = arguments[index].text
                     index += 1
                 } else {
-                    throw UsageError(message: "unknown option \(argument)")
+                    throw UsageError(message: "unknown option \(text)")
                 }
                 continue
             }
-            guard argument.hasPrefix("-"), argument.count > 1 else {
+            guard argument.bytes.first == UInt8(ascii: "-"), argument.bytes.count > 1 else {
                 positional.append(argument)
                 continue
             }
-            var letters = Array(argument.dropFirst())
-            while !letters.isEmpty {
-                let letter = letters.removeFirst()
+            var position = 1
+            while position < argument.bytes.count {
+                let letter = Character(UnicodeScalar(argument.bytes[position]))
+                position += 1
                 if booleans.contains(letter) {
-                    values[letter] = ""
+                    values[letter] = CommandArgument([])
                 } else if takingValue.contains(letter) || optionalValue.contains(letter) {
-                    if !letters.isEmpty {
-                        values[letter] = String(letters)
-                        letters.removeAll()
+                    if position < argument.bytes.count {
+                        values[letter] = CommandArgument(Array(argument.bytes[position...]))
+                        position = argument.bytes.count
                     } else if index < arguments.count {
                         values[letter] = arguments[index]
                         index += 1
@@ -71,7 +102,17 @@ struct Arguments {
         }
     }
 
-    subscript(_ letter: Character) -> String? { values[letter] }
+    /// The flag's value as text (repaired where it is not UTF-8).
+    subscript(_ letter: Character) -> String? { values[letter]?.text }
+
+    /// The flag's value as given.
+    func bytes(_ letter: Character) -> [UInt8]? { values[letter]?.bytes }
+
+    /// The flag's value for an attribute: a string when it is text, else its bytes as data.
+    func attribute(_ letter: Character) -> Any? {
+        guard let value = values[letter] else { return nil }
+        return value.isText ? value.text : Data(value.bytes)
+    }
 
     func has(_ letter: Character) -> Bool { values[letter] != nil || withoutValue.contains(letter) }
 

@@ -28,8 +28,8 @@ struct PasswordVerbs {
             ("a", kSecAttrAccount), ("s", kind == .generic ? kSecAttrService : kSecAttrServer), ("l", kSecAttrLabel),
             ("j", kSecAttrComment), ("D", kSecAttrDescription),
         ]
-        for (flag, key) in strings { if let value = arguments[flag] { query[key as String] = value } }
-        if kind == .generic, let generic = arguments["G"] { query[kSecAttrGeneric as String] = Data(generic.utf8) }
+        for (flag, key) in strings { if let value = arguments.attribute(flag) { query[key as String] = value } }
+        if kind == .generic, let generic = arguments.bytes("G") { query[kSecAttrGeneric as String] = Data(generic) }
         for (flag, key) in [(Character("c"), kSecAttrCreator), (Character("C"), kSecAttrType)] {
             guard let code = arguments[flag] else { continue }
             guard let number = Self.fourCharacterCode(code) else {
@@ -38,8 +38,8 @@ struct PasswordVerbs {
             query[key as String] = number
         }
         if kind == .internet {
-            if let domain = arguments["d"] { query[kSecAttrSecurityDomain as String] = domain }
-            if let path = arguments["p"] { query[kSecAttrPath as String] = path }
+            if let domain = arguments.attribute("d") { query[kSecAttrSecurityDomain as String] = domain }
+            if let path = arguments.attribute("p") { query[kSecAttrPath as String] = path }
             if let port = arguments["P"] {
                 guard let number = UInt16(port) else { throw .usage(verb: verb, message: "-P needs a port number") }
                 query[kSecAttrPort as String] = Int(number)
@@ -63,7 +63,7 @@ struct PasswordVerbs {
 
     // MARK: add
 
-    func add(_ rawArguments: [String]) throws(Failure) {
+    func add(_ rawArguments: [CommandArgument]) throws(Failure) {
         let verb = "add-" + kind.verbSuffix
         let takingValue = matchFlags.union(["X", "A", "g"]).union(kind == .generic ? ["p"] : [])
         let arguments: Arguments
@@ -72,10 +72,11 @@ struct PasswordVerbs {
         } catch {
             throw .usage(verb: verb, message: error.message)
         }
+        try session.checkKeychainNames(arguments.positional, function: Function.add)
         var item = try attributes(from: arguments, verb: verb)
         if item[kSecAttrLabel as String] == nil {
             // The service (generic) or server (internet) names the item when no label is given.
-            if let name = arguments["s"] { item[kSecAttrLabel as String] = name }
+            if let name = arguments.attribute("s") { item[kSecAttrLabel as String] = name }
         }
         if let name = arguments["A"] {
             guard let protection = Self.accessibility[name.replacingOccurrences(of: "kSecAttrAccessible", with: "")]
@@ -123,8 +124,8 @@ struct PasswordVerbs {
             guard let data = Self.data(hex: hex) else { throw .usage(verb: verb, message: "-X needs hexadecimal data") }
             return data
         }
-        if let value = arguments["w"] { return Data(value.utf8) }
-        if kind == .generic, let value = arguments["p"] { return Data(value.utf8) }
+        if let value = arguments.bytes("w") { return Data(value) }
+        if kind == .generic, let value = arguments.bytes("p") { return Data(value) }
         guard arguments.has("w") else { return Data() }
         guard Terminal.inputIsTerminal else { return Terminal.readStandardInput() }
         guard let first = Terminal.readSecret(prompt: "password data for new item: "),
@@ -149,7 +150,7 @@ struct PasswordVerbs {
 
     // MARK: find
 
-    func find(_ rawArguments: [String]) throws(Failure) {
+    func find(_ rawArguments: [CommandArgument]) throws(Failure) {
         let verb = "find-" + kind.verbSuffix
         let arguments: Arguments
         do {
@@ -159,6 +160,7 @@ struct PasswordVerbs {
         } catch {
             throw .usage(verb: verb, message: error.message)
         }
+        try session.checkKeychainNames(arguments.positional, function: Function.search)
         var query = try attributes(from: arguments, verb: verb)
         if let group = arguments.value(long: "access-group") { query[kSecAttrAccessGroup as String] = group }
         if arguments.has("w"), !arguments.has(long: "json") {
@@ -201,7 +203,7 @@ struct PasswordVerbs {
 
     // MARK: delete
 
-    func delete(_ rawArguments: [String]) throws(Failure) {
+    func delete(_ rawArguments: [CommandArgument]) throws(Failure) {
         let verb = "delete-" + kind.verbSuffix
         let arguments: Arguments
         do {
@@ -209,6 +211,7 @@ struct PasswordVerbs {
         } catch {
             throw .usage(verb: verb, message: error.message)
         }
+        try session.checkKeychainNames(arguments.positional, function: Function.search)
         var query = try attributes(from: arguments, verb: verb)
         if let group = arguments.value(long: "access-group") { query[kSecAttrAccessGroup as String] = group }
         query[kSecReturnAttributes as String] = true
@@ -232,13 +235,14 @@ struct PasswordVerbs {
 struct DumpVerb {
     let session: Session
 
-    func run(_ rawArguments: [String]) throws(Failure) {
+    func run(_ rawArguments: [CommandArgument]) throws(Failure) {
         let arguments: Arguments
         do {
             arguments = try Arguments(rawArguments, takingValue: [], booleans: ["d", "a", "r"], long: ["json"])
         } catch {
             throw .usage(verb: "dump-keychain", message: error.message)
         }
+        try session.checkKeychainNames(arguments.positional, function: Function.search)
         let withData = arguments.has("d")
         var objects: [[String: Any]] = []
         var blocks: [String] = []

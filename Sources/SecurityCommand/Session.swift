@@ -8,6 +8,17 @@ final class Session {
     /// The database path shown in the `keychain:` line.
     var databasePath: String { (EmbeddedKeychain.directory as NSString).appendingPathComponent(Keychain.databaseName) }
 
+    /// Checks the keychain names left after a verb's options. macOS takes them as keychains to use; this
+    /// store has one, so its own database path or directory is accepted and any other name fails as
+    /// macOS fails for a keychain it cannot find, before anything is written (a password flag that took
+    /// the next option as its value leaves that option's value behind here).
+    func checkKeychainNames(_ names: [CommandArgument], function: String) throws(Failure) {
+        let own = [databasePath, EmbeddedKeychain.directory].map { ($0 as NSString).standardizingPath }
+        for name in names where !own.contains((name.text as NSString).standardizingPath) {
+            throw .keychain(errSecNoSuchKeychain, function: function, detail: "no keychain named \"\(name.text)\"")
+        }
+    }
+
     func keychain() throws(Failure) -> Keychain {
         do {
             return try EmbeddedKeychain.current()

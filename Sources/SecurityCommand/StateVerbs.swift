@@ -8,7 +8,7 @@ import Security
 struct StateVerbs {
     let session: Session
 
-    func setPassword(_ rawArguments: [String]) throws(Failure) {
+    func setPassword(_ rawArguments: [CommandArgument]) throws(Failure) {
         let verb = "set-keychain-password"
         let arguments: Arguments
         do {
@@ -16,6 +16,7 @@ struct StateVerbs {
         } catch {
             throw .usage(verb: verb, message: error.message)
         }
+        try session.checkKeychainNames(arguments.positional, function: Function.changePassword)
         let keychain = try session.keychain()
         let hasPasscode = keychain.status.passcodeSet
         // Without a terminal, standard input gives the passcodes one per line: the current one first (when
@@ -65,20 +66,22 @@ struct StateVerbs {
         }
     }
 
-    func lock(_ rawArguments: [String]) throws(Failure) {
-        guard rawArguments.isEmpty || rawArguments.allSatisfy({ !$0.hasPrefix("-") }) else {
+    func lock(_ rawArguments: [CommandArgument]) throws(Failure) {
+        guard rawArguments.allSatisfy({ !$0.text.hasPrefix("-") }) else {
             throw .usage(verb: "lock-keychain", message: "lock-keychain takes no options")
         }
+        try session.checkKeychainNames(rawArguments, function: Function.lock)
         try session.keychain().lock()
     }
 
-    func unlock(_ rawArguments: [String]) throws(Failure) {
+    func unlock(_ rawArguments: [CommandArgument]) throws(Failure) {
         let arguments: Arguments
         do {
             arguments = try Arguments(rawArguments, takingValue: ["p"], booleans: ["u"])
         } catch {
             throw .usage(verb: "unlock-keychain", message: error.message)
         }
+        try session.checkKeychainNames(arguments.positional, function: Function.unlock)
         let keychain = try session.keychain()
         guard keychain.status.passcodeSet else { return }
         var passcode = arguments["p"].map { SecureBytes(copying: $0.utf8) }
@@ -91,7 +94,11 @@ struct StateVerbs {
         }
     }
 
-    func showInfo(_ rawArguments: [String]) throws(Failure) {
+    func showInfo(_ rawArguments: [CommandArgument]) throws(Failure) {
+        guard rawArguments.allSatisfy({ !$0.text.hasPrefix("-") }) else {
+            throw .usage(verb: "show-keychain-info", message: "show-keychain-info takes no options")
+        }
+        try session.checkKeychainNames(rawArguments, function: Function.info)
         let keychain = try session.keychain()
         let status = keychain.status
         let state: String

@@ -5,8 +5,8 @@ import Foundation
 import KeychainCrypto
 import Security
 
-func run(_ arguments: [String]) throws(Failure) {
-    guard let verb = arguments.first else { throw .usage(verb: nil, message: "") }
+func run(_ arguments: [CommandArgument]) throws(Failure) {
+    guard let verb = arguments.first?.text else { throw .usage(verb: nil, message: "") }
     let rest = Array(arguments.dropFirst())
     let session = Session()
     switch verb {
@@ -23,7 +23,7 @@ func run(_ arguments: [String]) throws(Failure) {
     case "show-keychain-info": try StateVerbs(session: session).showInfo(rest)
     case "error":
         guard !rest.isEmpty else { throw .usage(verb: "error", message: "no error code given") }
-        for code in rest {
+        for code in rest.map(\.text) {
             let parsed = code.hasPrefix("0x") ? Int64(code.dropFirst(2), radix: 16) : Int64(code)
             guard let parsed,
                 let status = OSStatus(exactly: parsed) ?? OSStatus(exactly: Int64(Int32(truncatingIfNeeded: parsed)))
@@ -34,7 +34,7 @@ func run(_ arguments: [String]) throws(Failure) {
             print("Error: 0x\(String(format: "%08X", UInt32(bitPattern: status))) \(status) \(message)")
         }
     case "help", "-h", "--help":
-        if let topic = rest.first {
+        if let topic = rest.first?.text {
             guard let text = Usage.text(for: topic) else {
                 throw .usage(verb: nil, message: "unknown command \"\(topic)\"")
             }
@@ -56,7 +56,7 @@ CryptoLibrary.startWithoutSystemConfiguration()
 signal(SIGXFSZ, SIG_IGN)
 let failure: Failure?
 do {
-    try run(Array(CommandLine.arguments.dropFirst()))
+    try run(CommandArgument.processArguments)
     failure = nil
 } catch {
     failure = error

@@ -20,4 +20,71 @@ final class ReviewFindingsTests: XCTestCase {
         let missing = try cli.run(["set-keychain-password"], input: "1357\n")
         XCTAssertEqual(missing.status, 2, "no new passcode given: \(missing.stderr)")
     }
+
+    /// Arguments that are not UTF-8 became U+FFFD: accounts `\xff` and `\xfe` collided (the second add
+    /// got 45, and finding `\xfe` returned the first item's secret). The bytes are kept now.
+    func testArgumentsThatAreNotUTF8KeepTheirBytes() throws {
+        func run(_ script: String, _ arguments: String...) throws -> CommandResult {
+            try cli.run(program: "/bin/sh", ["-c", script, cli.executable] + arguments)
+        }
+        let add = "exec \"$0\" add-generic-password -a \"$(printf \"$1\")\" -s bytes -w \"$2\""
+        XCTAssertEqual(try run(add, "\\377", "first").status, 0)
+        XCTAssertEqual(try run(add, "\\376", "second").status, 0, "a different account")
+        let find = "exec \"$0\" find-generic-password -a \"$(printf \"$1\")\" -s bytes -w"
+        XCTAssertEqual(try run(find, "\\376").stdout, "second\n")
+        XCTAssertEqual(try run(find, "\\377").stdout, "first\n")
+        // Shown as macOS shows bytes that are not text.
+        let shown = try run("exec \"$0\" find-generic-password -a \"$(printf \"$1\")\" -s bytes", "\\376")
+        XCTAssertTrue(shown.stdout.contains("\"acct\"<blob>=0xFE  \"\\376\""), shown.stdout)
+    }
+
+    /// `-w` not given last takes the next argument as the password, as getopt does; what it leaves
+    /// behind is a keychain name to macOS, which fails. `-w -A WhenPasscodeSetThisDeviceOnly` stored the
+    /// password "-A" in class `ak` and ignored the rest.
+    func testLeftoverArgumentsAreKeychainNamesAndFail() throws {
+        let result = try cli.run(
+            "add-generic-password", "-a", "a", "-s", "left", "-w", "-A", "WhenPasscodeSetThisDeviceOnly")
+        XCTAssertEqual(result.status, 50, "errSecNoSuchKeychain (-25294): \(result.stderr)")
+        XCTAssertTrue(result.stderr.contains("WhenPasscodeSetThisDeviceOnly"), result.stderr)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "left").status, 44, "nothing was stored")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "left", "other.keychain").status, 50)
+        XCTAssertEqual(try cli.run("dump-keychain", "other.keychain").status, 50)
+        XCTAssertEqual(try cli.run("lock-keychain", "other.keychain").status, 50)
+        // The keychain's own database names it.
+        XCTAssertEqual(
+            try cli.run("add-generic-password", "-a", "a", "-s", "left", "-w", "x", cli.home + "/keychain.db").status, 0
+        )
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "left", "-w", cli.home).stdout, "x\n")
+    }
+
+    /// A 10 MiB secret took some 20 s and 235 MB to print; C1 control characters (U+009B, a terminal's
+    /// CSI) were printed raw while ESC was escaped.
+    func testLargeAndControlSecretsPrintSafely() throws {
+        var large = Data(count: 10 << 20)
+        for index in stride(from: 0, to: large.count, by: 4096) {
+            large[index] = UInt8(truncatingIfNeeded: index >> 12)
+        }
+        let file = cli.home + "-secret"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        try large.write(to: URL(fileURLWithPath: file))
+        let add = try cli.run(
+            program: "/bin/sh",
+            ["-c", "exec \"$0\" add-generic-password -a big -s big -w < \"$1\"", cli.executable, file])
+        XCTAssertEqual(add.status, 0, add.stderr)
+        let found = try cli.run("find-generic-password", "-s", "big", "-w")
+        XCTAssertEqual(found.status, 0)
+        XCTAssertEqual(found.stdout.count, large.count * 2 + 1, "hex of every byte and a newline")
+        XCTAssertTrue(found.stdout.hasPrefix("00000000"))
+        let digits = Array("0123456789ABCDEF".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(large.count * 2 + 1)
+        for byte in large { hex += [digits[Int(byte >> 4)], digits[Int(byte & 15)]] }
+        let expectedHex = String(decoding: hex + [10], as: UTF8.self)
+        XCTAssertTrue(found.stdout == expectedHex, "the hex is the secret's")
+
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "c1", "-s", "c1", "-w", "a\u{9B}31mb").status, 0)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "c1", "-w").stdout, "61C29B33316D62\n")
+        let shown = try cli.run("find-generic-password", "-s", "c1", "-g")
+        XCTAssertEqual(shown.stderr, "password: 0x61C29B33316D62  \"a\\302\\23331mb\"\n")
+    }
 }

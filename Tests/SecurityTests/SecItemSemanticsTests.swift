@@ -145,6 +145,19 @@ final class SecItemSemanticsTests: KeychainTestCase {
         XCTAssertEqual(all["v_Data"] as? Data, Data("pw".utf8))
         XCTAssertEqual(all["class"] as? String, "genp", "asking for the ref adds the class")
 
+        // An item stored without data: no v_Data key beside its attributes (Apple's si-80).
+        XCTAssertEqual(
+            Item.add([
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "shape-empty",
+                kSecAttrAccount as String: "a",
+            ]), errSecSuccess)
+        let empty = Item.copy([
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "shape-empty",
+            kSecReturnData as String: true, kSecReturnAttributes as String: true,
+        ]).1 as? [String: Any]
+        XCTAssertEqual(empty?["acct"] as? String, "a")
+        XCTAssertNil(empty?[kSecValueData as String], "no data stored, no v_Data key")
+
         let array = copy([kSecReturnData as String: true, kSecMatchLimit as String: kSecMatchLimitAll]).1 as? [Data]
         XCTAssertEqual(array, [Data("pw".utf8)], "limit all + data gives an array of data, as on iOS")
 
