@@ -1,9 +1,11 @@
 import Foundation
 import KeychainCrypto
 
-/// The key that never leaves the device: the Secure Enclave's UID on iOS; here a software root key
-/// file, and later a TPM. Everything in the keybag is wrapped by it, so a keybag or database copied to
-/// another machine cannot be opened there.
+/// The key everything in the keybag is wrapped by: the Secure Enclave's UID on iOS; here a software
+/// root key file, and later a TPM. A keybag or database copied without the root cannot be opened. With
+/// the software root, "without the root" means without its file: a copy that includes the file (the
+/// default places it in the keychain directory) opens whatever the passcode does not protect. Only a
+/// hardware root keeps its key on the device.
 ///
 /// Implementations never hand out the root key itself, only operations with it, so a hardware
 /// backend can keep it inside the hardware.

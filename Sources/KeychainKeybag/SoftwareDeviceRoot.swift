@@ -4,8 +4,9 @@ import KeychainCrypto
 /// The default device root: 32 random bytes in a 0600 file.
 ///
 /// It gives the ThisDeviceOnly guarantee against copies of the keychain directory made without the
-/// root file (the root file can live elsewhere, see `KEYCHAIN_DEVICE_ROOT`), but not against someone
-/// who can read the root file: that is what the TPM backend is for.
+/// root file, which by default lives inside that directory (`KEYCHAIN_DEVICE_ROOT` can put it on other
+/// storage); not against anyone who can read the root file, such as a process of the same user or a
+/// backup that includes it. That is what the TPM backend is for.
 public final class SoftwareDeviceRoot: DeviceRoot {
     public let deviceIdentifier: Data
     private let wrappingKey: SecureBytes

@@ -76,55 +76,63 @@ enum ItemFormatter {
     }
 
     /// `"text"` for printable bytes, else `0xHEX  "escaped"`, as macOS prints blobs and passwords.
-    /// Built byte by byte: a secret of several megabytes prints in a fraction of a second.
+    /// Built byte by byte over one contiguous buffer (data from the Security API may be backed by an
+    /// `NSData`, whose per-byte access is slow): a secret of several megabytes prints in well under a
+    /// second.
     static func quoted(_ data: Data) -> String {
-        let quote = UInt8(ascii: "\"")
-        let backslash = UInt8(ascii: "\\")
-        var out: [UInt8] = []
-        if isPrintable(data) {
-            out.reserveCapacity(data.count + 2)
-            out.append(quote)
-            for byte in data {
-                if byte == quote || byte == backslash { out.append(backslash) }
-                out.append(byte)
+        data.withUnsafeBytes { bytes in
+            let quote = UInt8(ascii: "\"")
+            let backslash = UInt8(ascii: "\\")
+            var out: [UInt8] = []
+            if isPrintable(bytes) {
+                out.reserveCapacity(bytes.count + 2)
+                out.append(quote)
+                for byte in bytes {
+                    if byte == quote || byte == backslash { out.append(backslash) }
+                    out.append(byte)
+                }
+                out.append(quote)
+                return String(decoding: out, as: UTF8.self)
+            }
+            out.reserveCapacity(bytes.count * 6 + 6)
+            out += Array("0x".utf8)
+            appendHex(bytes, to: &out)
+            out += Array("  \"".utf8)
+            for byte in bytes {
+                switch byte {
+                case quote, backslash: out += [backslash, byte]
+                case 0x20..<0x7f: out.append(byte)
+                default: out += [backslash, 0x30 + byte >> 6, 0x30 + (byte >> 3) & 7, 0x30 + byte & 7]
+                }
             }
             out.append(quote)
             return String(decoding: out, as: UTF8.self)
         }
-        out.reserveCapacity(data.count * 6 + 6)
-        out += Array("0x".utf8)
-        appendHex(data, to: &out)
-        out += Array("  \"".utf8)
-        for byte in data {
-            switch byte {
-            case quote, backslash: out += [backslash, byte]
-            case 0x20..<0x7f: out.append(byte)
-            default: out += [backslash, 0x30 + byte >> 6, 0x30 + (byte >> 3) & 7, 0x30 + byte & 7]
-            }
-        }
-        out.append(quote)
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Text that can go to a terminal as it is: valid UTF-8 without control characters, C0 (with ESC),
     /// DEL or C1 (U+0080–U+009F, which some terminals take as escape sequences: U+009B is CSI).
-    static func isPrintable(_ data: Data) -> Bool {
-        if data.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) { return true }
-        guard let string = String(validating: data, as: UTF8.self) else { return false }
+    static func isPrintable(_ data: Data) -> Bool { data.withUnsafeBytes { isPrintable($0) } }
+
+    private static func isPrintable(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) { return true }
+        guard let string = String(validating: bytes, as: UTF8.self) else { return false }
         return string.unicodeScalars.allSatisfy { $0.value >= 0x20 && !(0x7f...0x9f).contains($0.value) }
     }
 
     static func hex(_ data: Data) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(data.count * 2)
-        appendHex(data, to: &out)
-        return String(decoding: out, as: UTF8.self)
+        data.withUnsafeBytes { bytes in
+            var out: [UInt8] = []
+            out.reserveCapacity(bytes.count * 2)
+            appendHex(bytes, to: &out)
+            return String(decoding: out, as: UTF8.self)
+        }
     }
 
     private static let hexDigits = Array("0123456789ABCDEF".utf8)
 
-    private static func appendHex(_ data: Data, to out: inout [UInt8]) {
-        for byte in data {
+    private static func appendHex(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        for byte in bytes {
             out.append(hexDigits[Int(byte >> 4)])
             out.append(hexDigits[Int(byte & 0x0f)])
         }

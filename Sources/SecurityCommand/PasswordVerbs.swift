@@ -167,15 +167,18 @@ struct PasswordVerbs {
             // Only the password is printed (with -g too: -w prints it alone), so only the data is asked for:
             // an exact lookup then opens the secret alone and skips decoding the attributes.
             query[kSecReturnData as String] = true
-            let data = try copyMatching(query, as: Data.self)
-            print(ItemFormatter.isPrintable(data) ? String(decoding: data, as: UTF8.self) : ItemFormatter.hex(data))
+            let found = try copyMatching(query, as: NSData.self)
+            let data = Data(bytes: found.bytes, count: found.length)
+            print(
+                ItemFormatter.isPrintable(data)
+                    ? data.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } : ItemFormatter.hex(data))
             return
         }
         let wantsPassword = arguments.has("g") || arguments.has("w")
         query[kSecReturnAttributes as String] = true
-        query[kSecReturnData as String] = wantsPassword
+        query[kSecReturnPersistentRef as String] = wantsPassword
         let found = try copyMatching(query, as: [String: Any].self)
-        let secret = found[kSecValueData as String] as? Data
+        let secret = wantsPassword ? try session.secret(of: found) : nil
         if arguments.has(long: "json") {
             print(
                 ItemFormatter.json(
@@ -253,7 +256,7 @@ struct DumpVerb {
             let query: [String: Any] = [
                 kSecClass as String: itemClass, kSecMatchLimit as String: kSecMatchLimitAll,
                 kSecAttrSynchronizable as String: kSecAttrSynchronizableAny, kSecReturnAttributes as String: true,
-                kSecReturnData as String: withData,
+                kSecReturnPersistentRef as String: withData,
             ]
             var result: CFTypeRef?
             let status = session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
@@ -261,8 +264,9 @@ struct DumpVerb {
             guard status == errSecSuccess, let items = result as? [[String: Any]] else {
                 throw .keychain(status, function: Function.search)
             }
-            for item in items {
-                let data = withData ? (item[kSecValueData as String] as? Data ?? Data()) : nil
+            for var item in items {
+                let data = withData ? try session.secret(of: item) ?? Data() : nil
+                item[kSecValuePersistentRef as String] = nil
                 objects.append(ItemFormatter.jsonObject(itemClass: name, attributes: item, data: data))
                 var block = ItemFormatter.block(itemClass: name, attributes: item, keychainPath: session.databasePath)
                 if let data { block += "\ndata:\n" + ItemFormatter.quoted(data) }
