@@ -1,4 +1,5 @@
 // prctl is variadic, which Swift cannot call: these fix its arguments.
+#include <signal.h>
 #include <sys/prctl.h>
 
 /// Makes the process non-dumpable: no core file, and other processes of the same user can no longer
@@ -10,4 +11,9 @@ static inline int process_control_forbid_dumps(void) {
 /// 1 when the process may be dumped and inspected, 0 when not, -1 on error.
 static inline int process_control_is_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+}
+
+/// Asks the kernel to kill this process when its parent ends. Returns 0 on success.
+static inline int process_control_die_with_parent(void) {
+    return prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 }

@@ -31,4 +31,35 @@ public enum SecureMemory {
 
     /// Whether `protectProcess` is in effect.
     public static var processIsProtected: Bool { process_control_is_dumpable() == 0 }
+
+    /// After `protectProcess`, for a program that is about to read secrets: forks, and returns in the
+    /// child. The parent only waits, then ends as the child ended (its exit status, or its signal); the
+    /// child is killed if the parent ends first. If fork fails, returns in this process.
+    ///
+    /// Why: the kernel checks who may read `/proc/<pid>/mem` when it is opened. A process of the same
+    /// user that opened it in the moments between exec and `protectProcess` keeps reading this address
+    /// space afterwards. The child's address space is a copy made after `protectProcess`: no descriptor
+    /// on it was ever opened, and none can be now.
+    public static func continueInProtectedChild() {
+        let parent = getpid()
+        let child = fork()
+        if child < 0 { return }
+        if child == 0 {
+            _ = process_control_die_with_parent()
+            if getppid() != parent { _exit(1) }  // the parent ended before the request took effect
+            return
+        }
+        // Interrupts from the terminal reach the child too; the parent ends the way the child did.
+        _ = signal(SIGINT, SIG_IGN)
+        _ = signal(SIGQUIT, SIG_IGN)
+        var status: Int32 = 0
+        while waitpid(child, &status, 0) < 0 {
+            if errno != EINTR { _exit(1) }
+        }
+        let signalNumber = status & 0x7f
+        if signalNumber == 0 { exit((status >> 8) & 0xff) }
+        _ = signal(signalNumber, SIG_DFL)
+        _ = raise(signalNumber)
+        _exit(128 + signalNumber)
+    }
 }

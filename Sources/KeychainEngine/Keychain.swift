@@ -56,10 +56,15 @@ public final class Keychain: Sendable {
             throw unavailable("cannot use keychain directory: \(error)")
         }
         let rootPath = options.deviceRootPath ?? (directory as NSString).appendingPathComponent("device-root")
+        let databasePath = (directory as NSString).appendingPathComponent(databaseName)
         do {
-            let root = try SoftwareDeviceRoot.load(path: rootPath, create: true)
+            // A new root only for a new keychain: a copy of a keychain whose root is missing (kept
+            // elsewhere) is refused as it is, with nothing written into it.
+            let isNew = SecureFiles.identity(of: (directory as NSString).appendingPathComponent("keybag")) == nil
+            let root = try SoftwareDeviceRoot.load(path: rootPath, create: isNew)
             return try Keybag(
-                directory: directory, root: root, clock: options.clock, passcodeFunction: options.passcodeFunction)
+                directory: directory, root: root, clock: options.clock, passcodeFunction: options.passcodeFunction,
+                deleteItems: { try deleteAllItems(databasePath: databasePath) })
         } catch {
             throw unavailable("cannot open the keybag: \(describe(error))")
         }
@@ -155,22 +160,19 @@ public final class Keychain: Sendable {
     private func passcodeOperation(_ body: () throws -> Void) throws {
         do {
             try body()
-        } catch KeybagError.wiped {
-            eraseAllItems()
+        } catch KeybagError.wipedLeavingItems(let cause) {
+            KeychainLog.error("the erase after failed attempts could not delete the items: \(cause)")
             throw KeychainError.authenticationFailed("too many failed passcode attempts: the keychain was erased")
         } catch {
             throw Self.translate(error)
         }
     }
 
-    private func eraseAllItems() {
-        do {
-            try pool.withConnection { connection in
-                try connection.writeTransaction { try ItemStore(connection: connection).deleteAll() }
-            }
-        } catch {
-            KeychainLog.error("erase after failed attempts could not delete rows: \(Self.describe(error))")
-        }
+    /// Deletes every item, through a connection of its own: the keybag's erase runs this before it
+    /// replaces the keybag, under the keybag's lock.
+    private static func deleteAllItems(databasePath: String) throws {
+        let connection = try Connection(path: databasePath, create: false)
+        try connection.writeTransaction { try ItemStore(connection: connection).deleteAll() }
     }
 
     // MARK: Shared helpers
@@ -226,7 +228,7 @@ public final class Keychain: Sendable {
             case .passcodeRequired: return .invalidParameter("the current passcode is required")
             case .emptyPasscode: return .invalidParameter("a passcode cannot be empty")
             case .noPasscodeSet: return .invalidParameter("no passcode is set")
-            case .wiped: return .authenticationFailed("the keychain was erased")
+            case .wiped, .wipedLeavingItems: return .authenticationFailed("the keychain was erased")
             case .attemptNotRecorded(let cause):
                 return .ioError("the passcode attempt could not be recorded, so it was not checked: \(cause)")
             case .foreignDevice, .corrupt, .io: return unavailable("keybag: \(describe(error))")

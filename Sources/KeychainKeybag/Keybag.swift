@@ -38,6 +38,8 @@ public final class Keybag: Sendable {
     private let root: any DeviceRoot
     private let clock: any Clock
     private let fixedFunction: PasscodeFunction?
+    /// Deletes the items before an erase replaces the keybag (see `erase`).
+    private let deleteItems: @Sendable () throws -> Void
     private let state: Mutex<State>
 
     private struct State {
@@ -52,17 +54,21 @@ public final class Keybag: Sendable {
 
     /// Opens the keybag at `directory/keybag`, creating a new one (no passcode) if none exists.
     ///
-    /// - Parameter passcodeFunction: a fixed passcode KDF for tests; nil uses
-    ///   `PasscodeFunction.calibrated()` when a passcode is set.
+    /// - Parameters:
+    ///   - passcodeFunction: a fixed passcode KDF for tests; nil uses `PasscodeFunction.calibrated()` when
+    ///     a passcode is set.
+    ///   - deleteItems: deletes every item; the erase after ten failures runs it before it replaces the
+    ///     keybag.
     public init(
         directory: String, root: any DeviceRoot, clock: any Clock = SystemClock(),
-        passcodeFunction: PasscodeFunction? = nil
+        passcodeFunction: PasscodeFunction? = nil, deleteItems: @escaping @Sendable () throws -> Void = {}
     ) throws {
         path = (directory as NSString).appendingPathComponent("keybag")
         self.directory = directory
         self.root = root
         self.clock = clock
         fixedFunction = passcodeFunction
+        self.deleteItems = deleteItems
         // The closure may not capture self before every property is set: it works on copies.
         let (path, root, directory) = (path, root, directory)
         let loaded = try SecureFiles.withDirectoryLock(directory) { () throws -> (KeybagFile, FileIdentity?) in
@@ -96,12 +102,12 @@ public final class Keybag: Sendable {
 
     public var status: KeybagStatus {
         try? refreshIfChanged()
-        let (now, wallNow) = (clock.sinceBoot(), clock.now())
+        let now = AttemptTime.now(clock)
         return state.withLock { state in
             let remaining = Keybag.remainingDelay(after: state.file, now: now)
             return KeybagStatus(
                 lockState: Keybag.lockState(state), failedAttempts: Int(state.file.failedAttempts),
-                nextAttemptAllowed: remaining > 0 ? wallNow.addingTimeInterval(remaining) : nil,
+                nextAttemptAllowed: remaining > 0 ? Date(timeIntervalSince1970: now.wall + remaining) : nil,
                 wipeAfterFailures: state.file.wipeAfterFailures)
         }
     }
@@ -214,15 +220,15 @@ public final class Keybag: Sendable {
             if file.wipeAfterFailures, file.failedAttempts >= PasscodePolicy.failuresBeforeWipe {
                 try erase()
             }
-            let now = clock.sinceBoot()
+            let now = AttemptTime.now(clock)
             let remaining = Keybag.remainingDelay(after: file, now: now)
             if remaining > 0 {
-                if file.lastAttempt.boot != now.boot {
-                    // Counted before a reboot: the time since is unknown, so the wait starts over now.
+                if file.lastAttempt.secondsElapsed(until: now) == nil {
+                    // A clock reads earlier than the counted attempt: the wait starts over from now, once.
                     file.lastAttempt = now
                     try record(file)
                 }
-                throw KeybagError.attemptsThrottled(retryAt: clock.now().addingTimeInterval(remaining))
+                throw KeybagError.attemptsThrottled(retryAt: Date(timeIntervalSince1970: now.wall + remaining))
             }
             file.failedAttempts += 1
             file.lastAttempt = now
@@ -252,20 +258,26 @@ public final class Keybag: Sendable {
         }
     }
 
-    /// Replaces the keybag with a new one: every class key is gone, so every item is unreadable.
+    /// Erases the keychain: the items first, then the keybag, replaced by a new one (every class key
+    /// gone). In that order, a process killed in between leaves no items behind for an earlier keybag
+    /// put back to open; the counted tenth attempt still erases the keybag at the next attempt. Items
+    /// that cannot be deleted (the database cannot be written) are left undecryptable, and logged by
+    /// the caller.
     private func erase() throws -> Never {
+        var itemsLeft: (any Error)?
+        do { try deleteItems() } catch { itemsLeft = error }
         try store(Keybag.makeFile(root: root))
+        if let itemsLeft { throw KeybagError.wipedLeavingItems("\(itemsLeft)") }
         throw KeybagError.wiped
     }
 
-    /// Seconds until the next passcode attempt, measured on the clock since boot from the last counted
-    /// attempt. Never more than the schedule's delay: a reading from another boot, or an earlier one
-    /// than the attempt's (a doctored clock), makes the whole delay run again, not longer.
-    static func remainingDelay(after file: KeybagFile, now: BootInstant) -> TimeInterval {
+    /// Seconds until the next passcode attempt: the schedule's delay less the time both clocks agree has
+    /// passed since the last counted attempt; the whole delay when a clock reads earlier than that
+    /// attempt. Never more than the schedule's delay.
+    static func remainingDelay(after file: KeybagFile, now: AttemptTime) -> TimeInterval {
         let delay = PasscodePolicy.delay(afterFailures: Int(file.failedAttempts))
         guard delay > 0 else { return 0 }
-        guard file.lastAttempt.boot == now.boot, now.nanoseconds >= file.lastAttempt.nanoseconds else { return delay }
-        let elapsed = Double(now.nanoseconds - file.lastAttempt.nanoseconds) / 1e9
+        guard let elapsed = file.lastAttempt.secondsElapsed(until: now) else { return delay }
         return max(0, delay - elapsed)
     }
 
@@ -451,23 +463,5 @@ public final class Keybag: Sendable {
         } catch CryptoError.authenticationFailed {
             throw KeybagError.wrongPasscode(failedAttempts: 0)
         }
-    }
-}
-
-extension Keybag {
-    /// The same operations with passcodes as strings, for tests and callers that already hold one as a
-    /// string (its bytes are copied into wiped memory; the string itself cannot be wiped).
-    public func unlock(passcode: String) throws { try unlock(passcode: SecureBytes(copying: passcode.utf8)) }
-
-    public func setPasscode(_ newPasscode: String, current: String?) throws {
-        try setPasscode(SecureBytes(copying: newPasscode.utf8), current: current.map { SecureBytes(copying: $0.utf8) })
-    }
-
-    public func removePasscode(current: String) throws {
-        try removePasscode(current: SecureBytes(copying: current.utf8))
-    }
-
-    public func setWipeAfterFailures(_ enabled: Bool, passcode: String?) throws {
-        try setWipeAfterFailures(enabled, passcode: passcode.map { SecureBytes(copying: $0.utf8) })
     }
 }

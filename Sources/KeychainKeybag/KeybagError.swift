@@ -26,4 +26,7 @@ public enum KeybagError: Error, Equatable, Sendable {
     case attemptNotRecorded(String)
     /// The tenth failed attempt erased the keychain (only when that option is on).
     case wiped
+    /// The keychain was erased, but its items could not be deleted: they are undecryptable with the new
+    /// keybag, and would open again with an earlier copy of the old one.
+    case wipedLeavingItems(String)
 }

@@ -23,8 +23,8 @@ struct KeybagFile: Equatable {
     /// Consecutive failed passcode attempts. An attempt is counted before the passcode is checked and
     /// uncounted only when it proved right, so an attempt cut short counts as a failure.
     var failedAttempts: UInt32
-    /// When the last attempt was counted, on the clock since boot: the delays run from it.
-    var lastAttempt: BootInstant
+    /// When the last attempt was counted: the delays run from it.
+    var lastAttempt: AttemptTime
     var wipeAfterFailures: Bool
     var classKeys: [ProtectionClass: WrappedClassKey]
     /// The key of the searchable digests, wrapped by the root alone: class-D queries work before the
@@ -32,7 +32,7 @@ struct KeybagFile: Equatable {
     var indexKey: Data
 
     static let magic = Data("SKKB".utf8)
-    /// 2: scrypt and the attempt time since boot. 1 (read only): PBKDF2 and a wall-clock failure time.
+    /// 2: scrypt and the attempt time on both clocks. 1 (read only): PBKDF2 and a wall-clock failure time.
     static let formatVersion: UInt8 = 2
     static let macSize = 32
 
@@ -64,8 +64,9 @@ struct KeybagFile: Equatable {
             writer.write(UInt8(0))
         }
         writer.write(failedAttempts)
-        writer.writeRaw(lastAttempt.boot)
-        writer.write(lastAttempt.nanoseconds)
+        writer.write(lastAttempt.wall)
+        writer.writeRaw(lastAttempt.boot.boot)
+        writer.write(lastAttempt.boot.nanoseconds)
         writer.write(UInt8(wipeAfterFailures ? 1 : 0))
         let classes = classKeys.keys.sorted { $0.rawValue < $1.rawValue }
         writer.write(UInt8(classes.count))
@@ -104,16 +105,15 @@ struct KeybagFile: Equatable {
             }
             var passcode: PasscodeParameters?
             let failedAttempts: UInt32
-            var lastAttempt = BootInstant.none
+            var lastAttempt = AttemptTime.none
             if version == 1 {
                 if try reader.read() as UInt8 == 1 {
                     let salt = try reader.readBytes()
                     passcode = PasscodeParameters(salt: salt, function: .pbkdf2(iterations: try reader.read()))
                 }
                 failedAttempts = try reader.read()
-                // A wall-clock time: not comparable with the clock since boot, so a delay it started runs
-                // again in full from the next attempt.
-                _ = try reader.read() as Double
+                // The last failure on the wall clock alone.
+                lastAttempt.wall = try reader.read()
             } else {
                 if try reader.read() as UInt8 == 1 {
                     let function: PasscodeFunction
@@ -126,7 +126,9 @@ struct KeybagFile: Equatable {
                     passcode = PasscodeParameters(salt: try reader.readBytes(), function: function)
                 }
                 failedAttempts = try reader.read()
-                lastAttempt = BootInstant(boot: try reader.readRaw(16), nanoseconds: try reader.read())
+                lastAttempt = AttemptTime(
+                    wall: try reader.read(),
+                    boot: BootInstant(boot: try reader.readRaw(16), nanoseconds: try reader.read()))
             }
             if let passcode, !passcode.function.isAcceptable {
                 throw KeybagError.corrupt("keybag's passcode cost is out of range")

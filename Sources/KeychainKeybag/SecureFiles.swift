@@ -43,53 +43,55 @@ public enum SecureFiles {
 
     /// Makes `path` a private directory of the caller: created 0700 (with missing parents 0755) when it
     /// does not exist, narrowed to 0700 when it does. Refused when it is not a directory, belongs to
-    /// someone else, or sits below a directory that someone other than the caller or root could
-    /// rename it out of.
-    public static func ensureDirectory(_ path: String) throws(Failure) {
+    /// someone else, is reached through a symbolic link that belongs to someone other than the caller
+    /// or root, or sits below a directory that someone other than the caller or root could rename it
+    /// out of.
+    public static func ensureDirectory(_ given: String) throws(Failure) {
+        let path = try resolveTrusted(given)
+        try checkAncestors(ofResolved: path)
         var info = stat()
-        if stat(path, &info) != 0 {
+        if lstat(path, &info) != 0 {
             let parent = (path as NSString).deletingLastPathComponent
             if !parent.isEmpty, parent != path, stat(parent, &info) != 0 {
                 try ensureParent(parent)
             }
             if mkdir(path, 0o700) != 0, errno != EEXIST {
-                throw Failure(operation: "mkdir", path: path, errno: errno)
+                throw Failure(operation: "mkdir", path: given, errno: errno)
             }
         }
-        guard stat(path, &info) == 0 else { throw Failure(operation: "stat", path: path, errno: errno) }
+        guard lstat(path, &info) == 0 else { throw Failure(operation: "stat", path: given, errno: errno) }
         guard info.st_mode & S_IFMT == S_IFDIR else {
-            throw Failure(operation: "not a directory:", path: path, errno: ENOTDIR)
+            throw Failure(operation: "not a directory:", path: given, errno: ENOTDIR)
         }
         guard info.st_uid == geteuid() else {
-            throw .unsafe(path, "the directory belongs to user \(info.st_uid), not to this user (\(geteuid()))")
+            throw .unsafe(given, "the directory belongs to user \(info.st_uid), not to this user (\(geteuid()))")
         }
         if info.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
-            throw Failure(operation: "chmod", path: path, errno: errno)
+            throw Failure(operation: "chmod", path: given, errno: errno)
         }
-        try checkAncestors(of: path)
         guard access(path, R_OK | W_OK | X_OK) == 0 else {
-            throw Failure(operation: "access", path: path, errno: errno)
+            throw Failure(operation: "access", path: given, errno: errno)
         }
     }
 
-    /// Every directory above `path` (after resolving links) must belong to the caller or to root, and
-    /// be writable by no one else unless it is sticky (as /tmp is): otherwise its owner or writers
-    /// could move the keychain directory aside and put their own in its place.
+    /// Every directory above `path` must belong to the caller or to root, and be writable by no one
+    /// else unless it is sticky (as /tmp is): otherwise its owner or writers could move the keychain's
+    /// files aside and put their own in their place. Symbolic links on the way are followed only when
+    /// they belong to the caller or root.
     public static func checkAncestors(of path: String) throws(Failure) {
-        // A file that does not exist yet is judged by the directory it will be created in.
-        let exists = access(path, F_OK) == 0
-        let start = exists ? path : (path as NSString).deletingLastPathComponent
-        guard let resolved = realpath(start.isEmpty ? "." : start, nil) else {
-            throw Failure(operation: "realpath", path: path, errno: errno)
-        }
-        var current = String(cString: resolved)
-        free(resolved)
-        if !exists { current = (current as NSString).appendingPathComponent((path as NSString).lastPathComponent) }
+        try checkAncestors(ofResolved: resolveTrusted(path))
+    }
+
+    private static func checkAncestors(ofResolved path: String) throws(Failure) {
         let me = geteuid()
+        var current = path
         while current != "/" && !current.isEmpty {
             current = (current as NSString).deletingLastPathComponent
             var info = stat()
-            guard stat(current, &info) == 0 else { throw Failure(operation: "stat", path: current, errno: errno) }
+            guard stat(current, &info) == 0 else {
+                if errno == ENOENT { continue }  // created by the caller, with its own rules
+                throw Failure(operation: "stat", path: current, errno: errno)
+            }
             guard info.st_uid == me || info.st_uid == 0 else {
                 throw .unsafe(current, "a directory above the keychain belongs to user \(info.st_uid)")
             }
@@ -97,6 +99,60 @@ public enum SecureFiles {
                 throw .unsafe(current, "a directory above the keychain is writable by other users")
             }
         }
+    }
+
+    /// `path` made absolute with every symbolic link in it resolved. A link that belongs to someone
+    /// other than the caller or root is refused: its owner could point it elsewhere at any time (a
+    /// link planted in /tmp under the name a keychain will use). The part of the path that does not
+    /// exist yet is kept as given.
+    static func resolveTrusted(_ path: String) throws(Failure) -> String {
+        var absolute = path
+        if !path.hasPrefix("/") {
+            guard let directory = getcwd(nil, 0) else { throw Failure(operation: "getcwd", path: path, errno: errno) }
+            absolute = String(cString: directory) + "/" + path
+            free(directory)
+        }
+        var pending = Array(absolute.split(separator: "/").map(String.init).reversed())
+        var resolved: [String] = []
+        var links = 0
+        var missing = false
+        let me = geteuid()
+        while let component = pending.popLast() {
+            if component == "." { continue }
+            if component == ".." {
+                _ = resolved.popLast()
+                continue
+            }
+            let candidate = "/" + (resolved + [component]).joined(separator: "/")
+            var info = stat()
+            if missing || lstat(candidate, &info) != 0 {
+                guard missing || errno == ENOENT else {
+                    throw Failure(operation: "stat", path: candidate, errno: errno)
+                }
+                missing = true
+                resolved.append(component)
+                continue
+            }
+            guard info.st_mode & S_IFMT == S_IFLNK else {
+                resolved.append(component)
+                continue
+            }
+            guard info.st_uid == me || info.st_uid == 0 else {
+                throw .unsafe(candidate, "a symbolic link on the way belongs to user \(info.st_uid)")
+            }
+            links += 1
+            guard links <= 40 else { throw Failure(operation: "resolve", path: path, errno: ELOOP) }
+            var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+            let count = buffer.withUnsafeMutableBytes { bytes in
+                guard let base = bytes.baseAddress?.assumingMemoryBound(to: CChar.self) else { return -1 }
+                return readlink(candidate, base, bytes.count - 1)
+            }
+            guard count >= 0 else { throw Failure(operation: "readlink", path: candidate, errno: errno) }
+            let target = String(decoding: buffer[0..<count], as: UTF8.self)
+            if target.hasPrefix("/") { resolved = [] }
+            pending += target.split(separator: "/").map(String.init).reversed()
+        }
+        return "/" + resolved.joined(separator: "/")
     }
 
     /// Parents of the keychain directory get ordinary permissions: only the keychain directory is private.

@@ -180,10 +180,20 @@ enum ItemFormatter {
         }
     }
 
+    /// JSON text safe for a terminal: JSONSerialization escapes C0 controls; DEL and C1 controls
+    /// (U+0080–U+009F, CSI among them) are escaped here too.
     static func json(_ object: Any) -> String {
         guard
             let data = try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
         else { return "{}" }
-        return String(decoding: data, as: UTF8.self)
+        var text = String.UnicodeScalarView()
+        for scalar in String(decoding: data, as: UTF8.self).unicodeScalars {
+            if (0x7f...0x9f).contains(scalar.value) {
+                text.append(contentsOf: String(format: "\\u%04x", scalar.value).unicodeScalars)
+            } else {
+                text.append(scalar)
+            }
+        }
+        return String(text)
     }
 }

@@ -127,7 +127,12 @@ struct PasswordVerbs {
         if let value = arguments.bytes("w") { return Data(value) }
         if kind == .generic, let value = arguments.bytes("p") { return Data(value) }
         guard arguments.has("w") else { return Data() }
-        guard Terminal.inputIsTerminal else { return Terminal.readStandardInput() }
+        guard Terminal.inputIsTerminal else {
+            guard let data = Terminal.readStandardInput() else {
+                throw .message("the password on standard input is larger than \(Terminal.maximumInput >> 20) MiB")
+            }
+            return data
+        }
         guard let first = Terminal.readSecret(prompt: "password data for new item: "),
             let second = Terminal.readSecret(prompt: "retype password for new item: ")
         else { throw .message("no password was entered") }

@@ -22,11 +22,11 @@ struct StateVerbs {
         // Without a terminal, standard input gives the passcodes one per line: the current one first (when
         // one is set and -o is not given), then the new one (when -p is not given). A passcode on the
         // command line is visible to every user in `ps`.
-        var old = arguments["o"].map { SecureBytes(copying: $0.utf8) }
+        var old = arguments.bytes("o").map { SecureBytes(copying: $0) }
         if hasPasscode, old == nil {
             old = try readPasscode(prompt: "Old Password: ")
         }
-        var new = arguments["p"].map { SecureBytes(copying: $0.utf8) }
+        var new = arguments.bytes("p").map { SecureBytes(copying: $0) }
         if new == nil {
             if Terminal.inputIsTerminal {
                 guard let first = Terminal.readSecret(prompt: "New Password: "),
@@ -84,7 +84,7 @@ struct StateVerbs {
         try session.checkKeychainNames(arguments.positional, function: Function.unlock)
         let keychain = try session.keychain()
         guard keychain.status.passcodeSet else { return }
-        var passcode = arguments["p"].map { SecureBytes(copying: $0.utf8) }
+        var passcode = arguments.bytes("p").map { SecureBytes(copying: $0) }
         if passcode == nil { passcode = try readPasscode(prompt: "password to unlock default: ") }
         guard let passcode else { return }
         do {

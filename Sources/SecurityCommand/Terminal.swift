@@ -58,9 +58,17 @@ enum Terminal {
         return readLine().map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
     }
 
-    /// All of standard input, without one trailing newline: a password piped in by a script.
-    static func readStandardInput() -> Data {
-        var data = FileHandle.standardInput.readDataToEndOfFile()
+    /// The most a password read from standard input may hold.
+    static let maximumInput = 64 << 20
+
+    /// All of standard input, without one trailing newline: a password piped in by a script. Nil when
+    /// it holds more than `maximumInput` bytes (it is not read further).
+    static func readStandardInput() -> Data? {
+        var data = Data()
+        while let chunk = try? FileHandle.standardInput.read(upToCount: 1 << 20), !chunk.isEmpty {
+            data.append(chunk)
+            if data.count > maximumInput { return nil }
+        }
         if data.last == UInt8(ascii: "\n") { data.removeLast() }
         if data.last == UInt8(ascii: "\r") { data.removeLast() }
         return data

@@ -47,8 +47,10 @@ func run(_ arguments: [CommandArgument]) throws(Failure) {
     }
 }
 
-// Before any secret is read: no core file, and no other process of this user reads our memory.
+// Before any secret is read: no core file, and no other process of this user reads our memory; the
+// work then happens in a child forked after that, whose memory no one could have opened earlier.
 SecureMemory.protectProcess()
+SecureMemory.continueInProtectedChild()
 // This process is ours alone: skip reading openssl.cnf, a cost paid on every start.
 CryptoLibrary.startWithoutSystemConfiguration()
 // A write past the file-size limit fails with EFBIG and is reported, rather than killing the process

@@ -222,12 +222,33 @@ final class AtRestTests: EngineTestCase {
         XCTAssertTrue(lines.all[0].contains("not a directory"), lines.all[0])
     }
 
+    /// A copy of a keychain whose root is kept elsewhere, opened without it: refused, and no new root
+    /// is written into the copy.
+    func testCopyWithoutItsRootIsRefusedAndGetsNoNewRoot() throws {
+        let root = directory + "-root-elsewhere"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        keychain = nil
+        try FileManager.default.removeItem(atPath: directory)
+        keychain = try open(rootPath: root)
+        _ = try keychain.add(password("copy", "a"), client: client)
+        keychain = nil
+        let before = try filesOnDisk()
+        let lines = LogCollector()
+        KeychainLog.setSink { lines.append($0) }
+        assertError(.notAvailable("")) { _ = try open() }
+        XCTAssertTrue(lines.all.contains { $0.contains("does not exist") }, "\(lines.all)")
+        XCTAssertEqual(try filesOnDisk().map(\.0), before.map(\.0), "no device-root appeared in the copy")
+        keychain = try open(rootPath: root)
+        XCTAssertEqual(try readSecret("copy", "a"), "secret")
+    }
+
     func testKeybagFromAnotherDeviceIsNotAvailable() throws {
         _ = try keychain.add(password("device", "a"), client: client)
         keychain = nil
         let before = try filesOnDisk().filter { $0.0 != "device-root" && !$0.0.hasSuffix(".lock") }
         let otherRoot = directory + "-other-root"
         defer { try? FileManager.default.removeItem(atPath: otherRoot) }
+        _ = try SoftwareDeviceRoot.load(path: otherRoot, create: true)
         let lines = LogCollector()
         KeychainLog.setSink { lines.append($0) }
         assertError(.notAvailable("")) { _ = try open(rootPath: otherRoot) }

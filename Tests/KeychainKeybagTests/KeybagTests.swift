@@ -13,6 +13,7 @@ final class ManualClock: Clock, @unchecked Sendable {
         var wallShift: TimeInterval = 0
         var boot = Data(repeating: 7, count: 16)
         var bootedAt: TimeInterval = 0
+        var bootShift: TimeInterval = 0
     }
     private let readings = Mutex(Readings())
 
@@ -21,6 +22,8 @@ final class ManualClock: Clock, @unchecked Sendable {
     }
     func advance(_ seconds: TimeInterval) { readings.withLock { $0.elapsed += seconds } }
     func shiftWallClock(_ seconds: TimeInterval) { readings.withLock { $0.wallShift += seconds } }
+    /// Moves the clock since boot alone (a time namespace's offset).
+    func shiftBootClock(_ seconds: TimeInterval) { readings.withLock { $0.bootShift += seconds } }
     func reboot() {
         readings.withLock {
             $0.boot = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
@@ -28,7 +31,9 @@ final class ManualClock: Clock, @unchecked Sendable {
         }
     }
     func sinceBoot() -> BootInstant {
-        readings.withLock { BootInstant(boot: $0.boot, nanoseconds: UInt64(($0.elapsed - $0.bootedAt) * 1e9)) }
+        readings.withLock {
+            BootInstant(boot: $0.boot, nanoseconds: UInt64(max($0.elapsed - $0.bootedAt + $0.bootShift, 0) * 1e9))
+        }
     }
 }
 
@@ -290,33 +295,85 @@ final class KeybagTests: XCTestCase {
         let bag = try keybag()
         try bag.setPasscode("1234", current: nil)
         for _ in 1...5 { XCTAssertThrowsError(try bag.unlock(passcode: "0000")) }
-        // A year ahead: the delay still runs (measured since boot), and is not a year long.
+        // A year ahead: the delay still runs (the clock since boot says no time passed), and is not a
+        // year long.
         clock.shiftWallClock(365 * 86400)
         XCTAssertThrowsError(try bag.unlock(passcode: "1234")) {
             guard case KeybagError.attemptsThrottled(let retryAt)? = $0 as? KeybagError else { return XCTFail("\($0)") }
             XCTAssertEqual(retryAt.timeIntervalSince(self.clock.now()), 60, accuracy: 0.001)
         }
-        // Two years back: still no longer than the schedule says.
+        // Two years back, earlier than the attempt: the delay starts over from the next attempt, once,
+        // and is no longer than the schedule says.
         clock.shiftWallClock(-2 * 365 * 86400)
         XCTAssertEqual(bag.status.nextAttemptAllowed?.timeIntervalSince(clock.now()) ?? 0, 60, accuracy: 0.001)
-        clock.advance(60)
+        XCTAssertThrowsError(try bag.unlock(passcode: "1234"))
+        clock.advance(59)
+        XCTAssertThrowsError(try bag.unlock(passcode: "1234"))
+        clock.advance(1)
         XCTAssertNoThrow(try bag.unlock(passcode: "1234"))
     }
 
-    func testARebootRestartsTheDelayInsteadOfSkippingIt() throws {
+    /// Any user can run the command in a time namespace whose clock since boot is hours ahead: that
+    /// clock alone must not end a delay, nor lock the owner out once the namespace is gone.
+    func testTheClockSinceBootAloneNeitherSkipsNorStretchesTheDelay() throws {
+        let bag = try keybag()
+        try bag.setPasscode("1234", current: nil)
+        for _ in 1...5 { XCTAssertThrowsError(try bag.unlock(passcode: "0000")) }
+        clock.shiftBootClock(4000)
+        XCTAssertThrowsError(try bag.unlock(passcode: "1234")) {
+            guard case KeybagError.attemptsThrottled? = $0 as? KeybagError else { return XCTFail("\($0)") }
+        }
+        // The sixth guess made with the clock since boot far ahead, then the namespace is left.
+        clock.advance(60)
+        XCTAssertThrowsError(try bag.unlock(passcode: "0000"))
+        clock.shiftBootClock(-4000)
+        XCTAssertEqual(bag.status.nextAttemptAllowed?.timeIntervalSince(clock.now()) ?? 0, 300, accuracy: 0.001)
+        XCTAssertThrowsError(try bag.unlock(passcode: "1234"), "the delay starts over from here, once")
+        clock.advance(300)
+        XCTAssertNoThrow(try bag.unlock(passcode: "1234"))
+    }
+
+    func testARebootDoesNotSkipTheDelay() throws {
         let bag = try keybag()
         try bag.setPasscode("1234", current: nil)
         for _ in 1...5 { XCTAssertThrowsError(try bag.unlock(passcode: "0000")) }
         clock.advance(30)
         clock.reboot()
-        // The time across the reboot is unknown: the whole minute runs again from the first attempt.
+        // Across the reboot the wall clock alone measures the time: thirty seconds are left.
         XCTAssertThrowsError(try bag.unlock(passcode: "1234")) {
-            guard case KeybagError.attemptsThrottled? = $0 as? KeybagError else { return XCTFail("\($0)") }
+            guard case KeybagError.attemptsThrottled(let retryAt)? = $0 as? KeybagError else { return XCTFail("\($0)") }
+            XCTAssertEqual(retryAt.timeIntervalSince(self.clock.now()), 30, accuracy: 0.001)
         }
-        clock.advance(59)
+        clock.advance(29)
         XCTAssertThrowsError(try bag.unlock(passcode: "1234"))
         clock.advance(1)
         XCTAssertNoThrow(try bag.unlock(passcode: "1234"))
+    }
+
+    func testEraseDeletesTheItemsBeforeItReplacesTheKeybag() throws {
+        let path = directory + "/keybag"
+        let root = try root()
+        let sawOldKeybag = Mutex<[Bool]>([])
+        let failDeletion = Mutex(false)
+        let bag = try Keybag(
+            directory: directory, root: root, clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1),
+            deleteItems: {
+                let file = try KeybagFile.decode(Data(contentsOf: URL(fileURLWithPath: path)), root: root)
+                sawOldKeybag.withLock { $0.append(file.passcode != nil) }
+                if failDeletion.withLock({ $0 }) { throw KeybagError.io("the database cannot be written") }
+            })
+        try bag.setPasscode("1234", current: nil)
+        try bag.setWipeAfterFailures(true, passcode: "1234")
+        for _ in 1...9 {
+            XCTAssertThrowsError(try bag.unlock(passcode: "0000"))
+            clock.advance(3600)
+        }
+        failDeletion.withLock { $0 = true }
+        XCTAssertThrowsError(try bag.unlock(passcode: "0000")) {
+            guard case KeybagError.wipedLeavingItems? = $0 as? KeybagError else { return XCTFail("\($0)") }
+        }
+        XCTAssertEqual(sawOldKeybag.withLock { $0 }, [true], "items go first, while the old keybag is in place")
+        XCTAssertEqual(bag.status.lockState, .noPasscode, "and the keybag is erased even when they could not")
     }
 
     func testKeybagFromBeforeScryptOpensAndMovesToScrypt() throws {
@@ -405,5 +462,22 @@ final class SpyRoot: DeviceRoot, @unchecked Sendable {
         }
         if interruptDerivation { throw KeybagError.io("interrupted") }
         return try inner.entangle(passcodeKey)
+    }
+}
+
+extension Keybag {
+    // Passcodes as strings, for brevity in these tests.
+    func unlock(passcode: String) throws { try unlock(passcode: SecureBytes(copying: passcode.utf8)) }
+
+    func setPasscode(_ newPasscode: String, current: String?) throws {
+        try setPasscode(SecureBytes(copying: newPasscode.utf8), current: current.map { SecureBytes(copying: $0.utf8) })
+    }
+
+    func removePasscode(current: String) throws {
+        try removePasscode(current: SecureBytes(copying: current.utf8))
+    }
+
+    func setWipeAfterFailures(_ enabled: Bool, passcode: String?) throws {
+        try setWipeAfterFailures(enabled, passcode: passcode.map { SecureBytes(copying: $0.utf8) })
     }
 }

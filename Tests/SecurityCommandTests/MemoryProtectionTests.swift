@@ -97,4 +97,63 @@ final class MemoryProtectionTests: XCTestCase {
         reader.waitUntilExit()
         return reader.terminationStatus == 0
     }
+
+    /// The red-team review opened the command's /proc/<pid>/mem in the moments after exec, before it
+    /// protected itself, and kept reading it afterwards: the passcode was there. The process that was
+    /// exec'd never holds a secret now; the child forked after protection does.
+    func testTheSecretIsNeverInTheMemoryOfTheProcessThatWasExecuted() throws {
+        try XCTSkipUnless(geteuid() == 0, "reading both processes' memory to check this needs root")
+        let cli = CommandRunner()
+        XCTAssertEqual(try cli.run("set-keychain-password", "-p", "Correct-Horse-7391").status, 0)
+        let command = Process()
+        command.executableURL = URL(fileURLWithPath: cli.executable)
+        command.arguments = ["unlock-keychain"]
+        command.environment = cli.environment
+        let input = Pipe()
+        command.standardInput = input
+        try command.run()
+        let executed = command.processIdentifier
+        let early = open("/proc/\(executed)/mem", O_RDONLY)  // as the attacker did, right after exec
+        defer { if early >= 0 { close(early) } }
+        let deadline = Date().addingTimeInterval(10)
+        var worker: Int32?
+        while worker == nil, Date() < deadline {
+            worker = children(of: executed).first
+            usleep(1000)
+        }
+        let child = try XCTUnwrap(worker, "the work happens in a child")
+        input.fileHandleForWriting.write(Data("Correct-Horse-7391\n".utf8))
+        // The child derives the passcode key for about a quarter of a second: look while it does.
+        usleep(80_000)
+        let secret = Data("Correct-Horse-7391".utf8)
+        XCTAssertFalse(memory(of: executed, contains: secret, descriptor: early), "the exec'd process never read it")
+        XCTAssertTrue(memory(of: child, contains: secret, descriptor: -1), "the search finds it where it is")
+        try input.fileHandleForWriting.close()
+        command.waitUntilExit()
+        XCTAssertEqual(command.terminationStatus, 0)
+    }
+
+    private func children(of pid: Int32) -> [Int32] {
+        let list = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+        return list.split(separator: " ").compactMap { Int32($0) }
+    }
+
+    /// Whether `secret` is in a writable mapping of `pid`, read through `descriptor` (or a new one).
+    private func memory(of pid: Int32, contains secret: Data, descriptor: Int32) -> Bool {
+        let mem = descriptor >= 0 ? descriptor : open("/proc/\(pid)/mem", O_RDONLY)
+        guard mem >= 0 else { return false }
+        defer { if descriptor < 0 { close(mem) } }
+        let maps = (try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)) ?? ""
+        for line in maps.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 2, fields[1].hasPrefix("rw") else { continue }
+            let bounds = fields[0].split(separator: "-").compactMap { UInt64($0, radix: 16) }
+            guard bounds.count == 2, bounds[1] > bounds[0], bounds[1] - bounds[0] < 1 << 30 else { continue }
+            var region = Data(count: Int(bounds[1] - bounds[0]))
+            let read = region.withUnsafeMutableBytes { pread(mem, $0.baseAddress, $0.count, off_t(bounds[0])) }
+            guard read > 0 else { continue }
+            if region.prefix(read).range(of: secret) != nil { return true }
+        }
+        return false
+    }
 }

@@ -87,4 +87,38 @@ final class ReviewFindingsTests: XCTestCase {
         let shown = try cli.run("find-generic-password", "-s", "c1", "-g")
         XCTAssertEqual(shown.stderr, "password: 0x61C29B33316D62  \"a\\302\\23331mb\"\n")
     }
+
+    /// Passcodes given with -p and -o kept only their text: every byte that is not UTF-8 became U+FFFD,
+    /// so \xff\xff opened a keychain locked with \xfe\xfe.
+    func testPasscodeArgumentsKeepTheirBytes() throws {
+        func run(_ script: String, _ arguments: String...) throws -> CommandResult {
+            try cli.run(program: "/bin/sh", ["-c", script, cli.executable] + arguments)
+        }
+        XCTAssertEqual(try run("exec \"$0\" set-keychain-password -p \"$(printf '\\377\\377')\"").status, 0)
+        XCTAssertEqual(try run("exec \"$0\" unlock-keychain -p \"$(printf '\\376\\376')\"").status, 51)
+        XCTAssertEqual(
+            try run("exec \"$0\" unlock-keychain -p \"$(printf '\\357\\277\\275\\357\\277\\275')\"").status, 51)
+        XCTAssertEqual(try run("exec \"$0\" unlock-keychain -p \"$(printf '\\377\\377')\"").status, 0)
+    }
+
+    /// --json printed attributes with C1 control characters raw (U+009B is a terminal's CSI).
+    func testJSONEscapesC1ControlCharacters() throws {
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "a", "-s", "c1\u{9B}2J", "-w", "x").status, 0)
+        let found = try cli.run("find-generic-password", "-a", "a", "--json")
+        XCTAssertEqual(found.status, 0)
+        XCTAssertFalse(found.stdout.unicodeScalars.contains { (0x80...0x9f).contains($0.value) }, found.stdout)
+        XCTAssertTrue(found.stdout.contains("c1\\u009b2J"), found.stdout)
+        let object = try JSONSerialization.jsonObject(with: Data(found.stdout.utf8)) as? [String: Any]
+        XCTAssertEqual(object?["svce"] as? String, "c1\u{9B}2J", "still the same JSON value")
+    }
+
+    /// A password on standard input was read without a limit (`< /dev/zero` grew until memory ran out).
+    func testPasswordOnStandardInputHasALimit() throws {
+        let result = try cli.run(
+            program: "/bin/sh",
+            ["-c", "head -c 67108865 /dev/zero | \"$0\" add-generic-password -a a -s huge -w", cli.executable])
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("larger than 64 MiB"), result.stderr)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "huge").status, 44, "nothing stored")
+    }
 }
