@@ -285,7 +285,7 @@ extension Keychain {
         do {
             // An older tombstone (or a corrupt row) in the slot gives way; a live item keeps it.
             try insertNew(row, store: store)
-        } catch KeychainError.duplicateItem {}
+        } catch let error as KeychainError where error.code == .duplicateItem {}
     }
 
     // MARK: Helpers

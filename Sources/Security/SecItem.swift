@@ -65,7 +65,7 @@ enum SecItemCall {
 
 enum SecStatus {
     static func status(for error: KeychainError) -> OSStatus {
-        switch error {
+        switch error.code {
         case .invalidParameter: errSecParam
         case .noSuchAttribute: errSecNoSuchAttr
         case .noSuchClass: errSecNoSuchClass

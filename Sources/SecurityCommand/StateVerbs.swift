@@ -132,13 +132,16 @@ struct StateVerbs {
     }
 
     private func failure(_ error: any Error, function: String) -> Failure {
-        switch error as? KeychainError {
-        case .authenticationFailed?: .keychain(errSecAuthFailed, function: function)
-        case .interactionNotAllowed?: .keychain(errSecInteractionNotAllowed, function: function)
-        case .invalidParameter?: .keychain(errSecParam, function: function)
-        case .notAvailable(let reason)?: .keychain(errSecNotAvailable, function: function, detail: reason)
-        case .ioError(let reason)?: .keychain(errSecIO, function: function, detail: reason)
-        default: .keychain(errSecInternalComponent, function: function, detail: error.message)
+        guard let error = error as? KeychainError else {
+            return .keychain(errSecInternalComponent, function: function, detail: "\(error)")
+        }
+        switch error.code {
+        case .authenticationFailed: return .keychain(errSecAuthFailed, function: function)
+        case .interactionNotAllowed: return .keychain(errSecInteractionNotAllowed, function: function)
+        case .invalidParameter: return .keychain(errSecParam, function: function)
+        case .notAvailable: return .keychain(errSecNotAvailable, function: function, detail: error.reason)
+        case .ioError: return .keychain(errSecIO, function: function, detail: error.reason)
+        default: return .keychain(errSecInternalComponent, function: function, detail: error.reason)
         }
     }
 }

@@ -9,7 +9,8 @@ final class LockSemanticsTests: EngineTestCase {
 
     private func addOneOfEach() throws {
         for protection in classes {
-            _ = try keychain.add(password("lock", protection, secret: "s-\(protection)", protection: protection), client: client)
+            _ = try keychain.add(
+                password("lock", protection, secret: "s-\(protection)", protection: protection), client: client)
         }
     }
 
@@ -44,14 +45,20 @@ final class LockSemanticsTests: EngineTestCase {
             }
         }
         // Adding class A while locked fails, even when it would be a duplicate.
-        assertError(.interactionNotAllowed("")) { _ = try keychain.add(password("lock", "ak", protection: "ak"), client: client) }
-        assertError(.interactionNotAllowed("")) { _ = try keychain.add(password("lock", "new", protection: "aku"), client: client) }
+        assertError(.interactionNotAllowed("")) {
+            _ = try keychain.add(password("lock", "ak", protection: "ak"), client: client)
+        }
+        assertError(.interactionNotAllowed("")) {
+            _ = try keychain.add(password("lock", "new", protection: "aku"), client: client)
+        }
         XCTAssertNoThrow(try keychain.add(password("lock", "new-ck", protection: "ck"), client: client))
         // Updating or deleting a class-A item needs its key too.
         assertError(.interactionNotAllowed("")) {
             try keychain.update(password("lock", "ak", secret: nil), attributes: ["labl": .string("x")], client: client)
         }
-        assertError(.interactionNotAllowed("")) { try keychain.delete(password("lock", "aku", secret: nil), client: client) }
+        assertError(.interactionNotAllowed("")) {
+            try keychain.delete(password("lock", "aku", secret: nil), client: client)
+        }
         // Class C attributes stay listable while locked.
         let attributes = try keychain.copyMatching(
             ["class": .string("genp"), "acct": .string("ck"), "r_Attributes": .bool(true)], client: client)
@@ -101,7 +108,9 @@ final class LockSemanticsTests: EngineTestCase {
         try keychain.removePasscode(current: "1234")
         XCTAssertEqual(keychain.status.lockState, .noPasscode)
         assertError(.itemNotFound) { _ = try readSecret("lock", "akpu") }
-        for protection in classes where protection != "akpu" { XCTAssertEqual(try readSecret("lock", protection), "s-\(protection)") }
+        for protection in classes where protection != "akpu" {
+            XCTAssertEqual(try readSecret("lock", protection), "s-\(protection)")
+        }
         try keychain.setPasscode("5678", current: nil)
         assertError(.itemNotFound) { _ = try readSecret("lock", "akpu") }
         // The slot is free again for a new item.
@@ -161,6 +170,6 @@ final class LockSemanticsTests: EngineTestCase {
 extension Result where Failure == KeychainError {
     var failureCode: String? {
         guard case .failure(let error) = self else { return nil }
-        return String("\(error)".prefix { $0 != "(" })
+        return error.code.rawValue
     }
 }
