@@ -43,21 +43,23 @@ let package = Package(
         // Header-only: fixed-argument forms of prctl, which Swift cannot call (it is variadic).
         .systemLibrary(name: "CProcessControl"),
         .target(name: "KeychainCrypto", dependencies: ["COpenSSL", "CProcessControl"]),
+        .target(name: "KeychainCore", dependencies: ["KeychainCrypto"]),
         .target(name: "KeychainStorage", dependencies: ["CSQLite"]),
-        .target(name: "KeychainKeybag", dependencies: ["KeychainCrypto"]),
+        .target(name: "KeychainKeybag", dependencies: ["KeychainCore", "KeychainCrypto"]),
         .target(
             name: "KeychainEngine",
-            dependencies: ["KeychainCrypto", "KeychainStorage", "KeychainKeybag"]
+            dependencies: ["KeychainCore", "KeychainCrypto", "KeychainStorage", "KeychainKeybag"]
         ),
-        .target(name: "Security", dependencies: ["KeychainEngine", "KeychainCrypto", "KeychainKeybag"]),
+        .target(name: "Security", dependencies: ["KeychainCore", "KeychainEngine", "KeychainCrypto"]),
         .target(name: "LocalAuthentication", dependencies: ["Security"]),
         .executableTarget(
             name: "keychain-bench",
             dependencies: ["KeychainEngine", "KeychainCrypto", "KeychainStorage", "Security"]
         ),
+        .target(name: "SecurityCommandLine", dependencies: ["Security", "KeychainCore", "KeychainCrypto"]),
         .executableTarget(
             name: "SecurityCommand",
-            dependencies: ["Security", "KeychainEngine", "KeychainKeybag", "KeychainCrypto"],
+            dependencies: ["SecurityCommandLine", "KeychainCrypto"],
             linkerSettings: [.unsafeFlags(staticRuntime, .when(platforms: [.linux], configuration: .release))]
         ),
         .executableTarget(
@@ -72,10 +74,12 @@ let package = Package(
         ),
         .testTarget(
             name: "SecurityCommandTests",
-            dependencies: ["SecurityCommand", "Security", "KeychainEngine", "keychain-test-helper"]),
+            dependencies: [
+                "SecurityCommand", "SecurityCommandLine", "Security", "KeychainEngine", "keychain-test-helper",
+            ]),
         .testTarget(
             name: "SecurityTests",
-            dependencies: ["Security", "LocalAuthentication", "KeychainEngine", "keychain-test-helper"]
+            dependencies: ["Security", "LocalAuthentication", "KeychainCore", "KeychainEngine", "keychain-test-helper"]
         ),
     ],
     swiftLanguageModes: [.v6]

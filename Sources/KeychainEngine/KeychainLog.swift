@@ -19,7 +19,7 @@ public enum KeychainLog {
             custom(line)
             return
         }
-        if environment("KEYCHAIN_LOG") == "off" { return }
+        if let setting = getenv("KEYCHAIN_LOG"), strcmp(setting, "off") == 0 { return }
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
 }

@@ -1,28 +1,7 @@
 import Foundation
+import KeychainCore
 import KeychainCrypto
 import Synchronization
-
-/// The lock state of a keychain, as an app sees it.
-public enum LockState: String, Sendable, Equatable {
-    /// No passcode: every class is available at all times (`whenPasscodeSet` does not exist).
-    case noPasscode
-    /// Passcode set, not unlocked since this process started: only class D is available.
-    case beforeFirstUnlock
-    /// Passcode set and unlocked: every class is available.
-    case unlocked
-    /// Passcode set, unlocked once and locked again: classes C and D are available.
-    case locked
-}
-
-/// A snapshot of the keybag for display (`security show-keychain-info`) and for decisions.
-public struct KeybagStatus: Sendable, Equatable {
-    public var lockState: LockState
-    public var passcodeSet: Bool { lockState != .noPasscode }
-    public var failedAttempts: Int
-    /// When the next passcode attempt is allowed, if it is not allowed now.
-    public var nextAttemptAllowed: Date?
-    public var wipeAfterFailures: Bool
-}
 
 /// The keybag: class keys, passcode, lock state.
 ///

@@ -1,10 +1,11 @@
 import Foundation
+import KeychainCore
 
 /// How long to wait after consecutive failed passcode attempts, as iOS does:
 /// 1–4 failures: none; 5: 1 minute; 6: 5 minutes; 7–8: 15 minutes; 9 and more: 1 hour.
 public enum PasscodePolicy {
     /// With the optional erase on, the tenth consecutive failure erases the keychain.
-    public static let failuresBeforeWipe = 10
+    public static let failuresBeforeWipe = KeybagStatus.failuresBeforeErase
 
     public static func delay(afterFailures failures: Int) -> TimeInterval {
         switch failures {

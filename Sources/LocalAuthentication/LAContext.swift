@@ -61,6 +61,8 @@ public final class LAContext: SecAuthenticationContextObject, @unchecked Sendabl
     public var touchIDAuthenticationAllowableReuseDuration: TimeInterval = 0
     public private(set) var biometryType: LABiometryType = .none
     private var invalidated = false
+    /// Names this context to the keychain service.
+    public let contextIdentifier = UUID()
 
     public init() {}
 

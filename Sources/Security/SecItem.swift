@@ -1,5 +1,5 @@
 import Foundation
-import KeychainEngine
+import KeychainCore
 
 // The SecItem API with Darwin's exact signatures. Each call converts the query, runs it on the
 // keychain engine and maps the outcome to Apple's OSStatus.
@@ -7,14 +7,14 @@ import KeychainEngine
 /// Adds an item. With a kSecReturn* key, `result` receives what SecItemCopyMatching would return.
 @discardableResult
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemCall.run(attributes, result: result) { keychain, client, query in try keychain.add(query, client: client) }
+    SecItemCall.run(attributes, result: result) { service, query in try service.add(query) }
 }
 
 /// Finds items; by default the first match, and nothing in `result` unless a kSecReturn* key asks.
 @discardableResult
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemCall.run(query, result: result, requirePointerForReturn: true) { keychain, client, query in
-        try keychain.copyMatching(query, client: client)
+    SecItemCall.run(query, result: result, requirePointerForReturn: true) { service, query in
+        try service.copyMatching(query)
     }
 }
 
@@ -22,8 +22,8 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 @discardableResult
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
     guard let changes = try? ValueBridging.dictionary(attributesToUpdate) else { return errSecParam }
-    return SecItemCall.run(query, result: nil) { keychain, client, query in
-        try keychain.update(query, attributes: changes, client: client)
+    return SecItemCall.run(query, result: nil) { service, query in
+        try service.update(query, attributes: changes)
         return nil
     }
 }
@@ -31,24 +31,23 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 /// Deletes every item the query matches.
 @discardableResult
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
-    SecItemCall.run(query, result: nil) { keychain, client, query in
-        try keychain.delete(query, client: client)
+    SecItemCall.run(query, result: nil) { service, query in
+        try service.delete(query)
         return nil
     }
 }
 
-/// The part every SecItem function shares: bridge the query in, run it on this process's keychain as
-/// this process's client, bridge the answer out, and turn failures into OSStatus.
+/// The part every SecItem function shares: bridge the query in, run it on this process's keychain
+/// service, bridge the answer out, and turn failures into OSStatus.
 enum SecItemCall {
     static func run(
         _ dictionary: CFDictionary, result: UnsafeMutablePointer<CFTypeRef?>?, requirePointerForReturn: Bool = false,
-        _ body: (Keychain, ClientIdentity, [String: ItemValue]) throws -> ItemResult?
+        _ body: (any KeychainService, [String: ItemValue]) throws -> ItemResult?
     ) -> OSStatus {
         guard let query = try? ValueBridging.dictionary(dictionary) else { return errSecParam }
         if requirePointerForReturn, result == nil, wantsResult(query) { return errSecParam }
         do {
-            let keychain = try EmbeddedKeychain.current()
-            let answer = try body(keychain, EmbeddedKeychain.client(), query)
+            let answer = try body(try KeychainServices.current(), query)
             if let result, let answer { result.pointee = ValueBridging.object(answer) }
             return errSecSuccess
         } catch let error as KeychainError {

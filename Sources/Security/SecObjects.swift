@@ -38,5 +38,8 @@ public typealias SecRandomRef = SecRandom
 
 public let kSecRandomDefault: SecRandomRef? = nil
 
-/// Marks objects that stand for an authentication context (`LAContext`) in a query.
-public protocol SecAuthenticationContextObject: AnyObject {}
+/// Marks objects that stand for an authentication context (`LAContext`) in a query; the identifier
+/// names the context to the keychain service.
+public protocol SecAuthenticationContextObject: AnyObject {
+    var contextIdentifier: UUID { get }
+}

@@ -1,5 +1,5 @@
 import Foundation
-import KeychainEngine
+import KeychainCore
 
 /// Conversion between Foundation's bridged objects and the engine's `ItemValue`.
 enum ValueBridging {
@@ -42,7 +42,11 @@ enum ValueBridging {
         case is NSNull: return .null
         case let policy as SecAccessControl: return .accessControl(policy.policy)
         case let array as [Any]: return .array(array.map(itemValue))
-        case is SecAuthenticationContextObject: return .authenticationContext
+        case let context as SecAuthenticationContextObject:
+            return .authenticationContext(AuthenticationContextReference(identifier: context.contextIdentifier))
+        case is SecKey: return .valueReference(ValueReference(kind: .key))
+        case is SecCertificate: return .valueReference(ValueReference(kind: .certificate))
+        case is SecIdentity: return .valueReference(ValueReference(kind: .identity))
         case Optional<Any>.none: return .null
         default: return .unsupported("\(type(of: value))")
         }
@@ -77,7 +81,8 @@ enum ValueBridging {
         case .date(let date): return date as NSDate
         case .array(let values): return values.compactMap { object($0) } as NSArray
         case .accessControl(let policy): return SecAccessControl(policy: policy)
-        case .authenticationContext, .null, .unsupported: return nil
+        // Objects for references arrive with keys and certificates.
+        case .authenticationContext, .valueReference, .null, .unsupported: return nil
         }
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import KeychainEngine
 import Security
 
 /// add-, find- and delete-generic-password and -internet-password, and dump-keychain.

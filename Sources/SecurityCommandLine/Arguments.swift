@@ -3,8 +3,8 @@ import Foundation
 /// One command-line argument as the kernel passed it: bytes, which need not be UTF-8. macOS's command
 /// stores an attribute given as bytes that are not text as those bytes, so two different byte strings
 /// never become the same attribute.
-struct CommandArgument {
-    let bytes: [UInt8]
+public struct CommandArgument: Sendable {
+    public let bytes: [UInt8]
 
     /// The text, with invalid UTF-8 repaired: for flags, verbs and messages, never for values stored.
     var text: String { String(decoding: bytes, as: UTF8.self) }
@@ -12,11 +12,11 @@ struct CommandArgument {
     /// Whether the bytes are valid UTF-8.
     var isText: Bool { String(validating: bytes, as: UTF8.self) != nil }
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-    init(_ text: String) { bytes = Array(text.utf8) }
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+    public init(_ text: String) { bytes = Array(text.utf8) }
 
     /// This process's arguments after the program name, bytes as given.
-    static var processArguments: [CommandArgument] {
+    public static var processArguments: [CommandArgument] {
         (1..<Int(CommandLine.argc)).compactMap { index in
             CommandLine.unsafeArgv[index].map { pointer in
                 CommandArgument(

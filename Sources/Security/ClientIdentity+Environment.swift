@@ -1,20 +1,12 @@
 import Foundation
+import KeychainCore
 
-/// Who is calling: the access groups its entitlements grant, in order (the first is the default for
-/// new items). The embedded keychain takes them from the environment; the daemon will derive them
-/// from the peer's credentials.
-public struct ClientIdentity: Sendable, Equatable {
-    /// The group of CryptoTokenKit items: readable when entitled, never writable.
-    public static let tokenAccessGroup = "com.apple.token"
+#if canImport(Glibc)
+    import Glibc
+#endif
 
-    public var accessGroups: [String]
-
-    public init(accessGroups: [String]) {
-        self.accessGroups = accessGroups
-    }
-
-    var writableGroups: [String] { accessGroups.filter { $0 != Self.tokenAccessGroup } }
-
+/// The client identity of this process when no daemon decides it: emulated entitlements.
+extension ClientIdentity {
     /// The emulated entitlements of this process: `KEYCHAIN_ACCESS_GROUPS` (comma-separated, first =
     /// default), else the application identifier — the `CFBundleIdentifier` of an `Info.plist` beside
     /// the executable, else the executable's file name.
@@ -59,7 +51,7 @@ public struct ClientIdentity: Sendable, Equatable {
 }
 
 /// Reads one environment variable without copying the whole environment.
-func environment(_ name: String) -> String? {
+private func environment(_ name: String) -> String? {
     guard let value = getenv(name) else { return nil }
     return String(cString: value)
 }

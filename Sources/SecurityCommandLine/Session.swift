@@ -1,29 +1,45 @@
 import Foundation
+import KeychainCore
 import KeychainCrypto
-import KeychainEngine
 import Security
 
-/// The keychain this invocation works on, and the unlock prompt that an iPhone would show.
+/// The keychain service this invocation works on (the same one the Security API uses), and the
+/// unlock prompt that an iPhone would show.
 final class Session {
-    /// The database path shown in the `keychain:` line.
-    var databasePath: String { (EmbeddedKeychain.directory as NSString).appendingPathComponent(Keychain.databaseName) }
+    /// The database path shown in the `keychain:` line, asked of the service once.
+    lazy var databasePath: String = (try? keychain().location()) ?? ""
+
+    /// The keychain directory.
+    var directory: String { (databasePath as NSString).deletingLastPathComponent }
 
     /// Checks the keychain names left after a verb's options. macOS takes them as keychains to use; this
     /// store has one, so its own database path or directory is accepted and any other name fails as
     /// macOS fails for a keychain it cannot find, before anything is written (a password flag that took
     /// the next option as its value leaves that option's value behind here).
     func checkKeychainNames(_ names: [CommandArgument], function: String) throws(Failure) {
-        let own = [databasePath, EmbeddedKeychain.directory].map { ($0 as NSString).standardizingPath }
+        guard !names.isEmpty else { return }
+        let own = [databasePath, directory].map { ($0 as NSString).standardizingPath }
         for name in names where !own.contains((name.text as NSString).standardizingPath) {
             throw .keychain(errSecNoSuchKeychain, function: function, detail: "no keychain named \"\(name.text)\"")
         }
     }
 
-    func keychain() throws(Failure) -> Keychain {
+    func keychain() throws(Failure) -> any KeychainService {
         do {
-            return try EmbeddedKeychain.current()
+            return try KeychainServices.current()
         } catch {
             throw .keychain(errSecNotAvailable, function: "SecKeychainCopyDefault", detail: error.message)
+        }
+    }
+
+    /// The service's status; a keychain that cannot answer is not available.
+    func status() throws(Failure) -> KeybagStatus {
+        do {
+            return try keychain().status()
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw .keychain(errSecNotAvailable, function: Function.info, detail: error.message)
         }
     }
 
@@ -34,7 +50,7 @@ final class Session {
         var attempts = 0
         while status == errSecInteractionNotAllowed, Terminal.inputIsTerminal, attempts < 3 {
             attempts += 1
-            guard let keychain = try? keychain(), keychain.status.passcodeSet,
+            guard let keychain = try? keychain(), (try? keychain.status())?.passcodeSet == true,
                 let passcode = Terminal.readSecret(prompt: "password to unlock default: ")
             else { return status }
             do {

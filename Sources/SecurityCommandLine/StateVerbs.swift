@@ -1,7 +1,6 @@
 import Foundation
+import KeychainCore
 import KeychainCrypto
-import KeychainEngine
-import KeychainKeybag
 import Security
 
 /// set-keychain-password, lock-keychain, unlock-keychain, show-keychain-info.
@@ -18,7 +17,7 @@ struct StateVerbs {
         }
         try session.checkKeychainNames(arguments.positional, function: Function.changePassword)
         let keychain = try session.keychain()
-        let hasPasscode = keychain.status.passcodeSet
+        let hasPasscode = try session.status().passcodeSet
         // Without a terminal, standard input gives the passcodes one per line: the current one first (when
         // one is set and -o is not given), then the new one (when -p is not given). A passcode on the
         // command line is visible to every user in `ps`.
@@ -71,7 +70,13 @@ struct StateVerbs {
             throw .usage(verb: "lock-keychain", message: "lock-keychain takes no options")
         }
         try session.checkKeychainNames(rawArguments, function: Function.lock)
-        try session.keychain().lock()
+        do {
+            try session.keychain().lock()
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw failure(error, function: Function.lock)
+        }
     }
 
     func unlock(_ rawArguments: [CommandArgument]) throws(Failure) {
@@ -83,7 +88,7 @@ struct StateVerbs {
         }
         try session.checkKeychainNames(arguments.positional, function: Function.unlock)
         let keychain = try session.keychain()
-        guard keychain.status.passcodeSet else { return }
+        guard try session.status().passcodeSet else { return }
         var passcode = arguments.bytes("p").map { SecureBytes(copying: $0) }
         if passcode == nil { passcode = try readPasscode(prompt: "password to unlock default: ") }
         guard let passcode else { return }
@@ -99,8 +104,7 @@ struct StateVerbs {
             throw .usage(verb: "show-keychain-info", message: "show-keychain-info takes no options")
         }
         try session.checkKeychainNames(rawArguments, function: Function.info)
-        let keychain = try session.keychain()
-        let status = keychain.status
+        let status = try session.status()
         let state: String
         switch status.lockState {
         case .noPasscode: state = "unlocked (no passcode)"
@@ -109,7 +113,7 @@ struct StateVerbs {
         case .locked: state = "locked"
         }
         var lines = [
-            "Keychain \"\(keychain.directory)\"",
+            "Keychain \"\(session.directory)\"",
             "    state: \(state)",
             "    passcode: \(status.passcodeSet ? "set" : "not set")",
             "    failed attempts: \(status.failedAttempts)",
@@ -119,7 +123,7 @@ struct StateVerbs {
             lines.append("    next attempt in: \(seconds) s")
         }
         lines.append(
-            "    erase after \(PasscodePolicy.failuresBeforeWipe) failed attempts: \(status.wipeAfterFailures ? "on" : "off")"
+            "    erase after \(KeybagStatus.failuresBeforeErase) failed attempts: \(status.wipeAfterFailures ? "on" : "off")"
         )
         print(lines.joined(separator: "\n"))
     }

@@ -1,0 +1,106 @@
+import Foundation
+import KeychainCrypto
+
+/// Everything the `Security` API and the `security` command ask of a keychain, as one request type:
+/// plain values, so a request made in-process can equally be carried to the daemon.
+public enum KeychainRequest: Sendable, Codable {
+    /// `SecItemAdd`.
+    case add(attributes: [String: ItemValue])
+    /// `SecItemCopyMatching`.
+    case copyMatching(query: [String: ItemValue])
+    /// `SecItemUpdate`.
+    case update(query: [String: ItemValue], attributes: [String: ItemValue])
+    /// `SecItemDelete`.
+    case delete(query: [String: ItemValue])
+    /// The lock state, failed attempts and the next allowed attempt.
+    case status
+    case lock
+    case unlock(passcode: SecureBytes)
+    /// Sets a passcode (`current` nil) or changes it.
+    case setPasscode(new: SecureBytes, current: SecureBytes?)
+    case removePasscode(current: SecureBytes)
+    case setEraseAfterFailedAttempts(enabled: Bool, passcode: SecureBytes?)
+    /// Where the keychain's database is, for display (the `keychain:` line of the `security` command).
+    case location
+
+    /// The request's name, for logs and tests; never its values.
+    public var name: String {
+        switch self {
+        case .add: "add"
+        case .copyMatching: "copyMatching"
+        case .update: "update"
+        case .delete: "delete"
+        case .status: "status"
+        case .lock: "lock"
+        case .unlock: "unlock"
+        case .setPasscode: "setPasscode"
+        case .removePasscode: "removePasscode"
+        case .setEraseAfterFailedAttempts: "setEraseAfterFailedAttempts"
+        case .location: "location"
+        }
+    }
+}
+
+/// What a request gives back.
+public enum KeychainAnswer: Sendable, Codable, Equatable {
+    case done
+    case result(ItemResult?)
+    case status(KeybagStatus)
+    case location(String)
+}
+
+/// A keychain as its clients see it: the embedded engine in-process, or (later) the daemon over its
+/// socket. The `Security` module and the `security` command reach a keychain only through this.
+public protocol KeychainService: Sendable {
+    /// Performs one request for the caller the service stands for; failures are `KeychainError`s.
+    func perform(_ request: KeychainRequest) throws -> KeychainAnswer
+}
+
+extension KeychainService {
+    public func add(_ attributes: [String: ItemValue]) throws -> ItemResult? {
+        try result(of: .add(attributes: attributes))
+    }
+
+    public func copyMatching(_ query: [String: ItemValue]) throws -> ItemResult? {
+        try result(of: .copyMatching(query: query))
+    }
+
+    public func update(_ query: [String: ItemValue], attributes: [String: ItemValue]) throws {
+        _ = try perform(.update(query: query, attributes: attributes))
+    }
+
+    public func delete(_ query: [String: ItemValue]) throws { _ = try perform(.delete(query: query)) }
+
+    public func status() throws -> KeybagStatus {
+        guard case .status(let status) = try perform(.status) else { throw unexpected(.status) }
+        return status
+    }
+
+    public func lock() throws { _ = try perform(.lock) }
+
+    public func unlock(passcode: SecureBytes) throws { _ = try perform(.unlock(passcode: passcode)) }
+
+    public func setPasscode(_ new: SecureBytes, current: SecureBytes?) throws {
+        _ = try perform(.setPasscode(new: new, current: current))
+    }
+
+    public func removePasscode(current: SecureBytes) throws { _ = try perform(.removePasscode(current: current)) }
+
+    public func setEraseAfterFailedAttempts(_ enabled: Bool, passcode: SecureBytes?) throws {
+        _ = try perform(.setEraseAfterFailedAttempts(enabled: enabled, passcode: passcode))
+    }
+
+    public func location() throws -> String {
+        guard case .location(let path) = try perform(.location) else { throw unexpected(.location) }
+        return path
+    }
+
+    private func result(of request: KeychainRequest) throws -> ItemResult? {
+        guard case .result(let result) = try perform(request) else { throw unexpected(request) }
+        return result
+    }
+
+    private func unexpected(_ request: KeychainRequest) -> KeychainError {
+        .internalError("the keychain service answered \(request.name) with something else")
+    }
+}

@@ -1,0 +1,33 @@
+import Foundation
+
+/// The lock state of a keychain, as an app sees it.
+public enum LockState: String, Sendable, Equatable, Codable {
+    /// No passcode: every class is available at all times (`whenPasscodeSet` does not exist).
+    case noPasscode
+    /// Passcode set, not unlocked since start (of the process, or of the daemon): only class D.
+    case beforeFirstUnlock
+    /// Passcode set and unlocked: every class is available.
+    case unlocked
+    /// Passcode set, unlocked once and locked again: classes C and D are available.
+    case locked
+}
+
+/// A snapshot of the keybag for display (`security show-keychain-info`) and for decisions.
+public struct KeybagStatus: Sendable, Equatable, Codable {
+    /// With the erase option on, this many consecutive failed passcode attempts erase the keychain.
+    public static let failuresBeforeErase = 10
+
+    public var lockState: LockState
+    public var passcodeSet: Bool { lockState != .noPasscode }
+    public var failedAttempts: Int
+    /// When the next passcode attempt is allowed, if it is not allowed now.
+    public var nextAttemptAllowed: Date?
+    public var wipeAfterFailures: Bool
+
+    public init(lockState: LockState, failedAttempts: Int, nextAttemptAllowed: Date?, wipeAfterFailures: Bool) {
+        self.lockState = lockState
+        self.failedAttempts = failedAttempts
+        self.nextAttemptAllowed = nextAttemptAllowed
+        self.wipeAfterFailures = wipeAfterFailures
+    }
+}

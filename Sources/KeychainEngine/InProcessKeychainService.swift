@@ -1,0 +1,32 @@
+import KeychainCore
+
+/// The engine as a `KeychainService` for one client, in this process: what the embedded `Security`
+/// module runs on, and what the daemon will run for each connection.
+public struct InProcessKeychainService: KeychainService {
+    public let keychain: Keychain
+    public let client: ClientIdentity
+
+    public init(keychain: Keychain, client: ClientIdentity) {
+        self.keychain = keychain
+        self.client = client
+    }
+
+    public func perform(_ request: KeychainRequest) throws -> KeychainAnswer {
+        switch request {
+        case .add(let attributes): return .result(try keychain.add(attributes, client: client))
+        case .copyMatching(let query): return .result(try keychain.copyMatching(query, client: client))
+        case .update(let query, let attributes):
+            try keychain.update(query, attributes: attributes, client: client)
+        case .delete(let query): try keychain.delete(query, client: client)
+        case .status: return .status(keychain.status)
+        case .lock: keychain.lock()
+        case .unlock(let passcode): try keychain.unlock(passcode: passcode)
+        case .setPasscode(let new, let current): try keychain.setPasscode(new, current: current)
+        case .removePasscode(let current): try keychain.removePasscode(current: current)
+        case .setEraseAfterFailedAttempts(let enabled, let passcode):
+            try keychain.setEraseAfterFailedAttempts(enabled, passcode: passcode)
+        case .location: return .location(keychain.databasePath)
+        }
+        return .done
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import KeychainCrypto
+import Security
+
+/// The `security` command's verbs, as a library: the executable sets up the process and calls `main`;
+/// tests call `run` in-process, behind whatever keychain service they choose.
+public enum SecurityCommandLine {
+    /// Runs one invocation (the arguments after the program name) and returns its exit status, having
+    /// written its output and messages. The keychain's connections are closed afterwards, so that a
+    /// process about to exit leaves a database the next one opens without replaying a log.
+    public static func run(_ arguments: [CommandArgument]) -> Int32 {
+        defer { EmbeddedKeychain.closeDatabases() }
+        do {
+            try dispatch(arguments)
+            return 0
+        } catch {
+            FileHandle.standardError.write(Data((error.text + "\n").utf8))
+            return error.exitStatus
+        }
+    }
+
+    /// The same with arguments that are text.
+    public static func run(_ arguments: [String]) -> Int32 { run(arguments.map(CommandArgument.init)) }
+
+    static func dispatch(_ arguments: [CommandArgument]) throws(Failure) {
+        guard let verb = arguments.first?.text else { throw .usage(verb: nil, message: "") }
+        let rest = Array(arguments.dropFirst())
+        let session = Session()
+        switch verb {
+        case "add-generic-password": try PasswordVerbs(kind: .generic, session: session).add(rest)
+        case "find-generic-password": try PasswordVerbs(kind: .generic, session: session).find(rest)
+        case "delete-generic-password": try PasswordVerbs(kind: .generic, session: session).delete(rest)
+        case "add-internet-password": try PasswordVerbs(kind: .internet, session: session).add(rest)
+        case "find-internet-password": try PasswordVerbs(kind: .internet, session: session).find(rest)
+        case "delete-internet-password": try PasswordVerbs(kind: .internet, session: session).delete(rest)
+        case "dump-keychain": try DumpVerb(session: session).run(rest)
+        case "set-keychain-password": try StateVerbs(session: session).setPassword(rest)
+        case "lock-keychain": try StateVerbs(session: session).lock(rest)
+        case "unlock-keychain": try StateVerbs(session: session).unlock(rest)
+        case "show-keychain-info": try StateVerbs(session: session).showInfo(rest)
+        case "error":
+            guard !rest.isEmpty else { throw .usage(verb: "error", message: "no error code given") }
+            for code in rest.map(\.text) {
+                let parsed = code.hasPrefix("0x") ? Int64(code.dropFirst(2), radix: 16) : Int64(code)
+                guard let parsed,
+                    let status = OSStatus(exactly: parsed)
+                        ?? OSStatus(exactly: Int64(Int32(truncatingIfNeeded: parsed)))
+                else {
+                    throw .usage(verb: "error", message: "\"\(code)\" is not an error code")
+                }
+                let message = SecCopyErrorMessageString(status, nil).map { String($0) } ?? "OSStatus \(status)"
+                print("Error: 0x\(String(format: "%08X", UInt32(bitPattern: status))) \(status) \(message)")
+            }
+        case "help", "-h", "--help":
+            if let topic = rest.first?.text {
+                guard let text = Usage.text(for: topic) else {
+                    throw .usage(verb: nil, message: "unknown command \"\(topic)\"")
+                }
+                print(text)
+            } else {
+                print(Usage.overview)
+            }
+        default:
+            throw .usage(verb: nil, message: "unknown command \"\(verb)\"")
+        }
+    }
+}
