@@ -264,9 +264,9 @@ func spawn(_ path: String, _ arguments: [String], environment: [String]) -> Bool
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
     let argv = ([path] + arguments).map { strdup($0) } + [nil]
-    defer { argv.forEach { free($0) } }
+    defer { for argument in argv { free(argument) } }
     let envp = environment.map { strdup($0) } + [nil]
-    defer { envp.forEach { free($0) } }
+    defer { for variable in envp { free(variable) } }
     guard posix_spawn(&pid, path, &actions, nil, argv, envp) == 0 else { return false }
     var status: Int32 = 0
     waitpid(pid, &status, 0)
