@@ -5,11 +5,13 @@ import PackageDescription
 //   CSQLite, COpenSSL          system libraries from Debian (libsqlite3-dev, libssl-dev)
 //   CProcessControl            prctl in a form Swift can call (header only)
 //   KeychainCrypto             AES-256-GCM, HMAC, scrypt, randomness, wiped and pinned key buffers
+//   KeychainCore               what a keychain is asked and answers: values, errors, KeychainService
 //   KeychainStorage            SQLite: connections, cached statements, the item schema
-//   KeychainKeybag             device root, class keys, passcode, lock state
-//   KeychainEngine             item semantics: queries, encryption at rest, access groups
-//   Security                   Apple's SecItem API over the engine
+//   KeychainKeybag             device root, class keys, passcode, lock state, safe files
+//   KeychainEngine             item semantics: parsing, search, sealing, access groups; the in-process service
+//   Security                   Apple's SecItem API over a KeychainService (the embedded engine by default)
 //   LocalAuthentication        LAContext; re-exports Security
+//   SecurityCommandLine        the security command's verbs (over Security), run by SecurityCommand
 
 // A shell command starts for every call, so the release `security` links the Swift runtime and Foundation
 // in: about 4 ms less dynamic linking per start. The static Foundation needs its C parts named (the
@@ -54,7 +56,7 @@ let package = Package(
         .target(name: "LocalAuthentication", dependencies: ["Security"]),
         .executableTarget(
             name: "keychain-bench",
-            dependencies: ["KeychainEngine", "KeychainCrypto", "KeychainStorage", "Security"]
+            dependencies: ["KeychainEngine", "KeychainCrypto", "KeychainKeybag", "KeychainStorage", "Security"]
         ),
         .target(name: "SecurityCommandLine", dependencies: ["Security", "KeychainCore", "KeychainCrypto"]),
         .executableTarget(
@@ -64,13 +66,16 @@ let package = Package(
         ),
         .executableTarget(
             name: "keychain-test-helper",
-            dependencies: ["Security", "KeychainEngine"]
+            dependencies: ["Security"]
         ),
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
-        .testTarget(name: "KeychainKeybagTests", dependencies: ["KeychainKeybag", "KeychainCrypto"]),
+        .testTarget(name: "KeychainKeybagTests", dependencies: ["KeychainKeybag", "KeychainCore", "KeychainCrypto"]),
         .testTarget(
             name: "KeychainEngineTests",
-            dependencies: ["KeychainEngine", "KeychainStorage", "KeychainCrypto", "keychain-test-helper"]
+            dependencies: [
+                "CSQLite", "KeychainCore", "KeychainEngine", "KeychainKeybag", "KeychainStorage", "KeychainCrypto",
+                "keychain-test-helper",
+            ]
         ),
         .testTarget(
             name: "SecurityCommandTests",

@@ -41,12 +41,12 @@ public enum ItemValue: Sendable, Hashable, Codable {
 
 /// What `SecAccessControlCreateWithFlags` made: a protection class and constraint flags (Apple's bits).
 public struct AccessControlPolicy: Sendable, Hashable, Codable {
-    /// The `kSecAttrAccessible` value (`ak`, `aku`, ...).
-    public var protection: String
+    /// The protection class (`kSecAttrAccessible`).
+    public var protection: ProtectionClass
     /// `SecAccessControlCreateFlags` raw value.
     public var flags: UInt
 
-    public init(protection: String, flags: UInt) {
+    public init(protection: ProtectionClass, flags: UInt) {
         self.protection = protection
         self.flags = flags
     }

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 
 /// Why the keybag refused. The engine maps these to Apple's status codes.
 public enum KeybagError: Error, Equatable, Sendable {

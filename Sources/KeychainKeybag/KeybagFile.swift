@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import KeychainCrypto
 
 /// The keybag as stored: class keys wrapped by the device root (and, for classes A and C while a

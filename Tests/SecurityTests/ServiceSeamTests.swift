@@ -97,7 +97,7 @@ final class ServiceSeamTests: KeychainTestCase {
             query: ["class": .string("genp"), "u_AuthCtx": .authenticationContext(AuthenticationContextReference())],
             attributes: [
                 "v_Data": .data(Data([0, 1, 2])),
-                "accc": .accessControl(AccessControlPolicy(protection: "ak", flags: 1)),
+                "accc": .accessControl(AccessControlPolicy(protection: .whenUnlocked, flags: 1)),
             ])
         let decoded = try JSONDecoder().decode(KeychainRequest.self, from: JSONEncoder().encode(request))
         guard case .update(let query, let attributes) = decoded,

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import KeychainCrypto
 
 /// The default device root: 32 random bytes in a 0600 file.

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 
 #if canImport(Glibc)
     import Glibc

@@ -88,17 +88,17 @@ enum AttributeCodec {
         stored == wanted || canonicalBytes(stored, kind: kind) == canonicalBytes(wanted, kind: kind)
     }
 
-    /// Interprets a synchronizable value: true/false, or nil for `kSecAttrSynchronizableAny`.
-    static func synchronizable(_ value: ItemValue) throws -> Bool? {
+    /// Interprets a synchronizable value: a boolean, or `kSecAttrSynchronizableAny`.
+    static func synchronizable(_ value: ItemValue) throws -> SynchronizableMatch {
         switch value {
-        case .bool(let flag): return flag
-        case .integer(let number): return number != 0
-        case .double(let number): return number != 0
-        case .string("syna"): return nil
+        case .bool(let flag): return SynchronizableMatch(flag)
+        case .integer(let number): return SynchronizableMatch(number != 0)
+        case .double(let number): return SynchronizableMatch(number != 0)
+        case .string("syna"): return .any
         case .string(let string):
-            if let number = Int64(string) { return number != 0 }
-            if string == "true" { return true }
-            if string == "false" { return false }
+            if let number = Int64(string) { return SynchronizableMatch(number != 0) }
+            if string == "true" { return .yes }
+            if string == "false" { return .no }
             throw KeychainError.invalidParameter("sync must be a boolean or kSecAttrSynchronizableAny")
         default:
             throw KeychainError.invalidParameter(

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import KeychainCrypto
 
 /// The key everything in the keybag is wrapped by: the Secure Enclave's UID on iOS; here a software

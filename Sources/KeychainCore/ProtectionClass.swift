@@ -2,7 +2,7 @@
 ///
 /// Each has its own class key, so a ThisDeviceOnly class can later stay behind when the migratory
 /// classes are re-wrapped for a backup.
-public enum ProtectionClass: Int, CaseIterable, Sendable, Hashable {
+public enum ProtectionClass: Int, CaseIterable, Sendable, Hashable, Codable {
     case whenUnlocked = 6  // ak
     case afterFirstUnlock = 7  // ck
     case always = 8  // dk
@@ -58,6 +58,4 @@ public enum ProtectionClass: Int, CaseIterable, Sendable, Hashable {
     /// The class exists only while a passcode is set.
     public var requiresPasscode: Bool { self == .whenPasscodeSetThisDeviceOnly }
 
-    /// Wrapped under the passcode (as well as the root) when a passcode is set.
-    var isPasscodeProtected: Bool { tier != .always }
 }

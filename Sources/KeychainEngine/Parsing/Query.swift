@@ -2,7 +2,7 @@ import Foundation
 import KeychainKeybag
 
 /// The four SecItem operations; parsing rules differ slightly between them.
-enum Operation: Sendable {
+enum ItemOperation: Sendable {
     case add, copyMatching, update, delete
 }
 
@@ -60,12 +60,9 @@ struct Query: Sendable {
     var isIdentity = false
     /// Class attributes to match or set, normalized, without the engine-managed ones below.
     var attributes: [String: ItemValue] = [:]
-    var accessGroup: String?
+    /// The secret, access group, synchronizable, protection class and access control.
+    var shared = SharedAttributes()
     var musr: ItemValue?
-    /// nil: not given. `.some(nil)`: kSecAttrSynchronizableAny.
-    var synchronizable: Bool??
-    var protection: ProtectionClass?
-    var accessControl: AccessControlPolicy?
     var tombstone: Bool?
     var useTombstones: Bool?
     var limit: MatchLimit = .one
@@ -74,21 +71,23 @@ struct Query: Sendable {
     var returnAttributes = false
     var returnReference = false
     var returnPersistentReference = false
-    var valueData: Data?
     var persistentReference: PersistentReference?
-    var hasValueReference = false
+    /// The Security object given as `kSecValueRef`.
+    var valueReference: ValueReference?
+    /// An authentication context given as `kSecUseAuthenticationContext`.
+    var authenticationContext: AuthenticationContextReference?
     var skipItemsNeedingAuthentication = false
+
+    var accessGroup: String? { shared.accessGroup }
+    var synchronizable: SynchronizableMatch? { shared.synchronizable }
+    var protection: ProtectionClass? { shared.protection }
+    var accessControl: AccessControlPolicy? { shared.accessControl }
+    var valueData: Data? { shared.secret }
 
     var returnsAnything: Bool { returnData || returnAttributes || returnReference || returnPersistentReference }
 
-    /// Apple accepts at most this many keys in one dictionary.
-    static let maximumKeys = 128
-
-    static func parse(_ dictionary: [String: ItemValue], for operation: Operation) throws -> Query {
-        guard dictionary.count <= maximumKeys else {
-            throw KeychainError.invalidParameter(
-                "the query has \(dictionary.count) keys; at most \(maximumKeys) are allowed")
-        }
+    static func parse(_ dictionary: [String: ItemValue], for operation: ItemOperation) throws -> Query {
+        try SharedAttributes.checkSize(dictionary, name: "the query")
         var query = Query()
         if let classValue = dictionary["class"] {
             guard case .string(let name) = classValue else {
@@ -105,7 +104,8 @@ struct Query: Sendable {
         // Keys in a stable order, so the first problem reported does not depend on hashing.
         for key in dictionary.keys.sorted() where key != "class" {
             guard let value = dictionary[key] else { continue }
-            if case .null = value { throw KeychainError.invalidParameter("the value for \(key) is null") }
+            try SharedAttributes.checkNotNull(key, value)
+            if try query.shared.take(key, value) { continue }
             try query.apply(key: key, value: value, operation: operation)
         }
         if query.itemClass == nil, !query.isIdentity {
@@ -119,7 +119,7 @@ struct Query: Sendable {
         return query
     }
 
-    private mutating func apply(key: String, value: ItemValue, operation: Operation) throws {
+    private mutating func apply(key: String, value: ItemValue, operation: ItemOperation) throws {
         if key.utf8.count == 4 {
             try applyAttribute(key: key, value: value)
             return
@@ -138,28 +138,6 @@ struct Query: Sendable {
         switch key {
         case "nleg":
             return  // kSecUseDataProtectionKeychain: this keychain is always the data-protection one
-        case "agrp":
-            guard case .string(let group) = value, !group.isEmpty else {
-                throw KeychainError.invalidParameter("agrp (kSecAttrAccessGroup) must be a non-empty string")
-            }
-            accessGroup = group
-            return
-        case "sync":
-            synchronizable = .some(try AttributeCodec.synchronizable(value))
-            return
-        case "pdmn":
-            guard case .string(let name) = value, let protectionClass = ProtectionClass(attributeValue: name) else {
-                throw KeychainError.invalidParameter("pdmn (kSecAttrAccessible) is not a valid protection class")
-            }
-            protection = protectionClass
-            return
-        case "accc":
-            guard case .accessControl(let policy) = value else {
-                throw KeychainError.invalidParameter(
-                    "accc (kSecAttrAccessControl) must be a SecAccessControl, not \(value.typeName)")
-            }
-            accessControl = policy
-            return
         case "tomb":
             tombstone = try AttributeCodec.boolean(value, key: "tomb")
             return
@@ -231,7 +209,7 @@ struct Query: Sendable {
         }
     }
 
-    private mutating func applyUse(key: String, value: ItemValue, operation: Operation) throws {
+    private mutating func applyUse(key: String, value: ItemValue, operation: ItemOperation) throws {
         switch key {
         case "u_Tomb":
             useTombstones = try AttributeCodec.boolean(value, key: key)
@@ -250,9 +228,10 @@ struct Query: Sendable {
         case "u_NoAuthUI":
             _ = try AttributeCodec.boolean(value, key: key)
         case "u_AuthCtx":
-            guard case .authenticationContext = value else {
+            guard case .authenticationContext(let context) = value else {
                 throw KeychainError.invalidParameter("u_AuthCtx must be an LAContext, not \(value.typeName)")
             }
+            authenticationContext = context
         case "u_OpPrompt":
             guard case .string = value else { throw KeychainError.invalidParameter("u_OpPrompt must be a string") }
         case "u_CredRef":
@@ -271,11 +250,6 @@ struct Query: Sendable {
 
     private mutating func applyValue(key: String, value: ItemValue) throws {
         switch key {
-        case "v_Data":
-            guard case .data(let bytes) = value else {
-                throw KeychainError.invalidParameter("v_Data (kSecValueData) must be data, not \(value.typeName)")
-            }
-            valueData = bytes
         case "v_PersistentRef":
             guard case .data(let bytes) = value else {
                 throw KeychainError.invalidParameter("v_PersistentRef must be data, not \(value.typeName)")
@@ -285,16 +259,17 @@ struct Query: Sendable {
             }
             persistentReference = reference
         case "v_Ref":
-            hasValueReference = true
+            guard case .valueReference(let reference) = value else {
+                throw KeychainError.invalidParameter("v_Ref must be a SecKey, SecCertificate or SecIdentity")
+            }
+            valueReference = reference
         default:
             throw KeychainError.invalidParameter("unknown value key \"\(key)\"")
         }
     }
 
-    private func validateCombinations(_ operation: Operation) throws {
-        if protection != nil, accessControl != nil {
-            throw KeychainError.invalidParameter("conflicting kSecAttrAccessible and kSecAttrAccessControl")
-        }
+    private func validateCombinations(_ operation: ItemOperation) throws {
+        try shared.validate()
         if let persistentReference {
             if let itemClass, itemClass != persistentReference.itemClass, operation != .copyMatching {
                 throw KeychainError.invalidParameter("the persistent reference names another class")

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import KeychainCrypto
 
 #if canImport(Glibc)

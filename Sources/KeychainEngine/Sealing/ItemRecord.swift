@@ -59,7 +59,7 @@ enum ItemRecordCoding {
         writer.write(UInt8(record.tombstone ? 1 : 0))
         if let accessControl = record.accessControl {
             writer.write(UInt8(1))
-            writer.writeString(accessControl.protection)
+            writer.writeString(accessControl.protection.attributeValue)
             writer.write(UInt64(accessControl.flags))
         } else {
             writer.write(UInt8(0))
@@ -94,8 +94,9 @@ enum ItemRecordCoding {
         let tombstone = try reader.read() as UInt8 == 1
         var accessControl: AccessControlPolicy?
         if try reader.read() as UInt8 == 1 {
-            let protection = try reader.readString()
+            let name = try reader.readString()
             let flags: UInt64 = try reader.read()
+            guard let protection = ProtectionClass(attributeValue: name) else { throw ByteReader.Truncated() }
             accessControl = AccessControlPolicy(protection: protection, flags: UInt(flags))
         }
         let count: UInt32 = try reader.read()

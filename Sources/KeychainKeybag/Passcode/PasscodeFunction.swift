@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import KeychainCrypto
 
 /// How a passcode is stretched into the key that wraps the class keys, with its cost. Stored in the

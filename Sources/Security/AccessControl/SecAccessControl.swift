@@ -1,5 +1,5 @@
 import Foundation
-import KeychainEngine
+import KeychainCore
 
 /// `SecAccessControlCreateFlags`, with Apple's bit values.
 public struct SecAccessControlCreateFlags: OptionSet, Sendable, Hashable {
@@ -48,7 +48,7 @@ public func SecAccessControlCreateWithFlags(
         return nil
     }
     guard let protectionName = (protection as? String) ?? (protection as? NSString).map({ String($0) }),
-        ["ak", "ck", "dk", "aku", "cku", "dku", "akpu"].contains(protectionName)
+        let protectionClass = ProtectionClass(attributeValue: protectionName)
     else { return fail("invalid protection") }
     if flags.contains(.or), flags.contains(.and) { return fail("only one logical operation can be set") }
     if flags.contains(.biometryAny), flags.contains(.biometryCurrentSet) {
@@ -58,5 +58,5 @@ public func SecAccessControlCreateWithFlags(
         let others = flags.subtracting([.userPresence, .applicationPassword, .privateKeyUsage])
         if !others.isEmpty { return fail("user presence cannot be combined with other constraints") }
     }
-    return SecAccessControl(policy: AccessControlPolicy(protection: protectionName, flags: flags.rawValue))
+    return SecAccessControl(policy: AccessControlPolicy(protection: protectionClass, flags: flags.rawValue))
 }

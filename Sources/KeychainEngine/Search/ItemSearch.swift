@@ -143,13 +143,7 @@ struct ItemSearch {
         try terms.allSatisfy { try store.hasIndexEntry($0.digest, rowID: rowID) }
     }
 
-    private var synchronizableValues: [Bool] {
-        switch query.synchronizable {
-        case .none: [false]
-        case .some(.none): [false, true]
-        case .some(.some(let value)): [value]
-        }
-    }
+    private var synchronizableValues: [Bool] { (query.synchronizable ?? .no).values }
 
     // MARK: Checks
 
@@ -200,54 +194,5 @@ struct ItemSearch {
             else { return false }
         }
         return true
-    }
-}
-
-/// Opening a row's blobs into an `ItemRecord`.
-enum ItemDecryption {
-    /// The record, or nil when the row is corrupt or tampered with (logged, never returned).
-    static func open(_ row: StoredItem, protection: ProtectionClass, classKey: SecureBytes, needSecret: Bool)
-        -> ItemRecord?
-    {
-        guard let itemClass = ItemClass(rawValue: row.itemClass) else { return nil }
-        let binding = RowBinding(row: row, itemClass: itemClass, protection: protection)
-        do {
-            let metadataBytes = try ItemCrypto.open(row.metadata, part: .metadata, binding: binding, classKey: classKey)
-            let metadata = try ItemRecordCoding.decodeMetadata(metadataBytes)
-            var record = ItemRecord(
-                itemClass: itemClass, persistentID: row.persistentID, protection: protection,
-                accessGroup: metadata.accessGroup, synchronizable: metadata.synchronizable,
-                tombstone: metadata.tombstone, attributes: metadata.attributes,
-                accessControl: metadata.accessControl, secret: nil)
-            if needSecret { record.secret = try openSecret(row, binding: binding, classKey: classKey) }
-            return record
-        } catch {
-            KeychainLog.error("an item failed its integrity check and is treated as corrupt")
-            return nil
-        }
-    }
-
-    /// The secret alone: for a lookup by primary key that returns only data. The blob's binding covers
-    /// the lookup digest, access group and flags the query was matched on, so the attributes need not
-    /// be opened to know the secret belongs to the item asked for.
-    static func openSecretOnly(_ row: StoredItem, protection: ProtectionClass, classKey: SecureBytes) -> ItemRecord? {
-        guard let itemClass = ItemClass(rawValue: row.itemClass) else { return nil }
-        let binding = RowBinding(row: row, itemClass: itemClass, protection: protection)
-        do {
-            var record = ItemRecord(
-                itemClass: itemClass, persistentID: row.persistentID, protection: protection, accessGroup: "",
-                synchronizable: row.synchronizable, tombstone: row.tombstone, attributes: [:], accessControl: nil,
-                secret: nil)
-            record.secret = try openSecret(row, binding: binding, classKey: classKey)
-            return record
-        } catch {
-            KeychainLog.error("an item failed its integrity check and is treated as corrupt")
-            return nil
-        }
-    }
-
-    private static func openSecret(_ row: StoredItem, binding: RowBinding, classKey: SecureBytes) throws -> Data? {
-        let bytes = try ItemCrypto.open(row.secret, part: .secret, binding: binding, classKey: classKey)
-        return try ItemRecordCoding.decodeSecret(bytes)
     }
 }

@@ -76,7 +76,7 @@ extension Keychain {
         guard let itemClass = query.itemClass, !query.isIdentity else {
             throw KeychainError.invalidParameter("identities are added as a certificate and a private key")
         }
-        if query.hasValueReference {
+        if query.valueReference != nil {
             throw KeychainError.invalidParameter("kSecValueRef items are not supported for class \(itemClass.name)")
         }
         if query.persistentReference != nil {
@@ -85,14 +85,13 @@ extension Keychain {
         if query.limitGiven {
             throw KeychainError.invalidParameter("kSecMatchLimit is not allowed in SecItemAdd")
         }
-        let group = try groupForWriting(query.accessGroup, client: client)
-        let protection = try protectionForAdding(query, itemClass: itemClass)
-        let synchronizable: Bool
-        switch query.synchronizable {
-        case .none: synchronizable = false
-        case .some(.none): throw KeychainError.invalidParameter("kSecAttrSynchronizableAny is a search value only")
-        case .some(.some(let value)): synchronizable = value
+        let group = try client.groupForWriting(query.accessGroup)
+        if query.synchronizable == .any {
+            throw KeychainError.invalidParameter("kSecAttrSynchronizableAny is a search value only")
         }
+        let synchronizable = query.synchronizable == .yes
+        try query.shared.checkAccessControlForWriting(synchronizable: synchronizable)
+        let protection = query.shared.protectionClass ?? (itemClass == .certificate ? .always : .whenUnlocked)
         // The class key first: adding a class-A item while locked fails even if it is a duplicate.
         let classKey = try keybag.classKey(for: protection)
 
@@ -110,12 +109,12 @@ extension Keychain {
             synchronizable: synchronizable, tombstone: false, attributes: attributes,
             accessControl: query.accessControl, secret: query.valueData)
         try record.updateDigest()
-        return (try seal(record, classKey: classKey, digests: try digests()), record)
+        return (try ItemSealing.seal(record, classKey: classKey, digests: try digests()), record)
     }
 
     /// Inserts a new row; a tombstone or an undecryptable row in the same slot gives way, a live
     /// item does not (errSecDuplicateItem).
-    private func insertNew(_ row: StoredItem, store: ItemStore) throws {
+    func insertNew(_ row: StoredItem, store: ItemStore) throws {
         do {
             try store.insert(row)
         } catch let error as StorageError where error.kind == .constraint {
@@ -140,38 +139,15 @@ extension Keychain {
         return ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false) == nil
     }
 
-    private func protectionForAdding(_ query: Query, itemClass: ItemClass) throws -> ProtectionClass {
-        if let policy = query.accessControl {
-            guard let protection = ProtectionClass(attributeValue: policy.protection) else {
-                throw KeychainError.invalidParameter("the access control has an invalid protection class")
-            }
-            try Self.checkAccessControlSupported(policy, synchronizable: query.synchronizable)
-            return protection
-        }
-        return query.protection ?? (itemClass == .certificate ? .always : .whenUnlocked)
-    }
-
-    /// Access-control constraints (user presence, biometry, passcode, application password) are enforced
-    /// by the access-control work that follows; until then such items are refused rather than stored
-    /// unprotected. A policy with no flags is only a protection class and is accepted.
-    static func checkAccessControlSupported(_ policy: AccessControlPolicy, synchronizable: Bool??) throws {
-        if policy.flags != 0 {
-            if case .some(.some(true)) = synchronizable {
-                throw KeychainError.invalidParameter("an item with kSecAttrAccessControl cannot be synchronizable")
-            }
-            throw KeychainError.unimplemented("access-control constraints are not supported yet")
-        }
-    }
-
     // MARK: Copy matching
 
     private func copyMatching(_ query: Query, client: ClientIdentity) throws -> ItemResult? {
         if query.isIdentity { throw KeychainError.itemNotFound }
         guard let itemClass = query.itemClass else { throw KeychainError.itemNotFound }
-        if query.hasValueReference {
+        if query.valueReference != nil {
             throw KeychainError.invalidParameter("kSecValueRef is not supported for class \(itemClass.name)")
         }
-        let groups = try groupsForReading(query.accessGroup, client: client)
+        let groups = try client.groupsForReading(query.accessGroup)
         // No read transaction: every candidate is re-checked after decryption, so a write landing
         // between two statements cannot make a wrong item match; it can only be seen or not.
         let matches = try pool.withConnection { connection in
@@ -192,8 +168,8 @@ extension Keychain {
             throw KeychainError.invalidParameter("kSecMatchLimit is not allowed in SecItemUpdate")
         }
         let change = try ItemChange.parse(changes, itemClass: itemClass)
-        let groups = try groupsForWriting(query.accessGroup, client: client)
-        if let newGroup = change.accessGroup {
+        let groups = try client.groupsForWriting(query.accessGroup)
+        if let newGroup = change.shared.accessGroup {
             guard client.writableGroups.contains(newGroup) else {
                 throw KeychainError.missingEntitlement(
                     "the new access group \(newGroup) is not one of this client's groups")
@@ -205,7 +181,7 @@ extension Keychain {
                 var record = match.record
                 try change.apply(to: &record, now: clock.now())
                 let classKey = try keybag.classKey(for: record.protection)
-                var row = try seal(record, classKey: classKey, digests: digests)
+                var row = try ItemSealing.seal(record, classKey: classKey, digests: digests)
                 row.rowID = match.row.rowID
                 try replace(rowID: match.row.rowID, with: row, store: store)
                 let keyChanged = row.primaryKeyDigest != match.row.primaryKeyDigest
@@ -256,7 +232,7 @@ extension Keychain {
         if query.limitGiven, query.limit != .all {
             throw KeychainError.invalidParameter("kSecMatchLimit is not allowed in SecItemDelete")
         }
-        let groups = try groupsForWriting(query.accessGroup, client: client)
+        let groups = try client.groupsForWriting(query.accessGroup)
         let digests = try digests()
         try changingMatches(of: query, itemClass: itemClass, groups: groups, needSecret: false) { store, matches in
             for match in matches {
@@ -268,26 +244,6 @@ extension Keychain {
         }
     }
 
-    /// A tombstone keeps an item's primary key (so sync learns of the deletion) and nothing else.
-    private func insertTombstone(for record: ItemRecord, store: ItemStore, digests: ItemDigests) throws {
-        var attributes: [String: ItemValue] = [:]
-        for name in AttributeSchema.primaryKey(record.itemClass) + AttributeSchema.uniquenessOnly {
-            attributes[name] = record.attributes[name]
-        }
-        let now = clock.now()
-        attributes["cdat"] = record.attributes["cdat"]
-        attributes["mdat"] = .date(now)
-        let tombstone = ItemRecord(
-            itemClass: record.itemClass, persistentID: try Random.bytes(16), protection: record.protection,
-            accessGroup: record.accessGroup, synchronizable: record.synchronizable, tombstone: true,
-            attributes: attributes, accessControl: nil, secret: nil)
-        let row = try seal(tombstone, classKey: try keybag.classKey(for: record.protection), digests: digests)
-        do {
-            // An older tombstone (or a corrupt row) in the slot gives way; a live item keeps it.
-            try insertNew(row, store: store)
-        } catch let error as KeychainError where error.code == .duplicateItem {}
-    }
-
     // MARK: Helpers
 
     private func search(_ query: Query, itemClass: ItemClass, groups: [String], store: ItemStore) throws
@@ -295,64 +251,5 @@ extension Keychain {
     {
         ItemSearch(
             store: store, keybag: keybag, digests: try digests(), itemClass: itemClass, query: query, groups: groups)
-    }
-
-    /// Seals a record into a row: encrypted blobs and keyed digests.
-    func seal(_ record: ItemRecord, classKey: SecureBytes, digests: ItemDigests) throws -> StoredItem {
-        let lookupDigest = try digests.lookup(
-            itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
-            synchronizable: record.synchronizable)
-        let binding = RowBinding(record: record, lookupDigest: lookupDigest)
-        return StoredItem(
-            persistentID: record.persistentID, itemClass: record.itemClass.rawValue,
-            protectionClass: record.protection.rawValue, accessGroupDigest: try digests.accessGroup(record.accessGroup),
-            synchronizable: record.synchronizable, tombstone: record.tombstone,
-            primaryKeyDigest: try digests.primaryKey(
-                itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
-                synchronizable: record.synchronizable),
-            lookupDigest: lookupDigest,
-            metadata: try ItemCrypto.seal(
-                ItemRecordCoding.encodeMetadata(record), part: .metadata, binding: binding, classKey: classKey),
-            secret: try ItemCrypto.seal(
-                ItemRecordCoding.encodeSecret(record.secret), part: .secret, binding: binding, classKey: classKey),
-            indexDigests: try digests.indexEntries(for: record))
-    }
-
-    private func groupForWriting(_ explicit: String?, client: ClientIdentity) throws -> String {
-        let writable = client.writableGroups
-        if let explicit {
-            guard writable.contains(explicit) else {
-                throw KeychainError.missingEntitlement(
-                    "the access group \(explicit) is not one of this client's writable groups")
-            }
-            return explicit
-        }
-        guard let first = writable.first else {
-            throw KeychainError.missingEntitlement("the client has no keychain access groups")
-        }
-        return first
-    }
-
-    private func groupsForWriting(_ explicit: String?, client: ClientIdentity) throws -> [String] {
-        if let explicit { return [try groupForWriting(explicit, client: client)] }
-        let writable = client.writableGroups
-        guard !writable.isEmpty else {
-            throw KeychainError.missingEntitlement("the client has no keychain access groups")
-        }
-        return writable
-    }
-
-    private func groupsForReading(_ explicit: String?, client: ClientIdentity) throws -> [String] {
-        if let explicit {
-            guard client.accessGroups.contains(explicit) else {
-                throw KeychainError.missingEntitlement(
-                    "the access group \(explicit) is not one of this client's groups")
-            }
-            return [explicit]
-        }
-        guard !client.accessGroups.isEmpty else {
-            throw KeychainError.missingEntitlement("the client has no keychain access groups")
-        }
-        return client.accessGroups
     }
 }
