@@ -7,7 +7,9 @@ import Foundation
 /// without SQLite's own mutex. All SQL it runs is static text from this module.
 public final class Connection {
     private let handle: OpaquePointer
-    private var statements: [String: Statement] = [:]
+    // One thread at a time uses a connection (the pool hands it out), so the runtime's exclusivity
+    // check on every statement lookup buys nothing here.
+    @exclusivity(unchecked) private var statements: [String: Statement] = [:]
     public let path: String
 
     /// Opens (creating if asked) the database at `path` in WAL mode with full fsync on commit,

@@ -5,6 +5,7 @@
 //   swift run -c release keychain-bench [--sizes 1,1000,100000] [--million] [--samples 2000]
 //                                       [--write-samples 300] [--command-samples 60]
 //   keychain-bench --passcode-only      the passcode KDF alone: unlock cost and offline guess rates
+//   keychain-bench --profile-lookups N | --profile-secitem N    N lookups alone, engine or SecItem, for perf
 
 import Foundation
 import KeychainCrypto
@@ -21,6 +22,8 @@ struct Options {
     var commandSamples = 60
     /// Only run this many engine lookups on 1,000 items, for a profiler (perf record).
     var profileLookups: Int?
+    /// Only run this many SecItemCopyMatching lookups (returning data) on 1,000 items, for a profiler.
+    var profileSecItem: Int?
     /// Only measure the passcode KDF.
     var passcodeOnly = false
 
@@ -40,6 +43,8 @@ struct Options {
             case "--passcode-only": passcodeOnly = true
             case "--profile-lookups":
                 profileLookups = Int(iterator.next() ?? "")
+            case "--profile-secitem":
+                profileSecItem = Int(iterator.next() ?? "")
             default:
                 FileHandle.standardError.write(Data("unknown argument \(argument)\n".utf8))
                 exit(2)
@@ -146,6 +151,25 @@ if let lookups = options.profileLookups {
     } catch {
         fail("profile run: \(error)")
     }
+    exit(0)
+}
+
+if let lookups = options.profileSecItem {
+    setenv("KEYCHAIN_HOME", root + "/profile", 1)
+    do {
+        try EmbeddedKeychain.current().add(contentsOf: (0..<1_000).map(password), client: client)
+    } catch {
+        fail("profile run: \(error)")
+    }
+    // Built beforehand, as the benchmark builds them outside what it times.
+    let queries: [CFDictionary] = (0..<1_000).map { index in
+        [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bench.example.com",
+            kSecAttrAccount as String: "user-\(index)", kSecReturnData as String: true,
+        ] as CFDictionary
+    }
+    var result: CFTypeRef?
+    for sample in 0..<lookups { check(SecItemCopyMatching(queries[(sample &* 7919) % 1_000], &result), "copy") }
     exit(0)
 }
 

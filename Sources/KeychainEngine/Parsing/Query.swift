@@ -101,12 +101,17 @@ struct Query: Sendable {
                 throw KeychainError.noSuchClass("unknown item class \"\(name)\"")
             }
         }
-        // Keys in a stable order, so the first problem reported does not depend on hashing.
-        for key in dictionary.keys.sorted() where key != "class" {
-            guard let value = dictionary[key] else { continue }
-            try SharedAttributes.checkNotNull(key, value)
-            if try query.shared.take(key, value) { continue }
-            try query.apply(key: key, value: value, operation: operation)
+        let classOnly = query
+        do {
+            for (key, value) in dictionary where key != "class" { try query.take(key, value, operation: operation) }
+        } catch {
+            // Report the first problem in key order, so that which one is reported does not depend on
+            // hashing: walking sorted keys costs, so only a query that has one pays it.
+            var sorted = classOnly
+            for key in dictionary.keys.sorted() where key != "class" {
+                if let value = dictionary[key] { try sorted.take(key, value, operation: operation) }
+            }
+            throw error
         }
         if query.itemClass == nil, !query.isIdentity {
             if let reference = query.persistentReference {
@@ -117,6 +122,12 @@ struct Query: Sendable {
         }
         try query.validateCombinations(operation)
         return query
+    }
+
+    private mutating func take(_ key: String, _ value: ItemValue, operation: ItemOperation) throws {
+        try SharedAttributes.checkNotNull(key, value)
+        if try shared.take(key, value) { return }
+        try apply(key: key, value: value, operation: operation)
     }
 
     private mutating func apply(key: String, value: ItemValue, operation: ItemOperation) throws {

@@ -95,6 +95,8 @@ struct ItemSearch {
                 }
             }
             if rows.count > 1 { rows.sort { $0.rowID < $1.rowID } }
+            // Only the primary key asked for (the common lookup): nothing else to check in the index.
+            guard query.attributes.count > primaryKey.count else { return .rows(rows) }
             let remaining = try indexTerms(excluding: Set(primaryKey))
             guard !remaining.isEmpty else { return .rows(rows) }
             return .rows(try rows.filter { try carriesAll(remaining, rowID: $0.rowID) })
