@@ -22,10 +22,14 @@ public enum SecureMemory {
     /// secret: no core dumps, and no reading of this process's memory by other processes of the same
     /// user (ptrace, `/proc/<pid>/mem`), which a non-dumpable process refuses. Root still can. Returns
     /// false if the kernel refused either.
+    ///
+    /// Fatal signals get their default action back: the Swift runtime's crash reporter would print
+    /// registers and the memory they point to, and carry on after a signal another process sent.
     @discardableResult
     public static func protectProcess() -> Bool {
         var noCores = rlimit(rlim_cur: 0, rlim_max: 0)
         let coresOff = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCores) == 0
+        for fatal in [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT] { _ = signal(fatal, SIG_DFL) }
         return process_control_forbid_dumps() == 0 && coresOff
     }
 
@@ -34,20 +38,22 @@ public enum SecureMemory {
 
     /// After `protectProcess`, for a program that is about to read secrets: forks, and returns in the
     /// child. The parent only waits, then ends as the child ended (its exit status, or its signal); the
-    /// child is killed if the parent ends first. If fork fails, returns in this process.
+    /// child is killed if the parent ends first. Returns false, in this process, when there is no child
+    /// (fork failed, as a same-user process can make it fail by lowering this process's RLIMIT_NPROC):
+    /// the caller must then stop rather than read secrets here.
     ///
     /// Why: the kernel checks who may read `/proc/<pid>/mem` when it is opened. A process of the same
     /// user that opened it in the moments between exec and `protectProcess` keeps reading this address
     /// space afterwards. The child's address space is a copy made after `protectProcess`: no descriptor
     /// on it was ever opened, and none can be now.
-    public static func continueInProtectedChild() {
+    public static func continueInProtectedChild() -> Bool {
         let parent = getpid()
         let child = fork()
-        if child < 0 { return }
+        if child < 0 { return false }
         if child == 0 {
             _ = process_control_die_with_parent()
             if getppid() != parent { _exit(1) }  // the parent ended before the request took effect
-            return
+            return true
         }
         // Interrupts from the terminal reach the child too; the parent ends the way the child did.
         _ = signal(SIGINT, SIG_IGN)

@@ -7,8 +7,11 @@ import SecurityCommandLine
 
 // Before any secret is read: no core file, and no other process of this user reads our memory; the
 // work then happens in a child forked after that, whose memory no one could have opened earlier.
-SecureMemory.protectProcess()
-SecureMemory.continueInProtectedChild()
+guard SecureMemory.protectProcess(), SecureMemory.continueInProtectedChild() else {
+    // Fail closed: without that protection a secret read here could be read by others.
+    FileHandle.standardError.write(Data("security: cannot protect this process's memory; nothing was done\n".utf8))
+    exit(1)
+}
 // This process is ours alone: skip reading openssl.cnf, a cost paid on every start.
 CryptoLibrary.startWithoutSystemConfiguration()
 // A write past the file-size limit fails with EFBIG and is reported, rather than killing the process

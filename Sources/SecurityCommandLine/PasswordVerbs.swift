@@ -127,10 +127,13 @@ struct PasswordVerbs {
         if kind == .generic, let value = arguments.bytes("p") { return Data(value) }
         guard arguments.has("w") else { return Data() }
         guard Terminal.inputIsTerminal else {
-            guard let data = Terminal.readStandardInput() else {
+            switch Result(catching: { () throws(Terminal.InputProblem) in try Terminal.readStandardInput() }) {
+            case .success(let data): return data
+            case .failure(.tooLarge):
                 throw .message("the password on standard input is larger than \(Terminal.maximumInput >> 20) MiB")
+            case .failure(.unreadable(let reason)):
+                throw .message("cannot read the password from standard input: \(reason)")
             }
-            return data
         }
         guard let first = Terminal.readSecret(prompt: "password data for new item: "),
             let second = Terminal.readSecret(prompt: "retype password for new item: ")

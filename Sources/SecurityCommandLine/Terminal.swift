@@ -61,13 +61,26 @@ enum Terminal {
     /// The most a password read from standard input may hold.
     static let maximumInput = 64 << 20
 
-    /// All of standard input, without one trailing newline: a password piped in by a script. Nil when
-    /// it holds more than `maximumInput` bytes (it is not read further).
-    static func readStandardInput() -> Data? {
+    enum InputProblem: Error {
+        case tooLarge
+        case unreadable(String)
+    }
+
+    /// All of standard input, without one trailing newline: a password piped in by a script. Refused
+    /// when it holds more than `maximumInput` bytes (it is not read further) or cannot be read: a read
+    /// that fails part-way must not store part of a secret.
+    static func readStandardInput() throws(InputProblem) -> Data {
         var data = Data()
-        while let chunk = try? FileHandle.standardInput.read(upToCount: 1 << 20), !chunk.isEmpty {
+        while true {
+            let chunk: Data
+            do {
+                chunk = try FileHandle.standardInput.read(upToCount: 1 << 20) ?? Data()
+            } catch {
+                throw .unreadable("\(error.localizedDescription)")
+            }
+            if chunk.isEmpty { break }
             data.append(chunk)
-            if data.count > maximumInput { return nil }
+            if data.count > maximumInput { throw .tooLarge }
         }
         if data.last == UInt8(ascii: "\n") { data.removeLast() }
         if data.last == UInt8(ascii: "\r") { data.removeLast() }

@@ -121,4 +121,25 @@ final class ReviewFindingsTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("larger than 64 MiB"), result.stderr)
         XCTAssertEqual(try cli.run("find-generic-password", "-s", "huge").status, 44, "nothing stored")
     }
+
+    /// A read error on standard input was taken for its end: a directory as input stored an empty
+    /// password, and a failure part-way would have stored part of one.
+    func testAnUnreadablePasswordIsNotStored() throws {
+        let result = try cli.run(
+            program: "/bin/sh", ["-c", "exec \"$0\" add-generic-password -a a -s fromdir -w < /", cli.executable])
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("cannot read the password"), result.stderr)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "fromdir").status, 44)
+    }
+
+    /// KEYCHAIN_HOME with bytes that are not UTF-8 was repaired into another path, so different byte
+    /// strings named one keychain.
+    func testAHomeThatIsNotUTF8IsRefused() throws {
+        let result = try cli.run(
+            program: "/bin/sh",
+            ["-c", "KEYCHAIN_HOME=\"$1$(printf '\\377')\" exec \"$0\" show-keychain-info", cli.executable, cli.home])
+        XCTAssertEqual(result.status, 53, result.stderr)
+        XCTAssertTrue(result.stderr.contains("KEYCHAIN_HOME is not valid UTF-8"), result.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cli.home + "\u{FFFD}"))
+    }
 }

@@ -41,7 +41,16 @@ public final class Keychain: Sendable {
     /// Opens the keychain in `directory`, creating it (0700) with a new device root, keybag and
     /// database when it does not exist. A damaged database or a keybag from another device fails with
     /// `.notAvailable`, leaving the files untouched for recovery.
-    public init(directory: String, options: KeychainOptions = KeychainOptions()) throws {
+    ///
+    /// `directory` is kept with its symbolic links resolved (after checking them): every file is then
+    /// reached without following a link again.
+    public init(directory given: String, options: KeychainOptions = KeychainOptions()) throws {
+        let directory: String
+        do {
+            directory = try SecureFiles.ensureDirectory(given)
+        } catch {
+            throw Self.unavailable("cannot use keychain directory: \(error)")
+        }
         self.directory = directory
         databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
         clock = options.clock
@@ -50,11 +59,6 @@ public final class Keychain: Sendable {
     }
 
     private static func openKeybag(directory: String, options: KeychainOptions) throws -> Keybag {
-        do {
-            try SecureFiles.ensureDirectory(directory)
-        } catch {
-            throw unavailable("cannot use keychain directory: \(error)")
-        }
         let rootPath = options.deviceRootPath ?? (directory as NSString).appendingPathComponent("device-root")
         let databasePath = (directory as NSString).appendingPathComponent(databaseName)
         do {

@@ -22,8 +22,10 @@ public final class SoftwareDeviceRoot: DeviceRoot {
     /// The file must be the caller's own regular file (no symbolic link), in a directory only the
     /// caller or root can change. Two processes creating it at once both end up with the one that
     /// was linked into place first.
-    public static func load(path: String, create: Bool) throws -> SoftwareDeviceRoot {
-        try SecureFiles.checkAncestors(of: path)
+    public static func load(path given: String, create: Bool) throws -> SoftwareDeviceRoot {
+        // The directory is resolved (its links checked); the file itself must not be a link.
+        let directory = try SecureFiles.trustedPath((given as NSString).deletingLastPathComponent)
+        let path = (directory as NSString).appendingPathComponent((given as NSString).lastPathComponent)
         if let contents = try SecureFiles.readSecret(path) {
             return try SoftwareDeviceRoot(fileContents: contents, path: path)
         }

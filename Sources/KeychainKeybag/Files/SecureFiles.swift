@@ -44,12 +44,12 @@ public enum SecureFiles {
 
     /// Makes `path` a private directory of the caller: created 0700 (with missing parents 0755) when it
     /// does not exist, narrowed to 0700 when it does. Refused when it is not a directory, belongs to
-    /// someone else, is reached through a symbolic link that belongs to someone other than the caller
-    /// or root, or sits below a directory that someone other than the caller or root could rename it
-    /// out of.
-    public static func ensureDirectory(_ given: String) throws(Failure) {
-        let path = try resolveTrusted(given)
-        try checkAncestors(ofResolved: path)
+    /// someone else, or is reached through a directory or symbolic link that someone other than the
+    /// caller or root could change (see `trustedPath`). Returns the path with every link resolved: use
+    /// it, not `given`, so that nothing is looked up through a link again.
+    @discardableResult
+    public static func ensureDirectory(_ given: String) throws(Failure) -> String {
+        let path = try trustedPath(given)
         var info = stat()
         if lstat(path, &info) != 0 {
             let parent = (path as NSString).deletingLastPathComponent
@@ -73,40 +73,16 @@ public enum SecureFiles {
         guard access(path, R_OK | W_OK | X_OK) == 0 else {
             throw Failure(operation: "access", path: given, errno: errno)
         }
+        return path
     }
 
-    /// Every directory above `path` must belong to the caller or to root, and be writable by no one
-    /// else unless it is sticky (as /tmp is): otherwise its owner or writers could move the keychain's
-    /// files aside and put their own in their place. Symbolic links on the way are followed only when
-    /// they belong to the caller or root.
-    public static func checkAncestors(of path: String) throws(Failure) {
-        try checkAncestors(ofResolved: resolveTrusted(path))
-    }
-
-    private static func checkAncestors(ofResolved path: String) throws(Failure) {
-        let me = geteuid()
-        var current = path
-        while current != "/" && !current.isEmpty {
-            current = (current as NSString).deletingLastPathComponent
-            var info = stat()
-            guard stat(current, &info) == 0 else {
-                if errno == ENOENT { continue }  // created by the caller, with its own rules
-                throw Failure(operation: "stat", path: current, errno: errno)
-            }
-            guard info.st_uid == me || info.st_uid == 0 else {
-                throw .unsafe(current, "a directory above the keychain belongs to user \(info.st_uid)")
-            }
-            if info.st_mode & 0o022 != 0, info.st_mode & S_ISVTX == 0 {
-                throw .unsafe(current, "a directory above the keychain is writable by other users")
-            }
-        }
-    }
-
-    /// `path` made absolute with every symbolic link in it resolved. A link that belongs to someone
-    /// other than the caller or root is refused: its owner could point it elsewhere at any time (a
-    /// link planted in /tmp under the name a keychain will use). The part of the path that does not
-    /// exist yet is kept as given.
-    static func resolveTrusted(_ path: String) throws(Failure) -> String {
+    /// `path` made absolute with every symbolic link in it resolved, checked on the way: every
+    /// directory a name is looked up in must belong to the caller or to root and be writable by no one
+    /// else unless it is sticky (as /tmp is), and every symbolic link must belong to the caller or root.
+    /// Otherwise someone else could rename an entry, swap a link, or point one elsewhere between the
+    /// check and the use (a link planted in /tmp under the name a keychain will use). The part of the
+    /// path that does not exist yet is kept as given.
+    public static func trustedPath(_ path: String) throws(Failure) -> String {
         var absolute = path
         if !path.hasPrefix("/") {
             guard let directory = getcwd(nil, 0) else { throw Failure(operation: "getcwd", path: path, errno: errno) }
@@ -117,6 +93,7 @@ public enum SecureFiles {
         var resolved: [String] = []
         var links = 0
         var missing = false
+        var trusted: Set<String> = []
         let me = geteuid()
         while let component = pending.popLast() {
             if component == "." { continue }
@@ -124,12 +101,19 @@ public enum SecureFiles {
                 _ = resolved.popLast()
                 continue
             }
-            let candidate = "/" + (resolved + [component]).joined(separator: "/")
+            if missing {
+                resolved.append(component)
+                continue
+            }
+            let directory = "/" + resolved.joined(separator: "/")
+            if !trusted.contains(directory) {
+                try checkTrusted(directory: directory, owner: me)
+                trusted.insert(directory)
+            }
+            let candidate = directory == "/" ? "/" + component : directory + "/" + component
             var info = stat()
-            if missing || lstat(candidate, &info) != 0 {
-                guard missing || errno == ENOENT else {
-                    throw Failure(operation: "stat", path: candidate, errno: errno)
-                }
+            if lstat(candidate, &info) != 0 {
+                guard errno == ENOENT else { throw Failure(operation: "stat", path: candidate, errno: errno) }
                 missing = true
                 resolved.append(component)
                 continue
@@ -154,6 +138,19 @@ public enum SecureFiles {
             pending += target.split(separator: "/").map(String.init).reversed()
         }
         return "/" + resolved.joined(separator: "/")
+    }
+
+    /// A directory names are looked up in: the caller's or root's, and writable by no one else unless
+    /// sticky.
+    private static func checkTrusted(directory: String, owner me: uid_t) throws(Failure) {
+        var info = stat()
+        guard stat(directory, &info) == 0 else { throw Failure(operation: "stat", path: directory, errno: errno) }
+        guard info.st_uid == me || info.st_uid == 0 else {
+            throw .unsafe(directory, "a directory on the way belongs to user \(info.st_uid)")
+        }
+        if info.st_mode & 0o022 != 0, info.st_mode & S_ISVTX == 0 {
+            throw .unsafe(directory, "a directory on the way is writable by other users")
+        }
     }
 
     /// Parents of the keychain directory get ordinary permissions: only the keychain directory is private.

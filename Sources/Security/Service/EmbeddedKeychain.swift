@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import KeychainEngine
 import Synchronization
 
@@ -32,6 +33,13 @@ public enum EmbeddedKeychain {
             strcmp(home, cachedHome) == 0
         {
             return cached.keychain
+        }
+        // Paths are handled as text: a variable that is not UTF-8 would be repaired into another path,
+        // and two different byte strings would name one keychain.
+        for name in ["KEYCHAIN_HOME", "XDG_DATA_HOME", "HOME", "KEYCHAIN_DEVICE_ROOT"] {
+            if let value = getenv(name), String(validatingCString: value) == nil {
+                throw KeychainError.notAvailable("\(name) is not valid UTF-8")
+            }
         }
         let keychain = try open(directory)
         last.withLock { $0 = (home.map { String(cString: $0) }, keychain) }
