@@ -33,9 +33,6 @@ public enum SecureMemory {
         return process_control_forbid_dumps() == 0 && coresOff
     }
 
-    /// Whether `protectProcess` is in effect.
-    public static var processIsProtected: Bool { process_control_is_dumpable() == 0 }
-
     /// After `protectProcess`, for a program that is about to read secrets: forks, and returns in the
     /// child. The parent only waits, then ends as the child ended (its exit status, or its signal); the
     /// child is killed if the parent ends first. Returns false, in this process, when there is no child

@@ -196,14 +196,12 @@ public final class Keybag: Sendable {
             var file = try reloadLocked()
             guard let parameters = file.passcode else { throw KeybagError.noPasscodeSet }
             // A tenth attempt counted by a process that never finished it.
-            if file.wipeAfterFailures, file.failedAttempts >= PasscodePolicy.failuresBeforeWipe {
-                try erase()
-            }
+            if Keybag.isDueForErase(file) { try erase() }
             let now = AttemptTime.now(clock)
             let remaining = Keybag.remainingDelay(after: file, now: now)
             if remaining > 0 {
                 if file.lastAttempt.secondsElapsed(until: now) == nil {
-                    // A clock reads earlier than the counted attempt: the wait starts over from now, once.
+                    // A clock reads earlier than the counted attempt: the wait starts over from now.
                     file.lastAttempt = now
                     try record(file)
                 }
@@ -219,13 +217,18 @@ public final class Keybag: Sendable {
             do {
                 _ = try Keybag.unwrapWithPasscode(probe, probeClass, file: file, passcodeKey: passcodeKey)
             } catch KeybagError.wrongPasscode {
-                if file.wipeAfterFailures, file.failedAttempts >= PasscodePolicy.failuresBeforeWipe { try erase() }
+                if Keybag.isDueForErase(file) { try erase() }
                 throw KeybagError.wrongPasscode(failedAttempts: Int(file.failedAttempts))
             }
             file.failedAttempts = 0
             try record(file)
             return try body(file, passcodeKey)
         }
+    }
+
+    /// With the erase option on, the count has reached the tenth failure.
+    private static func isDueForErase(_ file: KeybagFile) -> Bool {
+        file.wipeAfterFailures && file.failedAttempts >= PasscodePolicy.failuresBeforeWipe
     }
 
     /// Writes the attempt counter; a failure to write refuses the attempt.

@@ -66,10 +66,7 @@ struct StateVerbs {
     }
 
     func lock(_ rawArguments: [CommandArgument]) throws(Failure) {
-        guard rawArguments.allSatisfy({ !$0.text.hasPrefix("-") }) else {
-            throw .usage(verb: "lock-keychain", message: "lock-keychain takes no options")
-        }
-        try session.checkKeychainNames(rawArguments, function: Function.lock)
+        try checkOnlyKeychainNames(rawArguments, verb: "lock-keychain", function: Function.lock)
         do {
             try session.keychain().lock()
         } catch let failure as Failure {
@@ -100,10 +97,7 @@ struct StateVerbs {
     }
 
     func showInfo(_ rawArguments: [CommandArgument]) throws(Failure) {
-        guard rawArguments.allSatisfy({ !$0.text.hasPrefix("-") }) else {
-            throw .usage(verb: "show-keychain-info", message: "show-keychain-info takes no options")
-        }
-        try session.checkKeychainNames(rawArguments, function: Function.info)
+        try checkOnlyKeychainNames(rawArguments, verb: "show-keychain-info", function: Function.info)
         let status = try session.status()
         let state: String
         switch status.lockState {
@@ -126,6 +120,15 @@ struct StateVerbs {
             "    erase after \(KeybagStatus.failuresBeforeErase) failed attempts: \(status.wipeAfterFailures ? "on" : "off")"
         )
         print(lines.joined(separator: "\n"))
+    }
+
+    /// For the verbs without options: what is given can only be keychain names.
+    private func checkOnlyKeychainNames(_ arguments: [CommandArgument], verb: String, function: String) throws(Failure)
+    {
+        guard arguments.allSatisfy({ !$0.text.hasPrefix("-") }) else {
+            throw .usage(verb: verb, message: "\(verb) takes no options")
+        }
+        try session.checkKeychainNames(arguments, function: function)
     }
 
     /// A passcode from the terminal (no echo), or the next line of standard input.
