@@ -14,7 +14,9 @@ enum ValueBridging {
         var invalidKey: InvalidKey?
         // enumerateKeysAndObjects walks the storage once; iterating does a hashed lookup per key.
         dictionary.enumerateKeysAndObjects { key, value, stop in
-            guard let name = (key as? SecConstantString)?.value ?? (key as? String) else {
+            // Foundation hands keys and values over already bridged (NSString as String), so String comes
+            // first: casting a String to a class type first tries to bridge it back, which costs.
+            guard let name = (key as? String) ?? (key as? SecConstantString)?.value else {
                 invalidKey = InvalidKey(typeName: "\(type(of: key))")
                 stop.pointee = true
                 return
@@ -28,8 +30,8 @@ enum ValueBridging {
     static func itemValue(_ value: Any) -> ItemValue {
         // Most common first: each failed cast costs, and the protocol check last costs most.
         switch value {
-        case let constant as SecConstantString: return .string(constant.value)
         case let string as String: return .string(string)
+        case let constant as SecConstantString: return .string(constant.value)
         case let number as NSNumber:
             // The Objective-C type code tells a boolean (c, B) and a floating point number (f, d) apart.
             switch UInt8(bitPattern: number.objCType.pointee) {
