@@ -12,7 +12,9 @@ public final class HMACKey: Sendable {
     private let states: SecureBytes
     private static let stateSize = MemoryLayout<SHA256_CTX>.size
 
-    public init(key: SecureBytes) throws {
+    /// - Parameter pinned: whether the pad states are pinned (see `SecureBytes`): yes for keys held for
+    ///   long, no for the short-lived ones of a single derivation.
+    public init(key: SecureBytes, pinned: Bool = true) throws {
         // RFC 2104: keys longer than the 64-byte block are hashed first.
         var block = [UInt8](repeating: 0, count: 64)
         defer { OPENSSL_cleanse(&block, block.count) }
@@ -25,7 +27,7 @@ public final class HMACKey: Sendable {
                 for index in 0..<bytes.count { block[index] = bytes[index] }
             }
         }
-        states = try SecureBytes(count: 2 * Self.stateSize, pinned: true) { out in
+        states = try SecureBytes(count: 2 * Self.stateSize, pinned: pinned) { out in
             var pad = [UInt8](repeating: 0, count: 64)
             defer { OPENSSL_cleanse(&pad, pad.count) }
             var context = SHA256_CTX()

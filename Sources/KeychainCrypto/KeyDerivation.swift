@@ -71,11 +71,11 @@ public enum KeyDerivation {
     public static func hkdf(key: SecureBytes, info: String, length: Int = 32) throws -> SecureBytes {
         guard length <= 255 * 32 else { throw CryptoError.libraryFailure("HKDF output longer than 8160 bytes") }
         // Extract with the all-zero salt, then expand.
-        let extractor = try HMACKey(key: SecureBytes(count: 32) { _ in })
+        let extractor = try HMACKey(key: SecureBytes(count: 32) { _ in }, pinned: false)
         let pseudoRandomKey = try SecureBytes(count: 32) { out in
             try key.withUnsafeBytes { try extractor.authenticationCode([$0], into: out) }
         }
-        let expander = try HMACKey(key: pseudoRandomKey)
+        let expander = try HMACKey(key: pseudoRandomKey, pinned: false)
         let infoBytes = Array(info.utf8)
         return try SecureBytes(count: length) { (out: UnsafeMutableRawBufferPointer) throws in
             var block = [UInt8](repeating: 0, count: 32)

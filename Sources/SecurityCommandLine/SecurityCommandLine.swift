@@ -1,5 +1,4 @@
 import Foundation
-import KeychainCrypto
 import Security
 
 /// The `security` command's verbs, as a library: the executable sets up the process and calls `main`;

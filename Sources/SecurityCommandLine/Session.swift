@@ -19,8 +19,12 @@ final class Session {
     func checkKeychainNames(_ names: [CommandArgument], function: String) throws(Failure) {
         guard !names.isEmpty else { return }
         let own = [databasePath, directory].map { ($0 as NSString).standardizingPath }
+        // The name is not repeated: after a flag that took the next argument as its value, what is left
+        // may be a password.
         for name in names where !own.contains((name.text as NSString).standardizingPath) {
-            throw .keychain(errSecNoSuchKeychain, function: function, detail: "no keychain named \"\(name.text)\"")
+            throw .keychain(
+                errSecNoSuchKeychain, function: function,
+                detail: "an argument after the options names a keychain; only this keychain's path is accepted")
         }
     }
 
@@ -68,7 +72,8 @@ final class Session {
 extension Session {
     /// The data of an item found with its persistent reference, asked for alone: Foundation on Linux
     /// bridges an `NSData` inside a dictionary to `Data` a byte at a time (about half a second for
-    /// 10 MiB), while data returned alone is copied at once. Nil when the item has no data.
+    /// 10 MiB), while data returned alone is copied at once. Nil when the item came without a persistent
+    /// reference (it was not asked for).
     func secret(of item: [String: Any]) throws(Failure) -> Data? {
         guard let reference = item[kSecValuePersistentRef as String] as? Data else { return nil }
         let query: [String: Any] = [kSecValuePersistentRef as String: reference, kSecReturnData as String: true]

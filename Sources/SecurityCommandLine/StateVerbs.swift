@@ -138,17 +138,17 @@ struct StateVerbs {
         return passcode
     }
 
+    /// A keychain error as macOS reports it: the status, and the keychain's reason where the status
+    /// alone would leave the user guessing (wrong passcodes and delays speak for themselves).
     private func failure(_ error: any Error, function: String) -> Failure {
         guard let error = error as? KeychainError else {
             return .keychain(errSecInternalComponent, function: function, detail: "\(error)")
         }
         switch error.code {
-        case .authenticationFailed: return .keychain(errSecAuthFailed, function: function)
-        case .interactionNotAllowed: return .keychain(errSecInteractionNotAllowed, function: function)
-        case .invalidParameter: return .keychain(errSecParam, function: function)
-        case .notAvailable: return .keychain(errSecNotAvailable, function: function, detail: error.reason)
-        case .ioError: return .keychain(errSecIO, function: function, detail: error.reason)
-        default: return .keychain(errSecInternalComponent, function: function, detail: error.reason)
+        case .authenticationFailed, .interactionNotAllowed, .invalidParameter:
+            return .keychain(error.osStatus, function: function)
+        default:
+            return .keychain(error.osStatus, function: function, detail: error.reason)
         }
     }
 }

@@ -38,7 +38,8 @@ final class CryptoTests: XCTestCase {
             }
         }
         XCTAssertThrowsError(try AESGCM.open(box, key: key, authenticating: Data("b".utf8)))
-        XCTAssertThrowsError(try AESGCM.open(box, key: try SecureBytes(randomCount: 32), authenticating: Data("a".utf8)))
+        XCTAssertThrowsError(
+            try AESGCM.open(box, key: try SecureBytes(randomCount: 32), authenticating: Data("a".utf8)))
         XCTAssertThrowsError(try AESGCM.open(box.prefix(10), key: key, authenticating: Data("a".utf8))) {
             XCTAssertEqual($0 as? CryptoError, .malformedCiphertext)
         }
@@ -86,7 +87,8 @@ final class CryptoTests: XCTestCase {
 
     func testHKDFMatchesRFC5869WithEmptySalt() throws {
         // RFC 5869 test case 3: IKM = 22 × 0x0b, no salt, no info, L = 42.
-        let output = try KeyDerivation.hkdf(key: SecureBytes(copying: [UInt8](repeating: 0x0b, count: 22)), info: "", length: 42)
+        let output = try KeyDerivation.hkdf(
+            key: SecureBytes(copying: [UInt8](repeating: 0x0b, count: 22)), info: "", length: 42)
         XCTAssertEqual(
             output.withUnsafeBytes { hex(Data($0)) },
             "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8")
@@ -95,7 +97,8 @@ final class CryptoTests: XCTestCase {
     func testDigests() throws {
         XCTAssertEqual(hex(try Digest.sha1(Data("abc".utf8))), "a9993e364706816aba3e25717850c26c9cd0d89d")
         XCTAssertEqual(
-            hex(try Digest.sha256(Data("abc".utf8))), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+            hex(try Digest.sha256(Data("abc".utf8))), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        )
         XCTAssertEqual(hex(try Digest.sha1(Data())), "da39a3ee5e6b4b0d3255bfef95601890afd80709")
     }
 
@@ -119,5 +122,17 @@ final class CryptoTests: XCTestCase {
         XCTAssertEqual(try ok.readString(), "hello")
         XCTAssertEqual(try ok.read() as UInt32, 7)
         XCTAssertTrue(ok.isAtEnd)
+    }
+
+    /// RFC 7914, section 12: scrypt("password", "NaCl", N = 1024, r = 8, p = 16, 64 bytes).
+    func testScryptKnownAnswer() throws {
+        let derived = try KeyDerivation.scrypt(
+            password: SecureBytes(copying: Array("password".utf8)), salt: Data("NaCl".utf8), logN: 10, r: 8, p: 16,
+            length: 64)
+        let expected =
+            "fdbabe1c9d3472007856e7190d01e9fe7c6ad7cbc8237830e77376634b3731622eaf30d92e22a3886ff109279d9830dac727afb94a83ee6d8360cbdfa2cc0640"
+        XCTAssertEqual(derived.withUnsafeBytes { $0.map { String(format: "%02x", $0) }.joined() }, expected)
+        XCTAssertThrowsError(
+            try KeyDerivation.scrypt(password: SecureBytes(copying: [1]), salt: Data(), logN: 0, r: 8, p: 1))
     }
 }

@@ -58,6 +58,10 @@ extension Keychain {
             case .noMemory: return .allocationFailed
             case .busy, .cannotOpen, .other: return unavailable("database: \(error.message)")
             }
+        case let error as SecureFiles.Failure:
+            // A keybag write that failed outside an attempt's count (a passcode change, say).
+            if error.errno == ENOSPC || error.errno == EDQUOT { return .diskFull }
+            return .ioError(error.description)
         default:
             return .internalError("\(error)")
         }

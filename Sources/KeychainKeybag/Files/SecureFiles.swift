@@ -59,6 +59,9 @@ public enum SecureFiles {
             if mkdir(path, 0o700) != 0, errno != EEXIST {
                 throw Failure(operation: "mkdir", path: given, errno: errno)
             }
+            // Parents that another user created meanwhile (in a sticky directory such as /tmp) would let
+            // them rename the new directory away: the walk is checked again now that every name exists.
+            _ = try trustedPath(path)
         }
         guard lstat(path, &info) == 0 else { throw Failure(operation: "stat", path: given, errno: errno) }
         guard info.st_mode & S_IFMT == S_IFDIR else {

@@ -1,8 +1,8 @@
 import Foundation
 import KeychainCore
 
-// The SecItem API with Darwin's exact signatures. Each call converts the query, runs it on the
-// keychain engine and maps the outcome to Apple's OSStatus.
+// The SecItem API with Darwin's exact signatures. Each call converts the query, hands it to this
+// process's keychain service (KeychainServices) and maps the outcome to Apple's OSStatus.
 
 /// Adds an item. With a kSecReturn* key, `result` receives what SecItemCopyMatching would return.
 @discardableResult
@@ -51,7 +51,7 @@ enum SecItemCall {
             if let result, let answer { result.pointee = ValueBridging.object(answer) }
             return errSecSuccess
         } catch let error as KeychainError {
-            return SecStatus.status(for: error)
+            return error.osStatus
         } catch {
             return errSecInternalComponent
         }
@@ -62,9 +62,10 @@ enum SecItemCall {
     }
 }
 
-enum SecStatus {
-    static func status(for error: KeychainError) -> OSStatus {
-        switch error.code {
+extension KeychainError {
+    /// The OSStatus Apple's API returns for this error.
+    public var osStatus: OSStatus {
+        switch code {
         case .invalidParameter: errSecParam
         case .noSuchAttribute: errSecNoSuchAttr
         case .noSuchClass: errSecNoSuchClass

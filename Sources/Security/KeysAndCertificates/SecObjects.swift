@@ -29,15 +29,6 @@ public func SecIdentityGetTypeID() -> CFTypeID { typeID(of: SecIdentity.self) }
 public func SecTrustGetTypeID() -> CFTypeID { typeID(of: SecTrust.self) }
 public func SecPolicyGetTypeID() -> CFTypeID { typeID(of: SecPolicy.self) }
 
-/// The random source handle of `SecRandomCopyBytes`; there is only the default one.
-public final class SecRandom: @unchecked Sendable {
-    private init() {}
-}
-
-public typealias SecRandomRef = SecRandom
-
-public let kSecRandomDefault: SecRandomRef? = nil
-
 /// Marks objects that stand for an authentication context (`LAContext`) in a query; the identifier
 /// names the context to the keychain service.
 public protocol SecAuthenticationContextObject: AnyObject {

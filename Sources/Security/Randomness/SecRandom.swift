@@ -13,3 +13,12 @@ public func SecRandomCopyBytes(_ rnd: SecRandomRef?, _ count: Int, _ bytes: Unsa
         return -1
     }
 }
+
+/// The random source handle of `SecRandomCopyBytes`; there is only the default one.
+public final class SecRandom: @unchecked Sendable {
+    private init() {}
+}
+
+public typealias SecRandomRef = SecRandom
+
+public let kSecRandomDefault: SecRandomRef? = nil
