@@ -78,4 +78,87 @@ final class ParserTests: XCTestCase {
         XCTAssertEqual(changeError(["accc": constrained, "sync": .bool(true)])?.code, .invalidParameter)
         XCTAssertEqual(queryError(["accc": constrained], .copyMatching)?.code, nil)
     }
+
+    // MARK: Bad input, once, here (the SecItem tests check that the codes reach the caller)
+
+    private func code(_ dictionary: [String: ItemValue], _ operation: ItemOperation) -> KeychainError.Code? {
+        do {
+            _ = try Query.parse(dictionary, for: operation)
+            return nil
+        } catch {
+            return (error as? KeychainError)?.code
+        }
+    }
+
+    private let base: [String: ItemValue] = [
+        "class": .string("genp"), "svce": .string("bad"), "acct": .string("input"),
+    ]
+
+    private func with(_ extra: [String: ItemValue]) -> [String: ItemValue] { base.merging(extra) { $1 } }
+
+    func testWrongValueTypes() {
+        let wrong: [[String: ItemValue]] = [
+            ["v_Data": .string("a string")], ["agrp": .integer(42)], ["pdmn": .integer(7)],
+            ["pdmn": .string("sometimes")], ["cdat": .string("yesterday")], ["sync": .string("maybe")],
+            ["accc": .string("not an ACL")], ["class": .integer(3)],
+        ]
+        for extra in wrong { XCTAssertEqual(code(with(extra), .add), .invalidParameter, "\(extra)") }
+        XCTAssertEqual(code(with(["r_Data": .string("yes")]), .copyMatching), .invalidParameter)
+        XCTAssertEqual(code(with(["r_Data": .integer(1)]), .copyMatching), .invalidParameter)
+    }
+
+    func testClassProblems() {
+        XCTAssertEqual(code(with(["class": .string("nope")]), .add), .noSuchClass)
+        XCTAssertEqual(code(with(["class": .string("nope")]), .copyMatching), .noSuchClass)
+        var noClass = base
+        noClass["class"] = nil
+        for operation in [ItemOperation.add, .copyMatching, .delete] {
+            XCTAssertEqual(code(noClass, operation), .invalidParameter)
+        }
+    }
+
+    func testUnknownAttributesAndKeys() {
+        for operation in [ItemOperation.add, .copyMatching, .delete] {
+            XCTAssertEqual(code(with(["zzzz": .string("x")]), operation), .noSuchAttribute)
+        }
+        // An attribute of another class is unknown here too (application tag on a password).
+        XCTAssertEqual(code(with(["atag": .string("t")]), .add), .noSuchAttribute)
+        for key in ["not_a_key", "u_Bogus", "r_Bogus", "m_Bogus", "v_Bogus"] {
+            XCTAssertEqual(code(with([key: .bool(true)]), .add), .invalidParameter, key)
+        }
+        XCTAssertEqual(code(with(["u_AuthUI": .string("u_AuthUIS")]), .add), .invalidParameter)
+        XCTAssertEqual(code(with(["u_AuthUI": .string("u_AuthUIS")]), .delete), .invalidParameter)
+        XCTAssertEqual(code(with(["u_AuthUI": .string("u_AuthUIS")]), .copyMatching), nil)
+        let protectionOnly = ItemValue.accessControl(AccessControlPolicy(protection: .always, flags: 0))
+        XCTAssertEqual(
+            code(with(["pdmn": .string("dk"), "accc": protectionOnly]), .add), .invalidParameter,
+            "kSecAttrAccessible and kSecAttrAccessControl conflict")
+    }
+
+    func testTooManyKeys() {
+        // Keys starting with "f" are ignored callbacks, so only the count can make these fail.
+        var query = base
+        for index in 0..<125 { query["f_callback\(index)"] = .string("x") }
+        XCTAssertEqual(query.count, 128)
+        XCTAssertNil(code(query, .copyMatching), "128 keys are allowed")
+        query["f_callback_too_many"] = .string("x")
+        XCTAssertEqual(code(query, .add), .invalidParameter)
+        XCTAssertEqual(code(query, .copyMatching), .invalidParameter)
+    }
+
+    func testNullValues() {
+        XCTAssertEqual(code(with(["v_Data": .null]), .add), .invalidParameter)
+        XCTAssertEqual(code(with(["labl": .null]), .copyMatching), .invalidParameter)
+        XCTAssertThrowsError(try ItemChange.parse(["v_Data": .null], itemClass: .genericPassword))
+    }
+
+    func testTheFirstProblemInKeyOrderIsReported() throws {
+        // Two problems: the one whose key sorts first is reported, whatever the dictionary's hashing.
+        for padding in 0..<20 {
+            // Ignored callback keys change the dictionary's layout, and so the order it is walked in.
+            var query = with(["zzzz": .string("x"), "agrp": .integer(1)])
+            for index in 0..<padding { query["f_pad\(index)"] = .string("x") }
+            XCTAssertEqual(code(query, .add), .invalidParameter, "agrp sorts before zzzz")
+        }
+    }
 }

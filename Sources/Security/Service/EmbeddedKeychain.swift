@@ -22,18 +22,42 @@ public enum EmbeddedKeychain {
         return (home as NSString).appendingPathComponent(".local/share/keychain")
     }
 
-    /// The last keychain handed out and the `KEYCHAIN_HOME` it was found for: the common case, asked on
-    /// every SecItem call, costs one string comparison instead of building the path.
-    private static let last = Mutex<(home: String?, keychain: Keychain)?>(nil)
+    /// The variables that choose the directory, as they were when `last` was found.
+    private struct Choice: Sendable {
+        var keychainHome: String?
+        var dataHome: String?
+        var home: String?
+
+        static let names = ["KEYCHAIN_HOME", "XDG_DATA_HOME", "HOME"]
+
+        init() {
+            keychainHome = getenv(Self.names[0]).map { String(cString: $0) }
+            dataHome = getenv(Self.names[1]).map { String(cString: $0) }
+            home = getenv(Self.names[2]).map { String(cString: $0) }
+        }
+
+        /// Whether the environment still says the same, compared without building any string.
+        var isCurrent: Bool {
+            Self.same(keychainHome, getenv(Self.names[0])) && Self.same(dataHome, getenv(Self.names[1]))
+                && Self.same(home, getenv(Self.names[2]))
+        }
+
+        private static func same(_ kept: String?, _ now: UnsafeMutablePointer<CChar>?) -> Bool {
+            switch (kept, now) {
+            case (nil, nil): true
+            case (let kept?, let now?): strcmp(kept, now) == 0
+            default: false
+            }
+        }
+    }
+
+    /// The last keychain handed out and the environment it was found for: the common case, asked on
+    /// every SecItem call, costs three lookups and comparisons instead of building the path.
+    private static let last = Mutex<(choice: Choice, keychain: Keychain)?>(nil)
 
     /// The open keychain for the current environment, opening it on first use.
     public static func current() throws -> Keychain {
-        let home = getenv("KEYCHAIN_HOME")
-        if let cached = last.withLock({ $0 }), let home, let cachedHome = cached.home,
-            strcmp(home, cachedHome) == 0
-        {
-            return cached.keychain
-        }
+        if let cached = last.withLock({ $0 }), cached.choice.isCurrent { return cached.keychain }
         // Paths are handled as text: a variable that is not UTF-8 would be repaired into another path,
         // and two different byte strings would name one keychain.
         for name in ["KEYCHAIN_HOME", "XDG_DATA_HOME", "HOME", "KEYCHAIN_DEVICE_ROOT"] {
@@ -41,8 +65,9 @@ public enum EmbeddedKeychain {
                 throw KeychainError.notAvailable("\(name) is not valid UTF-8")
             }
         }
+        let choice = Choice()
         let keychain = try open(directory)
-        last.withLock { $0 = (home.map { String(cString: $0) }, keychain) }
+        last.withLock { $0 = (choice, keychain) }
         return keychain
     }
 
