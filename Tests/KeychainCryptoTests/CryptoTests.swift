@@ -2,6 +2,10 @@ import Foundation
 import KeychainCrypto
 import XCTest
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 final class CryptoTests: XCTestCase {
     private func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
 
@@ -134,5 +138,38 @@ final class CryptoTests: XCTestCase {
         XCTAssertEqual(derived.withUnsafeBytes { $0.map { String(format: "%02x", $0) }.joined() }, expected)
         XCTAssertThrowsError(
             try KeyDerivation.scrypt(password: SecureBytes(copying: [1]), salt: Data(), logN: 0, r: 8, p: 1))
+    }
+
+    /// Keys held for long are kept out of swap and out of core dumps: their pages are locked and marked
+    /// "do not dump" (smaps' VmFlags "lo" and "dd"), where RLIMIT_MEMLOCK allows locking.
+    func testPinnedKeysAreLockedAndLeftOutOfDumps() throws {
+        let key = try SecureBytes(randomCount: 32, pinned: true)
+        let address = key.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        let flags = try XCTUnwrap(vmFlags(containing: address), "the key's mapping is in smaps")
+        XCTAssertTrue(flags.contains("dd"), "left out of core dumps: \(flags)")
+        var limit = rlimit()
+        getrlimit(__rlimit_resource_t(__RLIMIT_MEMLOCK.rawValue), &limit)
+        if limit.rlim_cur >= 4096 { XCTAssertTrue(flags.contains("lo"), "locked in memory: \(flags)") }
+        let ordinary = try SecureBytes(randomCount: 32)
+        let ordinaryAddress = ordinary.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        XCTAssertFalse(vmFlags(containing: ordinaryAddress)?.contains("dd") ?? true, "short-lived keys are not pinned")
+    }
+
+    /// The VmFlags of the mapping of this process that contains `address` (from /proc/self/smaps).
+    private func vmFlags(containing address: UInt) -> [String]? {
+        // Read to the end: /proc files report no size, and a single read returns only the first page.
+        guard let data = FileHandle(forReadingAtPath: "/proc/self/smaps")?.readDataToEndOfFile() else { return nil }
+        let smaps = String(decoding: data, as: UTF8.self)
+        var inside = false
+        for line in smaps.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            if let range = fields.first, range.contains("-"), !range.hasSuffix(":") {
+                let bounds = range.split(separator: "-").compactMap { UInt($0, radix: 16) }
+                inside = bounds.count == 2 && bounds[0] <= address && address < bounds[1]
+            } else if inside, line.hasPrefix("VmFlags:") {
+                return fields.dropFirst().map(String.init)
+            }
+        }
+        return nil
     }
 }

@@ -143,7 +143,9 @@ final class MemoryProtectionTests: XCTestCase {
         let mem = descriptor >= 0 ? descriptor : open("/proc/\(pid)/mem", O_RDONLY)
         guard mem >= 0 else { return false }
         defer { if descriptor < 0 { close(mem) } }
-        let maps = (try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)) ?? ""
+        // Read to the end: /proc files report no size, and Foundation's one read returns only a page.
+        let maps = String(
+            decoding: FileHandle(forReadingAtPath: "/proc/\(pid)/maps")?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
         for line in maps.split(separator: "\n") {
             let fields = line.split(separator: " ")
             guard fields.count >= 2, fields[1].hasPrefix("rw") else { continue }

@@ -351,7 +351,11 @@ final class SecurityCommandTests: XCTestCase {
         let steps = line.components(separatedBy: " && ")
         let job = steps.drop { !$0.contains(".build/release/security") }.joined(separator: " && ")
         XCTAssertFalse(job.isEmpty, "the main job runs the security command: \(line)")
-        let script = job.replacingOccurrences(of: ".build/release/security", with: CommandRunner.executable)
+        // The release binary when the README's test command built it (its static link is what a user
+        // runs), else the debug one beside these tests.
+        let release = Self.packageRoot + "/.build/release/security"
+        let binary = FileManager.default.isExecutableFile(atPath: release) ? release : CommandRunner.executable
+        let script = job.replacingOccurrences(of: ".build/release/security", with: binary)
         let result = try cli.run(program: "/bin/bash", ["-c", script])
         XCTAssertEqual(result.status, 0, script)
         XCTAssertFalse(result.stdout.isEmpty)
