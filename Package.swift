@@ -6,6 +6,7 @@ import PackageDescription
 //   CProcessControl            prctl in a form Swift can call (header only)
 //   KeychainCrypto             AES-256-GCM, HMAC, scrypt, randomness, wiped and pinned key buffers
 //   KeychainCore               what a keychain is asked and answers: values, errors, KeychainService
+//   KeychainWire               those requests and answers as the daemon's frames (for securityd and its clients)
 //   KeychainStorage            SQLite: connections, cached statements, the item schema
 //   KeychainKeybag             device root, class keys, passcode, lock state, safe files
 //   KeychainEngine             item semantics: parsing, search, sealing, access groups; the in-process service
@@ -46,6 +47,7 @@ let package = Package(
         .systemLibrary(name: "CProcessControl"),
         .target(name: "KeychainCrypto", dependencies: ["COpenSSL", "CProcessControl"]),
         .target(name: "KeychainCore", dependencies: ["KeychainCrypto"]),
+        .target(name: "KeychainWire", dependencies: ["KeychainCore", "KeychainCrypto"]),
         .target(name: "KeychainStorage", dependencies: ["CSQLite"]),
         .target(name: "KeychainKeybag", dependencies: ["KeychainCore", "KeychainCrypto"]),
         .target(
@@ -69,6 +71,7 @@ let package = Package(
             dependencies: ["Security"]
         ),
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
+        .testTarget(name: "KeychainWireTests", dependencies: ["KeychainWire", "KeychainCore", "KeychainCrypto"]),
         .testTarget(name: "KeychainKeybagTests", dependencies: ["KeychainKeybag", "KeychainCore", "KeychainCrypto"]),
         .testTarget(
             name: "KeychainEngineTests",

@@ -1,0 +1,377 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+
+/// Requests and answers as frames, and back. Decoding checks every tag, length, count, nesting and
+/// string before anything is used, and refuses trailing bytes: a frame decodes completely or not at all.
+public enum WireCodec {
+    // MARK: Frames
+
+    public static func frame(_ request: KeychainRequest, id: UInt32) -> Data {
+        var payload = PayloadWriter()
+        payload.request(request)
+        return frame(kind: .request, id: id, payload: payload.bytes)
+    }
+
+    public static func frame(_ answer: Result<KeychainAnswer, KeychainError>, id: UInt32) -> Data {
+        var payload = PayloadWriter()
+        switch answer {
+        case .success(let answer):
+            payload.answer(answer)
+            return frame(kind: .answer, id: id, payload: payload.bytes)
+        case .failure(let error):
+            payload.string(error.code.rawValue)
+            payload.string(error.reason)
+            return frame(kind: .failure, id: id, payload: payload.bytes)
+        }
+    }
+
+    private static func frame(kind: FrameKind, id: UInt32, payload: Data) -> Data {
+        FrameHeader(kind: kind, requestID: id, payloadLength: payload.count).encoded + payload
+    }
+
+    /// A whole request frame (header and payload).
+    public static func request(from frame: Data) throws(WireError) -> (id: UInt32, request: KeychainRequest) {
+        let (header, payload) = try split(frame, expecting: [.request])
+        var reader = PayloadReader(payload)
+        let request = try reader.request()
+        try reader.finish()
+        return (header.requestID, request)
+    }
+
+    /// A whole answer frame (header and payload): the answer, or the error the keychain gave.
+    public static func answer(from frame: Data) throws(WireError)
+        -> (id: UInt32, answer: Result<KeychainAnswer, KeychainError>)
+    {
+        let (header, payload) = try split(frame, expecting: [.answer, .failure])
+        var reader = PayloadReader(payload)
+        let answer: Result<KeychainAnswer, KeychainError>
+        if header.kind == .answer {
+            answer = .success(try reader.answer())
+        } else {
+            guard let code = KeychainError.Code(rawValue: try reader.string()) else {
+                throw WireError("unknown error code")
+            }
+            answer = .failure(KeychainError(code, try reader.string()))
+        }
+        try reader.finish()
+        return (header.requestID, answer)
+    }
+
+    private static func split(_ frame: Data, expecting kinds: [FrameKind]) throws(WireError) -> (FrameHeader, Data) {
+        let header = try FrameHeader(frame)
+        guard kinds.contains(header.kind) else { throw WireError("a frame of the wrong kind") }
+        guard frame.count == WireFormat.headerSize + header.payloadLength else {
+            throw WireError("the payload is not the length the header says")
+        }
+        return (header, Data(frame.dropFirst(WireFormat.headerSize)))
+    }
+}
+
+// MARK: Writing
+
+private struct PayloadWriter {
+    private var writer = ByteWriter()
+
+    var bytes: Data { writer.data }
+
+    mutating func string(_ value: String) { writer.writeString(value) }
+
+    mutating func secret(_ value: SecureBytes) { value.withUnsafeBytes { writer.writeBytes(Array($0)) } }
+
+    mutating func optionalSecret(_ value: SecureBytes?) {
+        writer.write(UInt8(value == nil ? 0 : 1))
+        if let value { secret(value) }
+    }
+
+    mutating func request(_ request: KeychainRequest) {
+        switch request {
+        case .add(let attributes):
+            writer.write(UInt8(1))
+            dictionary(attributes)
+        case .copyMatching(let query):
+            writer.write(UInt8(2))
+            dictionary(query)
+        case .update(let query, let attributes):
+            writer.write(UInt8(3))
+            dictionary(query)
+            dictionary(attributes)
+        case .delete(let query):
+            writer.write(UInt8(4))
+            dictionary(query)
+        case .status: writer.write(UInt8(5))
+        case .lock: writer.write(UInt8(6))
+        case .unlock(let passcode):
+            writer.write(UInt8(7))
+            secret(passcode)
+        case .setPasscode(let new, let current):
+            writer.write(UInt8(8))
+            secret(new)
+            optionalSecret(current)
+        case .removePasscode(let current):
+            writer.write(UInt8(9))
+            secret(current)
+        case .setEraseAfterFailedAttempts(let enabled, let passcode):
+            writer.write(UInt8(10))
+            writer.write(UInt8(enabled ? 1 : 0))
+            optionalSecret(passcode)
+        case .location: writer.write(UInt8(11))
+        }
+    }
+
+    mutating func answer(_ answer: KeychainAnswer) {
+        switch answer {
+        case .done: writer.write(UInt8(1))
+        case .result(let result):
+            writer.write(UInt8(2))
+            writer.write(UInt8(result == nil ? 0 : 1))
+            if let result { self.result(result) }
+        case .status(let status):
+            writer.write(UInt8(3))
+            writer.write(UInt8(LockStateCode.code(status.lockState)))
+            writer.write(UInt32(clamping: status.failedAttempts))
+            writer.write(UInt8(status.nextAttemptAllowed == nil ? 0 : 1))
+            if let next = status.nextAttemptAllowed { writer.write(next.timeIntervalSince1970) }
+            writer.write(UInt8(status.wipeAfterFailures ? 1 : 0))
+        case .location(let path):
+            writer.write(UInt8(4))
+            string(path)
+        }
+    }
+
+    mutating func result(_ result: ItemResult) {
+        switch result {
+        case .data(let data):
+            writer.write(UInt8(1))
+            writer.writeBytes(data)
+        case .dictionary(let values):
+            writer.write(UInt8(2))
+            dictionary(values)
+        case .array(let results):
+            writer.write(UInt8(3))
+            writer.write(UInt32(results.count))
+            for result in results { self.result(result) }
+        }
+    }
+
+    mutating func dictionary(_ values: [String: ItemValue]) {
+        writer.write(UInt32(values.count))
+        for key in values.keys.sorted() {
+            string(key)
+            if let value = values[key] { self.value(value) }
+        }
+    }
+
+    mutating func value(_ value: ItemValue) {
+        switch value {
+        case .string(let string):
+            writer.write(UInt8(1))
+            self.string(string)
+        case .data(let data):
+            writer.write(UInt8(2))
+            writer.writeBytes(data)
+        case .integer(let number):
+            writer.write(UInt8(3))
+            writer.write(number)
+        case .double(let number):
+            writer.write(UInt8(4))
+            writer.write(number)
+        case .bool(let flag):
+            writer.write(UInt8(5))
+            writer.write(UInt8(flag ? 1 : 0))
+        case .date(let date):
+            writer.write(UInt8(6))
+            writer.write(date.timeIntervalSince1970)
+        case .array(let values):
+            writer.write(UInt8(7))
+            writer.write(UInt32(values.count))
+            for value in values { self.value(value) }
+        case .accessControl(let policy):
+            writer.write(UInt8(8))
+            writer.write(UInt8(policy.protection.rawValue))
+            writer.write(UInt64(policy.flags))
+        case .authenticationContext(let context):
+            writer.write(UInt8(9))
+            withUnsafeBytes(of: context.identifier.uuid) { writer.writeRaw(Data($0)) }
+        case .valueReference(let reference):
+            writer.write(UInt8(10))
+            string(reference.kind.rawValue)
+            writer.write(UInt8(reference.persistentReference == nil ? 0 : 1))
+            if let persistent = reference.persistentReference { writer.writeBytes(persistent) }
+        case .null: writer.write(UInt8(11))
+        case .unsupported(let name):
+            writer.write(UInt8(12))
+            string(name)
+        }
+    }
+}
+
+/// Lock states as one byte on the wire.
+private enum LockStateCode {
+    static let all: [LockState] = [.noPasscode, .beforeFirstUnlock, .unlocked, .locked]
+
+    static func code(_ state: LockState) -> Int { all.firstIndex(of: state) ?? 0 }
+}
+
+// MARK: Reading
+
+private struct PayloadReader {
+    private var reader: ByteReader
+
+    init(_ payload: Data) { reader = ByteReader(payload) }
+
+    private mutating func byte() throws(WireError) -> UInt8 {
+        do { return try reader.read() } catch { throw WireError("the payload is truncated") }
+    }
+
+    private mutating func integer<T>(_ read: (inout ByteReader) throws(ByteReader.Truncated) -> T) throws(WireError)
+        -> T
+    {
+        do { return try read(&reader) } catch { throw WireError("the payload is truncated") }
+    }
+
+    private mutating func flag() throws(WireError) -> Bool {
+        switch try byte() {
+        case 0: return false
+        case 1: return true
+        default: throw WireError("a flag is neither 0 nor 1")
+        }
+    }
+
+    private mutating func bytes() throws(WireError) -> Data {
+        do { return try reader.readBytes() } catch { throw WireError("the payload is truncated") }
+    }
+
+    private mutating func count() throws(WireError) -> Int {
+        let count = Int(try integer { (reader) throws(ByteReader.Truncated) -> UInt32 in try reader.read() })
+        guard count <= WireFormat.maximumEntries else { throw WireError("\(count) entries are over the limit") }
+        return count
+    }
+
+    mutating func string() throws(WireError) -> String {
+        guard let string = String(validating: try bytes(), as: UTF8.self) else {
+            throw WireError("a string is not UTF-8")
+        }
+        return string
+    }
+
+    private mutating func secret() throws(WireError) -> SecureBytes {
+        var raw = try bytes()
+        defer { raw.resetBytes(in: 0..<raw.count) }
+        return SecureBytes(copying: raw)
+    }
+
+    private mutating func optionalSecret() throws(WireError) -> SecureBytes? {
+        try flag() ? try secret() : nil
+    }
+
+    func finish() throws(WireError) {
+        guard reader.isAtEnd else { throw WireError("bytes follow the payload") }
+    }
+
+    mutating func request() throws(WireError) -> KeychainRequest {
+        switch try byte() {
+        case 1: return .add(attributes: try dictionary(depth: 0))
+        case 2: return .copyMatching(query: try dictionary(depth: 0))
+        case 3: return .update(query: try dictionary(depth: 0), attributes: try dictionary(depth: 0))
+        case 4: return .delete(query: try dictionary(depth: 0))
+        case 5: return .status
+        case 6: return .lock
+        case 7: return .unlock(passcode: try secret())
+        case 8: return .setPasscode(new: try secret(), current: try optionalSecret())
+        case 9: return .removePasscode(current: try secret())
+        case 10: return .setEraseAfterFailedAttempts(enabled: try flag(), passcode: try optionalSecret())
+        case 11: return .location
+        case let tag: throw WireError("unknown request \(tag)")
+        }
+    }
+
+    mutating func answer() throws(WireError) -> KeychainAnswer {
+        switch try byte() {
+        case 1: return .done
+        case 2: return .result(try flag() ? try result(depth: 0) : nil)
+        case 3:
+            let code = Int(try byte())
+            guard code < LockStateCode.all.count else { throw WireError("unknown lock state \(code)") }
+            let failures = try integer { (reader) throws(ByteReader.Truncated) -> UInt32 in try reader.read() }
+            let next: Date? =
+                try flag()
+                ? Date(
+                    timeIntervalSince1970: try integer { (reader) throws(ByteReader.Truncated) -> Double in
+                        try reader.read()
+                    })
+                : nil
+            return .status(
+                KeybagStatus(
+                    lockState: LockStateCode.all[code], failedAttempts: Int(failures), nextAttemptAllowed: next,
+                    wipeAfterFailures: try flag()))
+        case 4: return .location(try string())
+        case let tag: throw WireError("unknown answer \(tag)")
+        }
+    }
+
+    private mutating func result(depth: Int) throws(WireError) -> ItemResult {
+        guard depth < WireFormat.maximumDepth else { throw WireError("results nest too deeply") }
+        switch try byte() {
+        case 1: return .data(try bytes())
+        case 2: return .dictionary(try dictionary(depth: depth + 1))
+        case 3:
+            let count = try count()
+            var results: [ItemResult] = []
+            for _ in 0..<count { results.append(try result(depth: depth + 1)) }
+            return .array(results)
+        case let tag: throw WireError("unknown result \(tag)")
+        }
+    }
+
+    private mutating func dictionary(depth: Int) throws(WireError) -> [String: ItemValue] {
+        let count = try count()
+        var values: [String: ItemValue] = [:]
+        for _ in 0..<count {
+            let key = try string()
+            guard values[key] == nil else { throw WireError("a key appears twice") }
+            values[key] = try value(depth: depth + 1)
+        }
+        return values
+    }
+
+    private mutating func value(depth: Int) throws(WireError) -> ItemValue {
+        guard depth < WireFormat.maximumDepth else { throw WireError("values nest too deeply") }
+        switch try byte() {
+        case 1: return .string(try string())
+        case 2: return .data(try bytes())
+        case 3: return .integer(try integer { (reader) throws(ByteReader.Truncated) -> Int64 in try reader.read() })
+        case 4: return .double(try integer { (reader) throws(ByteReader.Truncated) -> Double in try reader.read() })
+        case 5: return .bool(try flag())
+        case 6:
+            let seconds = try integer { (reader) throws(ByteReader.Truncated) -> Double in try reader.read() }
+            guard seconds.isFinite else { throw WireError("a date is not a number") }
+            return .date(Date(timeIntervalSince1970: seconds))
+        case 7:
+            let count = try count()
+            var values: [ItemValue] = []
+            for _ in 0..<count { values.append(try value(depth: depth + 1)) }
+            return .array(values)
+        case 8:
+            guard let protection = ProtectionClass(rawValue: Int(try byte())) else {
+                throw WireError("unknown protection class")
+            }
+            let flags = try integer { (reader) throws(ByteReader.Truncated) -> UInt64 in try reader.read() }
+            guard let bits = UInt(exactly: flags) else { throw WireError("access-control flags out of range") }
+            return .accessControl(AccessControlPolicy(protection: protection, flags: bits))
+        case 9:
+            let raw: Data
+            do { raw = try reader.readRaw(16) } catch { throw WireError("the payload is truncated") }
+            let uuid = raw.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
+            return .authenticationContext(AuthenticationContextReference(identifier: UUID(uuid: uuid)))
+        case 10:
+            guard let kind = ValueReference.Kind(rawValue: try string()) else {
+                throw WireError("unknown value reference")
+            }
+            return .valueReference(ValueReference(kind: kind, persistentReference: try flag() ? try bytes() : nil))
+        case 11: return .null
+        case 12: return .unsupported(try string())
+        case let tag: throw WireError("unknown value \(tag)")
+        }
+    }
+}

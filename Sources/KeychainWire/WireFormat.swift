@@ -1,0 +1,75 @@
+import Foundation
+import KeychainCore
+
+/// The daemon protocol's frames: a fixed header, then a payload of at most `maximumPayload` bytes.
+///
+///     magic "SKWP" (4) ‖ version (1) ‖ kind (1) ‖ request id (4, little-endian) ‖ payload length (4) ‖ payload
+///
+/// A reader takes the header first, checks it (`FrameHeader.init(_:)`), and only then reads as many
+/// payload bytes as it announces: nothing is allocated for a length that is out of bounds.
+public enum WireFormat {
+    public static let magic = Data("SKWP".utf8)
+    public static let version: UInt8 = 1
+    public static let headerSize = 14
+    /// Room for a 64 MiB secret (the `security` command's limit) and its query.
+    public static let maximumPayload = 80 << 20
+    /// Nesting of arrays and results, entries of one dictionary or array: far above anything a SecItem
+    /// query holds, low enough that no frame can make the decoder recurse or allocate without bound.
+    public static let maximumDepth = 8
+    public static let maximumEntries = 4096
+}
+
+/// What a frame carries.
+public enum FrameKind: UInt8, Sendable {
+    case request = 1
+    case answer = 2
+    case failure = 3
+}
+
+/// Why bytes were refused: the connection they came on is not to be trusted any further.
+public struct WireError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let reason: String
+
+    public init(_ reason: String) { self.reason = reason }
+
+    public var description: String { "bad frame: \(reason)" }
+}
+
+/// A checked frame header.
+public struct FrameHeader: Equatable, Sendable {
+    public let kind: FrameKind
+    public let requestID: UInt32
+    public let payloadLength: Int
+
+    public init(kind: FrameKind, requestID: UInt32, payloadLength: Int) {
+        self.kind = kind
+        self.requestID = requestID
+        self.payloadLength = payloadLength
+    }
+
+    /// Parses and checks the first `WireFormat.headerSize` bytes of `bytes`.
+    public init(_ bytes: Data) throws(WireError) {
+        guard bytes.count >= WireFormat.headerSize else { throw WireError("the header is truncated") }
+        let header = Array(bytes.prefix(WireFormat.headerSize))
+        guard Data(header[0..<4]) == WireFormat.magic else { throw WireError("not a keychain frame") }
+        guard header[4] == WireFormat.version else {
+            throw WireError("protocol version \(header[4]) is not spoken here")
+        }
+        guard let kind = FrameKind(rawValue: header[5]) else { throw WireError("unknown frame kind \(header[5])") }
+        let id = header[6..<10].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        let length = header[10..<14].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        guard Int(length) <= WireFormat.maximumPayload else {
+            throw WireError("a payload of \(length) bytes is over the limit of \(WireFormat.maximumPayload)")
+        }
+        self.init(kind: kind, requestID: id, payloadLength: Int(length))
+    }
+
+    var encoded: Data {
+        var bytes = WireFormat.magic
+        bytes.append(WireFormat.version)
+        bytes.append(kind.rawValue)
+        withUnsafeBytes(of: requestID.littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(payloadLength).littleEndian) { bytes.append(contentsOf: $0) }
+        return bytes
+    }
+}
