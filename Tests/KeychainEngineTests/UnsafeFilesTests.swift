@@ -95,6 +95,17 @@ final class UnsafeFilesTests: EngineTestCase {
         }
     }
 
+    /// A process killed while creating the root leaves a temporary holding a root key: the next one to
+    /// open the keychain removes it.
+    func testALeftoverRootTemporaryIsRemoved() throws {
+        keychain = try open()
+        keychain = nil
+        let leftover = directory + "/device-root.tmp-0123456789abcdef"
+        XCTAssertTrue(FileManager.default.createFile(atPath: leftover, contents: Data(count: 53)))
+        keychain = try open()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: leftover))
+    }
+
     func testTemporaryFilesAreCreatedExclusively() throws {
         // Names an attacker could predict (the old `.tmp-<pid>`) hold a link to a victim's file: the
         // keychain must never write through it.

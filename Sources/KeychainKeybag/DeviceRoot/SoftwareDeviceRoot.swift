@@ -27,6 +27,10 @@ public final class SoftwareDeviceRoot: DeviceRoot {
         let directory = try SecureFiles.trustedPath((given as NSString).deletingLastPathComponent)
         let path = (directory as NSString).appendingPathComponent((given as NSString).lastPathComponent)
         if let contents = try SecureFiles.readSecret(path) {
+            // A process killed while creating the root leaves a temporary holding a root key. With the
+            // root in place, any temporary is such a leftover, or a creation that has lost its race
+            // (it takes the missing temporary as that, see `createExclusively`).
+            SecureFiles.removeStaleTemporaries(of: path)
             return try SoftwareDeviceRoot(fileContents: contents, path: path)
         }
         guard create else { throw KeybagError.io("device root \(path) does not exist") }

@@ -285,7 +285,9 @@ public enum SecureFiles {
         }.get()
         defer { unlink(temporary) }
         if link(temporary, path) != 0 {
-            if errno == EEXIST { return false }
+            // EEXIST: another process created it first. ENOENT: that process, having read its root,
+            // already swept this temporary away as a leftover.
+            if errno == EEXIST || errno == ENOENT { return false }
             throw Failure(operation: "link", path: path, errno: errno)
         }
         syncDirectory(of: path)
@@ -358,8 +360,8 @@ public enum SecureFiles {
     }
 
     /// Removes temporaries of `path` left by processes killed while writing (their names are random, so
-    /// nothing else would). Only for files written under a lock the caller holds, so that none of them
-    /// can be another process's write in progress.
+    /// nothing else would). Only where no write in progress can be hurt: under the lock that orders the
+    /// writes (the keybag), or once the file exists for good (the device root).
     public static func removeStaleTemporaries(of path: String) {
         let directory = (path as NSString).deletingLastPathComponent
         let prefix = (path as NSString).lastPathComponent + ".tmp-"
