@@ -228,7 +228,7 @@ public final class Keybag: Sendable {
 
     /// With the erase option on, the count has reached the tenth failure.
     private static func isDueForErase(_ file: KeybagFile) -> Bool {
-        file.wipeAfterFailures && file.failedAttempts >= PasscodePolicy.failuresBeforeWipe
+        file.wipeAfterFailures && file.failedAttempts >= KeybagStatus.failuresBeforeErase
     }
 
     /// Writes the attempt counter; a failure to write refuses the attempt.
