@@ -10,6 +10,8 @@ import PackageDescription
 //   KeychainStorage            SQLite: connections, cached statements, the item schema
 //   KeychainKeybag             device root, class keys, passcode, lock state, safe files
 //   KeychainEngine             item semantics: parsing, search, sealing, access groups; the in-process service
+//   KeychainDaemon             securityd: the socket, who is calling (kernel + app registry), one lock state
+//   KeychainClient             the daemon as a KeychainService, over its socket
 //   Security                   Apple's SecItem API over a KeychainService (the embedded engine by default)
 //   LocalAuthentication        LAContext; re-exports Security
 //   SecurityCommandLine        the security command's verbs (over Security), run by SecurityCommand
@@ -31,6 +33,7 @@ let package = Package(
         .library(name: "KeychainEngine", targets: ["KeychainEngine"]),
         .executable(name: "keychain-bench", targets: ["keychain-bench"]),
         .executable(name: "security", targets: ["SecurityCommand"]),
+        .executable(name: "securityd", targets: ["securityd"]),
     ],
     targets: [
         .systemLibrary(
@@ -54,7 +57,16 @@ let package = Package(
             name: "KeychainEngine",
             dependencies: ["KeychainCore", "KeychainCrypto", "KeychainStorage", "KeychainKeybag"]
         ),
-        .target(name: "Security", dependencies: ["KeychainCore", "KeychainEngine", "KeychainCrypto"]),
+        .target(
+            name: "KeychainDaemon",
+            dependencies: [
+                "CProcessControl", "KeychainCore", "KeychainCrypto", "KeychainWire", "KeychainKeybag", "KeychainEngine",
+            ]
+        ),
+        .executableTarget(name: "securityd", dependencies: ["KeychainDaemon", "KeychainCrypto", "CProcessControl"]),
+        .target(name: "KeychainClient", dependencies: ["KeychainCore", "KeychainWire"]),
+        .target(
+            name: "Security", dependencies: ["KeychainCore", "KeychainEngine", "KeychainClient", "KeychainCrypto"]),
         .target(name: "LocalAuthentication", dependencies: ["Security"]),
         .executableTarget(
             name: "keychain-bench",
@@ -70,6 +82,10 @@ let package = Package(
             name: "keychain-test-helper",
             dependencies: ["Security"]
         ),
+        // Test support (not a product): a securityd of its own for tests that need the daemon.
+        .target(
+            name: "KeychainTestSupport", dependencies: ["KeychainClient", "KeychainCore"],
+            path: "Tests/KeychainTestSupport"),
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
         .testTarget(name: "KeychainWireTests", dependencies: ["KeychainWire", "KeychainCore", "KeychainCrypto"]),
         .testTarget(name: "KeychainKeybagTests", dependencies: ["KeychainKeybag", "KeychainCore", "KeychainCrypto"]),
@@ -84,10 +100,20 @@ let package = Package(
             name: "SecurityCommandTests",
             dependencies: [
                 "SecurityCommand", "SecurityCommandLine", "Security", "KeychainEngine", "keychain-test-helper",
+                "KeychainTestSupport", "securityd",
+            ]),
+        .testTarget(
+            name: "KeychainDaemonTests",
+            dependencies: [
+                "KeychainDaemon", "KeychainClient", "KeychainWire", "KeychainCore", "KeychainCrypto", "Security",
+                "KeychainTestSupport", "securityd", "SecurityCommand", "keychain-test-helper",
             ]),
         .testTarget(
             name: "SecurityTests",
-            dependencies: ["Security", "LocalAuthentication", "KeychainCore", "KeychainEngine", "keychain-test-helper"]
+            dependencies: [
+                "Security", "LocalAuthentication", "KeychainCore", "KeychainEngine", "keychain-test-helper",
+                "KeychainTestSupport", "securityd",
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

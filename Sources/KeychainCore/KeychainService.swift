@@ -22,6 +22,11 @@ public enum KeychainRequest: Sendable, Codable {
     case setEraseAfterFailedAttempts(enabled: Bool, passcode: SecureBytes?)
     /// Where the keychain's database is, for display (the `keychain:` line of the `security` command).
     case location
+    /// The daemon's app registry (`security app`): the embedded keychain has none and answers
+    /// `.notAvailable`.
+    case registerApp(AppRegistrationRequest)
+    case listApps
+    case removeApp(executablePath: String, passcode: SecureBytes?)
 
     /// The request's name, for logs and tests; never its values.
     public var name: String {
@@ -37,6 +42,18 @@ public enum KeychainRequest: Sendable, Codable {
         case .removePasscode: "removePasscode"
         case .setEraseAfterFailedAttempts: "setEraseAfterFailedAttempts"
         case .location: "location"
+        case .registerApp: "registerApp"
+        case .listApps: "listApps"
+        case .removeApp: "removeApp"
+        }
+    }
+
+    /// Whether the request reads or writes items (and so needs the caller's access groups), as opposed
+    /// to the keychain's state or the app registry.
+    public var isItemRequest: Bool {
+        switch self {
+        case .add, .copyMatching, .update, .delete: true
+        default: false
         }
     }
 }
@@ -47,6 +64,8 @@ public enum KeychainAnswer: Sendable, Codable, Equatable {
     case result(ItemResult?)
     case status(KeybagStatus)
     case location(String)
+    /// The app registry, in the order the entries were made.
+    case apps([AppRegistration])
 }
 
 /// A keychain as its clients see it: the embedded engine in-process, or (later) the daemon over its
@@ -93,6 +112,19 @@ extension KeychainService {
     public func location() throws -> String {
         guard case .location(let path) = try perform(.location) else { throw unexpected(.location) }
         return path
+    }
+
+    public func registerApp(_ registration: AppRegistrationRequest) throws {
+        _ = try perform(.registerApp(registration))
+    }
+
+    public func listApps() throws -> [AppRegistration] {
+        guard case .apps(let apps) = try perform(.listApps) else { throw unexpected(.listApps) }
+        return apps
+    }
+
+    public func removeApp(executablePath: String, passcode: SecureBytes?) throws {
+        _ = try perform(.removeApp(executablePath: executablePath, passcode: passcode))
     }
 
     private func result(of request: KeychainRequest) throws -> ItemResult? {

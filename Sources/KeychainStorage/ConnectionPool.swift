@@ -10,19 +10,28 @@ public final class ConnectionPool: Sendable {
     public let path: String
     private let idle = Mutex<[UncheckedConnection]>([])
     private let maximumIdle: Int
+    private let durability: Durability
+    private let groupCommit: GroupCommit?
 
     /// Opens the first connection now, so a missing or unreadable database fails here.
-    public init(path: String, create: Bool, maximumIdle: Int = 4) throws {
+    public init(path: String, create: Bool, maximumIdle: Int = 4, durability: Durability = .eachCommit) throws {
         self.path = path
         self.maximumIdle = maximumIdle
-        let first = try Connection(path: path, create: create)
+        self.durability = durability
+        let first = try Connection(path: path, create: create, durability: durability)
+        groupCommit = durability == .grouped ? try GroupCommit(path: path) : nil
+        first.afterCommit = groupCommit.map { group in { try group.commitFinished() } }
         idle.withLock { $0.append(UncheckedConnection(connection: first)) }
     }
 
+    private func open() throws -> Connection {
+        let connection = try Connection(path: path, create: false, durability: durability)
+        connection.afterCommit = groupCommit.map { group in { try group.commitFinished() } }
+        return connection
+    }
+
     public func withConnection<T>(_ body: (Connection) throws -> T) throws -> T {
-        let borrowed =
-            try idle.withLock { connections in connections.popLast() }?.connection
-            ?? Connection(path: path, create: false)
+        let borrowed = try idle.withLock { connections in connections.popLast() }?.connection ?? open()
         defer {
             let returned = UncheckedConnection(connection: borrowed)
             idle.withLock { connections in

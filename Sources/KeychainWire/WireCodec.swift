@@ -116,7 +116,32 @@ private struct PayloadWriter {
             writer.write(UInt8(enabled ? 1 : 0))
             optionalSecret(passcode)
         case .location: writer.write(UInt8(11))
+        case .registerApp(let registration):
+            writer.write(UInt8(12))
+            string(registration.executablePath)
+            string(registration.applicationIdentifier)
+            strings(registration.accessGroups)
+            writer.write(UInt8(registration.trustPathOnly ? 1 : 0))
+            optionalSecret(registration.passcode)
+        case .listApps: writer.write(UInt8(13))
+        case .removeApp(let path, let passcode):
+            writer.write(UInt8(14))
+            string(path)
+            optionalSecret(passcode)
         }
+    }
+
+    mutating func strings(_ values: [String]) {
+        writer.write(UInt32(values.count))
+        for value in values { string(value) }
+    }
+
+    mutating func app(_ app: AppRegistration) {
+        string(app.executablePath)
+        writer.write(UInt8(app.executableDigest == nil ? 0 : 1))
+        if let digest = app.executableDigest { writer.writeBytes(digest) }
+        string(app.applicationIdentifier)
+        strings(app.accessGroups)
     }
 
     mutating func answer(_ answer: KeychainAnswer) {
@@ -136,6 +161,10 @@ private struct PayloadWriter {
         case .location(let path):
             writer.write(UInt8(4))
             string(path)
+        case .apps(let apps):
+            writer.write(UInt8(5))
+            writer.write(UInt32(apps.count))
+            for app in apps { self.app(app) }
         }
     }
 
@@ -282,6 +311,13 @@ private struct PayloadReader {
         case 9: return .removePasscode(current: try secret())
         case 10: return .setEraseAfterFailedAttempts(enabled: try flag(), passcode: try optionalSecret())
         case 11: return .location
+        case 12:
+            return .registerApp(
+                AppRegistrationRequest(
+                    executablePath: try string(), applicationIdentifier: try string(), accessGroups: try strings(),
+                    trustPathOnly: try flag(), passcode: try optionalSecret()))
+        case 13: return .listApps
+        case 14: return .removeApp(executablePath: try string(), passcode: try optionalSecret())
         case let tag: throw WireError("unknown request \(tag)")
         }
     }
@@ -306,8 +342,25 @@ private struct PayloadReader {
                     lockState: LockStateCode.all[code], failedAttempts: Int(failures), nextAttemptAllowed: next,
                     wipeAfterFailures: try flag()))
         case 4: return .location(try string())
+        case 5:
+            let count = try count()
+            var apps: [AppRegistration] = []
+            for _ in 0..<count {
+                apps.append(
+                    AppRegistration(
+                        executablePath: try string(), executableDigest: try flag() ? try bytes() : nil,
+                        applicationIdentifier: try string(), accessGroups: try strings()))
+            }
+            return .apps(apps)
         case let tag: throw WireError("unknown answer \(tag)")
         }
+    }
+
+    private mutating func strings() throws(WireError) -> [String] {
+        let count = try count()
+        var values: [String] = []
+        for _ in 0..<count { values.append(try string()) }
+        return values
     }
 
     private mutating func result(depth: Int) throws(WireError) -> ItemResult {

@@ -8,7 +8,7 @@ public enum SecurityCommandLine {
     /// written its output and messages. The keychain's connections are closed afterwards, so that a
     /// process about to exit leaves a database the next one opens without replaying a log.
     public static func run(_ arguments: [CommandArgument]) -> Int32 {
-        defer { EmbeddedKeychain.closeDatabases() }
+        defer { KeychainServices.closeConnections() }
         do {
             try dispatch(arguments)
             return 0
@@ -37,6 +37,7 @@ public enum SecurityCommandLine {
         case "lock-keychain": try StateVerbs(session: session).lock(rest)
         case "unlock-keychain": try StateVerbs(session: session).unlock(rest)
         case "show-keychain-info": try StateVerbs(session: session).showInfo(rest)
+        case "app": try AppVerbs(session: session).run(rest)
         case "error":
             guard !rest.isEmpty else { throw .usage(verb: "error", message: "no error code given") }
             for code in rest.map(\.text) {

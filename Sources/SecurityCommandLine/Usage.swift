@@ -142,6 +142,20 @@ enum Usage {
             """
         ),
         ("show-keychain-info", "Show the keychain's lock state and passcode status.", "Usage: show-keychain-info"),
+        (
+            "app",
+            "Register, list or remove the apps the keychain daemon serves.",
+            """
+            Usage: app register <executable> --application-identifier ID [--access-group G]... [--development] [-p passcode]
+                   app list
+                   app remove <executable> [-p passcode]
+                The daemon (securityd) gives a registered executable its access groups (the first is the default;
+                without any, the application identifier); any other executable gets errSecMissingEntitlement.
+                The daemon hashes the executable: a changed binary is no longer the registered app.
+                --development  trust the path whatever its contents (the daemon must run with --development)
+                -p             the keychain's passcode, which a system daemon asks of a user (prompted on a terminal)
+            """
+        ),
         ("error", "Display a descriptive message for the given error code(s).", "Usage: error <error code> [...]"),
         ("help", "Show all commands, or the usage of one.", "Usage: help [command]"),
     ]

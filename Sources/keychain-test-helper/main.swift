@@ -6,6 +6,12 @@
 //   keychain-test-helper read <service> <account>    print the secret, or "status <n>"
 //   keychain-test-helper close <service> <account>   read the item, then close the databases as the
 //                                                     `security` command does on its way out
+//   keychain-test-helper put <service> <account> <secret> [group] [accessibility]
+//   keychain-test-helper update <service> <account> <secret>
+//   keychain-test-helper remove <service> <account>
+//   keychain-test-helper count <service>              how many generic passwords of <service> it can see
+//   keychain-test-helper groups <service>             the access groups of those it can see
+//                                                     (each prints "status <n>" on failure)
 
 import Foundation
 import Security
@@ -24,10 +30,11 @@ func item(_ service: String, _ account: String) -> [String: Any] {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count >= 4 else {
-    FileHandle.standardError.write(Data("usage: keychain-test-helper add|churn|read|close ARG ARG\n".utf8))
+guard arguments.count >= 3 else {
+    FileHandle.standardError.write(Data("usage: keychain-test-helper VERB ARG...\n".utf8))
     exit(2)
 }
+guard arguments.count >= 4 || ["count", "groups"].contains(arguments[1]) else { exit(2) }
 
 switch arguments[1] {
 case "add":
@@ -68,6 +75,36 @@ case "read", "close":
         say("status \(status)")
     }
     if arguments[1] == "close" { EmbeddedKeychain.closeDatabases() }
+case "put":
+    guard arguments.count >= 5 else { exit(2) }
+    var query = item(arguments[2], arguments[3])
+    query[kSecValueData as String] = Data(arguments[4].utf8)
+    if arguments.count > 5, !arguments[5].isEmpty { query[kSecAttrAccessGroup as String] = arguments[5] }
+    if arguments.count > 6 { query[kSecAttrAccessible as String] = arguments[6] }
+    say("status \(SecItemAdd(query as CFDictionary, nil))")
+case "update":
+    guard arguments.count >= 5 else { exit(2) }
+    let changes = [kSecValueData as String: Data(arguments[4].utf8)]
+    say("status \(SecItemUpdate(item(arguments[2], arguments[3]) as CFDictionary, changes as CFDictionary))")
+case "remove":
+    say("status \(SecItemDelete(item(arguments[2], arguments[3]) as CFDictionary))")
+case "count", "groups":
+    let query: [String: Any] = [
+        kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: arguments[2],
+        kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true,
+    ]
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(query as CFDictionary, &result)
+    let items = result as? [[String: Any]] ?? []
+    if status != errSecSuccess, status != errSecItemNotFound {
+        say("status \(status)")
+    } else if arguments[1] == "count" {
+        say("count \(items.count)")
+    } else {
+        say(
+            "groups "
+                + items.compactMap { $0[kSecAttrAccessGroup as String] as? String }.sorted().joined(separator: ","))
+    }
 default:
     exit(2)
 }

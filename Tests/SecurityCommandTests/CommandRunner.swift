@@ -37,6 +37,7 @@ final class CommandRunner {
         environment["KEYCHAIN_HOME"] = home
         environment["KEYCHAIN_ACCESS_GROUPS"] = accessGroups
         environment["KEYCHAIN_LOG"] = "off"
+        environment["KEYCHAIN_SOCKET"] = ""  // the embedded keychain unless a test names a daemon
         environment.merge(extraEnvironment) { $1 }
         return environment
     }

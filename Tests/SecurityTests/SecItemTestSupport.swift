@@ -43,9 +43,26 @@ enum Item {
     }
 }
 
+/// A test on a fresh keychain: embedded, or through a securityd of its own that knows this test process
+/// from its app registry when `KEYCHAIN_TEST_THROUGH_DAEMON=1` (`ThroughDaemonTests` runs the SecItem
+/// suites again that way). The answers must be exactly the same.
 class KeychainTestCase: XCTestCase {
     var keychain: TemporaryKeychain!
 
-    override func setUp() { keychain = TemporaryKeychain(accessGroups: ["TEAM.com.example.app", "TEAM.group.shared"]) }
-    override func tearDown() { keychain = nil }
+    /// Whether this run goes through a daemon.
+    static var throughDaemon: Bool { getenv("KEYCHAIN_TEST_THROUGH_DAEMON").map { String(cString: $0) } == "1" }
+
+    override func setUp() {
+        keychain = TemporaryKeychain(
+            accessGroups: ["TEAM.com.example.app", "TEAM.group.shared"], throughDaemon: Self.throughDaemon)
+    }
+    override func tearDown() {
+        if Self.throughDaemon {
+            // The calls went to this test's daemon, which registered this process in its directory.
+            XCTAssertNotNil(keychain.daemon)
+            XCTAssertEqual(KeychainServices.daemonSocket(), keychain.daemon?.socket)
+            XCTAssertTrue(FileManager.default.fileExists(atPath: keychain.directory + "/apps.registry"))
+        }
+        keychain = nil
+    }
 }

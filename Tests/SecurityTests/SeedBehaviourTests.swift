@@ -1,11 +1,11 @@
 import Security
 import XCTest
 
-final class SeedBehaviourTests: XCTestCase {
-    private var keychain: TemporaryKeychain!
-
-    override func setUp() { keychain = TemporaryKeychain(accessGroups: ["com.example.app", "group.com.example.shared"]) }
-    override func tearDown() { keychain = nil }
+final class SeedBehaviourTests: KeychainTestCase {
+    override func setUp() {
+        keychain = TemporaryKeychain(
+            accessGroups: ["com.example.app", "group.com.example.shared"], throughDaemon: Self.throughDaemon)
+    }
 
     func testSaveAndReadTokenTwice() throws {
         try saveToken(token: "first", service: "api.example.com")

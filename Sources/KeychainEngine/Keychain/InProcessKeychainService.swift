@@ -26,6 +26,9 @@ public struct InProcessKeychainService: KeychainService {
         case .setEraseAfterFailedAttempts(let enabled, let passcode):
             try keychain.setEraseAfterFailedAttempts(enabled, passcode: passcode)
         case .location: return .location(keychain.databasePath)
+        case .registerApp, .listApps, .removeApp:
+            throw KeychainError.notAvailable(
+                "the app registry belongs to the daemon (securityd); the embedded keychain has none")
         }
         return .done
     }

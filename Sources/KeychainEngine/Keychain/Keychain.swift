@@ -12,13 +12,18 @@ public struct KeychainOptions: Sendable {
     /// A fixed passcode KDF (tests); nil uses `PasscodeFunction.calibrated()`, never weaker than
     /// `PasscodeFunction.minimum`.
     public var passcodeFunction: PasscodeFunction?
+    /// Concurrent writes share one fsync of the log (the daemon, which writes for many clients); off, each
+    /// write is synced on its own. Either way a write that returned is on disk.
+    public var groupCommit: Bool
 
     public init(
-        deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeFunction: PasscodeFunction? = nil
+        deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeFunction: PasscodeFunction? = nil,
+        groupCommit: Bool = false
     ) {
         self.deviceRootPath = deviceRootPath
         self.clock = clock
         self.passcodeFunction = passcodeFunction
+        self.groupCommit = groupCommit
     }
 }
 
@@ -55,7 +60,7 @@ public final class Keychain: Sendable {
         databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
         clock = options.clock
         keybag = try Self.openKeybag(directory: directory, options: options)
-        pool = try Self.openDatabase(databasePath)
+        pool = try Self.openDatabase(databasePath, durability: options.groupCommit ? .grouped : .eachCommit)
     }
 
     private static func openKeybag(directory: String, options: KeychainOptions) throws -> Keybag {
@@ -74,7 +79,7 @@ public final class Keychain: Sendable {
         }
     }
 
-    private static func openDatabase(_ path: String) throws -> ConnectionPool {
+    private static func openDatabase(_ path: String, durability: Durability) throws -> ConnectionPool {
         do {
             // Only SQLite opens these files: a descriptor opened and closed on the database anywhere
             // else in this process would drop SQLite's POSIX locks on it, and another process would
@@ -84,7 +89,7 @@ public final class Keychain: Sendable {
             try SecureFiles.createPrivateFile(path)
             try SecureFiles.checkPrivateFile(path + "-wal")
             try SecureFiles.checkPrivateFile(path + "-shm")
-            let pool = try ConnectionPool(path: path, create: false)
+            let pool = try ConnectionPool(path: path, create: false, durability: durability)
             try pool.withConnection { connection in try ItemStore(connection: connection).prepareSchema() }
             return pool
         } catch {
@@ -177,6 +182,16 @@ public final class Keychain: Sendable {
     private static func deleteAllItems(databasePath: String) throws {
         let connection = try Connection(path: databasePath, create: false)
         try connection.writeTransaction { try ItemStore(connection: connection).deleteAll() }
+    }
+
+    /// A MAC under the device root, for files beside the keychain that the root vouches for (the
+    /// daemon's app registry): a copy edited without the root no longer verifies.
+    public func authenticationCode(for data: Data) throws -> Data {
+        do {
+            return try keybag.authenticate(data)
+        } catch {
+            throw KeychainError.internalError("cannot authenticate with the device root")
+        }
     }
 
     // MARK: Shared helpers

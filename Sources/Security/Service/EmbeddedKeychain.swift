@@ -13,14 +13,7 @@ public enum EmbeddedKeychain {
     private static let opened = Mutex<[String: Keychain]>([:])
 
     /// The keychain directory for the current environment.
-    public static var directory: String {
-        if let home = variable("KEYCHAIN_HOME"), !home.isEmpty { return home }
-        if let data = variable("XDG_DATA_HOME"), !data.isEmpty {
-            return (data as NSString).appendingPathComponent("keychain")
-        }
-        let home = variable("HOME") ?? NSHomeDirectory()
-        return (home as NSString).appendingPathComponent(".local/share/keychain")
-    }
+    public static var directory: String { KeychainLocations.userDirectory }
 
     /// The variables that choose the directory, as they were when `last` was found.
     private struct Choice: Sendable {

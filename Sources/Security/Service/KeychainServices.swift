@@ -1,23 +1,83 @@
+import Foundation
+import KeychainClient
 import KeychainCore
 import KeychainEngine
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Which keychain service this process's SecItem calls (and the `security` command) use.
 ///
-/// By default the embedded engine on the keychain the environment names (`EmbeddedKeychain`), for the
-/// caller the environment describes. `use(_:)` puts another service in its place: the daemon's client
-/// will, when a daemon runs; tests put a fake there.
+/// The daemon whenever its socket exists: `KEYCHAIN_SOCKET` if set (set but empty means no daemon),
+/// else `$XDG_RUNTIME_DIR/keychain/securityd.sock`, else the system daemon's
+/// `/run/keychain/securityd.sock`. Otherwise the embedded engine, on the keychain the environment
+/// names (`EmbeddedKeychain`), for the caller the environment describes. A daemon chosen and then gone
+/// is `errSecNotAvailable`, never a silent switch to the files. `use(_:)` puts another service in
+/// place of both (tests put a fake there).
 public enum KeychainServices {
     private static let chosen = Mutex<(any KeychainService)?>(nil)
+    private static let daemons = Mutex<[String: DaemonKeychainService]>([:])
+    /// The last answer of `daemonSocket()` and when it was found: whether a default socket exists is
+    /// asked of the file system at most once a second, not on every call.
+    private static let lastLookup = Mutex<(variable: String?, runtime: String?, at: UInt64, socket: String?)?>(nil)
 
-    /// The service for this call: the one set with `use(_:)`, else the embedded keychain.
+    /// The service for this call: the one set with `use(_:)`, else the daemon, else the embedded keychain.
     public static func current() throws -> any KeychainService {
         if let service = chosen.withLock({ $0 }) { return service }
+        if let socket = daemonSocket() { return daemon(at: socket) }
         return InProcessKeychainService(keychain: try EmbeddedKeychain.current(), client: EmbeddedKeychain.client())
     }
 
-    /// Routes this process's keychain calls to `service`; nil returns them to the embedded keychain.
+    /// Routes this process's keychain calls to `service`; nil returns them to the daemon or the
+    /// embedded keychain.
     public static func use(_ service: (any KeychainService)?) {
         chosen.withLock { $0 = service }
+    }
+
+    /// The daemon socket this process uses now, or nil for the embedded keychain.
+    public static func daemonSocket() -> String? {
+        let variable = getenv("KEYCHAIN_SOCKET").map { String(cString: $0) }
+        if let variable { return variable.isEmpty ? nil : variable }
+        let runtime = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) }
+        let now = monotonicNow
+        if let last = lastLookup.withLock({ $0 }), last.variable == variable, last.runtime == runtime,
+            now - last.at < 1_000_000_000
+        {
+            return last.socket
+        }
+        let socket = [KeychainLocations.userSocket, KeychainLocations.systemSocket].compactMap { $0 }.first(
+            where: isSocket)
+        lastLookup.withLock { $0 = (variable, runtime, now, socket) }
+        return socket
+    }
+
+    /// Closes what this process keeps open on its keychains: the embedded databases (so that the last
+    /// process folds the log into the database) and idle daemon connections. A process about to exit
+    /// calls this; the keychains stay usable.
+    public static func closeConnections() {
+        EmbeddedKeychain.closeDatabases()
+        for daemon in daemons.withLock({ Array($0.values) }) { daemon.closeIdleConnections() }
+    }
+
+    private static func daemon(at socket: String) -> DaemonKeychainService {
+        daemons.withLock { daemons in
+            if let known = daemons[socket] { return known }
+            let service = DaemonKeychainService(socketPath: socket)
+            daemons[socket] = service
+            return service
+        }
+    }
+
+    private static func isSocket(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK
+    }
+
+    private static var monotonicNow: UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 }

@@ -1,0 +1,150 @@
+import Foundation
+import KeychainCore
+import KeychainWire
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The keychain daemon as a `KeychainService`: each request is a frame to `securityd` over its Unix
+/// socket and the answer a frame back, with exactly the values and errors the embedded engine gives.
+///
+/// Connections are kept open between calls and shared by threads one at a time (a few idle ones are
+/// kept). A daemon that is not there is `.notAvailable` at once; one that does not accept within a
+/// second, or stalls in the middle of an answer, is `.notAvailable` too. The client never falls back
+/// to opening the store itself.
+public final class DaemonKeychainService: KeychainService {
+    public let socketPath: String
+    private let idle = Mutex<[DaemonConnection]>([])
+    private let nextID = Atomic<UInt32>(1)
+    /// How long the daemon may take to answer: unlock runs a deliberately slow key derivation, and a
+    /// delay after failed passcodes is answered at once, so this only bounds a daemon that hangs.
+    private let answerTimeout: Duration
+
+    public init(socketPath: String, answerTimeout: Duration = .seconds(60)) {
+        self.socketPath = socketPath
+        self.answerTimeout = answerTimeout
+    }
+
+    public func perform(_ request: KeychainRequest) throws -> KeychainAnswer {
+        let connection = try takeConnection()
+        let id = nextID.add(1, ordering: .relaxed).oldValue
+        let answer: Data
+        do {
+            try connection.stream.writeFrame(WireCodec.frame(request, id: id), stall: .seconds(1))
+            answer = try connection.stream.readFrame(idle: answerTimeout, stall: .seconds(1))
+        } catch {
+            connection.close()
+            throw KeychainError.notAvailable("the keychain daemon at \(socketPath) \(Self.explain(error))")
+        }
+        let decoded: (id: UInt32, answer: Result<KeychainAnswer, KeychainError>)
+        do {
+            decoded = try WireCodec.answer(from: answer)
+        } catch {
+            connection.close()
+            throw KeychainError.notAvailable("the keychain daemon sent a bad answer: \(error.reason)")
+        }
+        guard decoded.id == id else {
+            connection.close()
+            // Id 0 carries the daemon's refusal of a frame it could not read.
+            if case .failure(let error) = decoded.answer { throw error }
+            throw KeychainError.notAvailable("the keychain daemon answered another request")
+        }
+        giveBack(connection)
+        return try decoded.answer.get()
+    }
+
+    /// Closes the idle connections (a process about to exit need not; the daemon sees them close).
+    public func closeIdleConnections() {
+        let closing = idle.withLock { connections in
+            defer { connections = [] }
+            return connections
+        }
+        for connection in closing { connection.close() }
+    }
+
+    private func takeConnection() throws -> DaemonConnection {
+        while let kept = idle.withLock({ $0.popLast() }) {
+            // A daemon that restarted or timed the connection out has closed it: such a connection reads
+            // as ready (end of file) while no request is outstanding, and is dropped here rather than
+            // failing the request sent on it.
+            if kept.isUsable { return kept }
+            kept.close()
+        }
+        return try DaemonConnection(path: socketPath)
+    }
+
+    private func giveBack(_ connection: DaemonConnection) {
+        let kept = idle.withLock { connections in
+            guard connections.count < 4 else { return false }
+            connections.append(connection)
+            return true
+        }
+        if !kept { connection.close() }
+    }
+
+    private static func explain(_ error: any Error) -> String {
+        switch error as? FrameStream.Failure {
+        case .closed?, .broken?: "closed the connection (it stopped, or refused this process)"
+        case .timedOut?: "did not answer in time"
+        case .malformed(let reason)?: "sent a bad frame: \(reason.reason)"
+        case nil: "failed: \(error)"
+        }
+    }
+}
+
+/// One connection to the daemon, used by one thread at a time.
+final class DaemonConnection: @unchecked Sendable {
+    // The descriptor is set once; `close` is called once, by the thread holding the connection.
+    let stream: FrameStream
+
+    /// Connects without blocking for more than a second (a daemon whose backlog is full, or that is
+    /// stopped, does not accept).
+    init(path: String) throws {
+        var address = sockaddr_un()
+        guard path.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw KeychainError.notAvailable("the socket path \(path) is too long")
+        }
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let descriptor = socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard descriptor >= 0 else { throw KeychainError.notAvailable("cannot make a socket (errno \(errno))") }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if result != 0 {
+            let error = errno
+            if error == EINPROGRESS || error == EAGAIN {
+                var entry = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+                var pending: Int32 = 0
+                var length = socklen_t(MemoryLayout<Int32>.size)
+                if poll(&entry, 1, 1000) == 1, getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &pending, &length) == 0,
+                    pending == 0
+                {
+                    stream = FrameStream(descriptor: descriptor)
+                    return
+                }
+                Glibc.close(descriptor)
+                throw KeychainError.notAvailable("the keychain daemon at \(path) did not accept within a second")
+            }
+            Glibc.close(descriptor)
+            throw KeychainError.notAvailable(
+                "the keychain daemon at \(path) is not running (\(String(cString: strerror(error))))")
+        }
+        stream = FrameStream(descriptor: descriptor)
+    }
+
+    /// False when the daemon closed the connection (or sent something unasked).
+    var isUsable: Bool {
+        var entry = pollfd(fd: stream.descriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) == 0
+    }
+
+    func close() { Glibc.close(stream.descriptor) }
+}

@@ -1,0 +1,32 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Where keychains and the daemon's socket are by default, for the embedded keychain, the daemon and
+/// its clients alike. Read from the environment on each call.
+public enum KeychainLocations {
+    /// The system daemon's socket and directory.
+    public static let systemSocket = "/run/keychain/securityd.sock"
+    public static let systemHome = "/var/lib/keychain"
+
+    /// A user's keychain directory: `KEYCHAIN_HOME`, else `$XDG_DATA_HOME/keychain`, else
+    /// `~/.local/share/keychain`.
+    public static var userDirectory: String {
+        if let home = variable("KEYCHAIN_HOME"), !home.isEmpty { return home }
+        if let data = variable("XDG_DATA_HOME"), !data.isEmpty {
+            return (data as NSString).appendingPathComponent("keychain")
+        }
+        let home = variable("HOME") ?? NSHomeDirectory()
+        return (home as NSString).appendingPathComponent(".local/share/keychain")
+    }
+
+    /// A user's daemon socket: `$XDG_RUNTIME_DIR/keychain/securityd.sock`; nil without that variable.
+    public static var userSocket: String? {
+        guard let runtime = variable("XDG_RUNTIME_DIR"), !runtime.isEmpty else { return nil }
+        return (runtime as NSString).appendingPathComponent("keychain/securityd.sock")
+    }
+
+    private static func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+}

@@ -1,0 +1,153 @@
+import CProcessControl
+import Foundation
+import KeychainCrypto
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The process at the other end of a connection, as the kernel knows it: its credentials from the
+/// moment it connected, and a pidfd that keeps naming that process (never a later one given the same
+/// pid). Facts read from `/proc/<pid>` count only if the pidfd's process is still alive after they
+/// were read: while it lives, the pid cannot have been handed to another process.
+final class PeerProcess: @unchecked Sendable {
+    // Immutable after init; the descriptor is closed once, in deinit.
+    let pid: Int32
+    let uid: uid_t
+    let gid: gid_t
+    private let pidfd: Int32
+
+    /// Why a peer was not identified; the daemon closes such connections.
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Takes the peer's credentials and a pidfd for it. `acceptedAt` (CLOCK_BOOTTIME, as
+    /// `BootClock.now`) serves the fallback for kernels without SO_PEERPIDFD: a process that started
+    /// after the connection was accepted cannot be the one that connected.
+    init(socket: Int32, acceptedAt: UInt64) throws(Failure) {
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var gid: UInt32 = 0
+        guard process_control_peer_credentials(socket, &pid, &uid, &gid) == 0, pid > 0 else {
+            throw Failure(description: "the kernel gave no credentials for the peer (errno \(errno))")
+        }
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        var descriptor = process_control_peer_pidfd(socket)
+        if descriptor < 0 {
+            descriptor = process_control_pidfd_open(pid)
+            guard descriptor >= 0 else { throw Failure(description: "process \(pid) ended before it was identified") }
+            if let started = Self.startTicks(pid: pid), started > BootClock.ticks(acceptedAt) {
+                close(descriptor)
+                throw Failure(description: "pid \(pid) now names a process that started after the connection")
+            }
+        }
+        pidfd = descriptor
+    }
+
+    deinit { close(pidfd) }
+
+    /// Whether the process that connected is still running.
+    var isAlive: Bool { process_control_pidfd_alive(pidfd) == 0 }
+
+    /// The file the process runs now (its `/proc/<pid>/exe`), opened; nil when it ended.
+    func openExecutable() -> Int32? {
+        let descriptor = open("/proc/\(pid)/exe", O_RDONLY | O_CLOEXEC)
+        return descriptor >= 0 ? descriptor : nil
+    }
+
+    /// The path of the running executable, as the kernel names it.
+    func executablePath() -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = buffer.withUnsafeMutableBufferPointer { pointer in
+            pointer.baseAddress.map { base in
+                base.withMemoryRebound(to: CChar.self, capacity: pointer.count) {
+                    readlink("/proc/\(pid)/exe", $0, pointer.count - 1)
+                }
+            } ?? -1
+        }
+        guard length > 0 else { return nil }
+        return String(validating: buffer[..<length], as: UTF8.self)
+    }
+
+    /// The identity of the running executable's file (device, inode, size, times), cheap enough to
+    /// compare before every request: a process that ran `exec` since the last one has another.
+    func executableKey() -> ExecutableKey? {
+        var info = stat()
+        guard stat("/proc/\(pid)/exe", &info) == 0 else { return nil }
+        return ExecutableKey(info)
+    }
+
+    /// Variables that make the dynamic loader run code the executable does not contain: a registered
+    /// program started with them is not that program any more.
+    static let injectingVariables = ["LD_PRELOAD=", "LD_AUDIT=", "LD_LIBRARY_PATH="]
+
+    /// The first loader variable set in the process's environment, if any; nil also when it cannot be
+    /// read (then `isTraced` and the executable checks still apply).
+    func injectingVariable() -> String? {
+        guard let environment = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else { return nil }
+        for entry in environment.split(separator: 0) {
+            for variable in Self.injectingVariables where entry.starts(with: Data(variable.utf8)) {
+                if entry.count > variable.utf8.count { return String(variable.dropLast()) }
+            }
+        }
+        return nil
+    }
+
+    /// Whether a debugger is attached (another process may be steering this one).
+    func isTraced() -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/status") else { return false }
+        defer { try? handle.close() }
+        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        for line in text.split(separator: "\n") where line.hasPrefix("TracerPid:") {
+            return line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces) != "0"
+        }
+        return false
+    }
+
+    /// When the process started, in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+    private static func startTicks(pid: Int32) -> UInt64? {
+        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/stat") else { return nil }
+        defer { try? handle.close() }
+        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+        guard let end = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: end)...].split(separator: " ")
+        return fields.count > 19 ? UInt64(fields[19]) : nil
+    }
+}
+
+/// A file's identity for caching its digest: any change of contents changes the inode, size, or
+/// change time (which no unprivileged process can set back).
+struct ExecutableKey: Hashable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+    let size: Int64
+    let modified: Int64
+    let changed: Int64
+
+    init(_ info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        changed = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+    }
+}
+
+/// CLOCK_BOOTTIME, which `/proc/<pid>/stat` start times count in.
+enum BootClock {
+    static var now: UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
+    /// Nanoseconds since boot as clock ticks, rounded up (a process started in the same tick passes).
+    static func ticks(_ nanoseconds: UInt64) -> UInt64 {
+        let perSecond = UInt64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
+        return (nanoseconds * perSecond + 999_999_999) / 1_000_000_000
+    }
+}

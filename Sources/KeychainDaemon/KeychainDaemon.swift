@@ -1,0 +1,193 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+import KeychainEngine
+import KeychainKeybag
+import Synchronization
+
+/// What the daemon decides: which keychain a connection reaches (by the uid the kernel gives), whether
+/// its process may touch items and in which access groups (by the app registry), and who may change
+/// the registry. The socket side (`DaemonServer`) only carries frames to and from here.
+public final class KeychainDaemon: Sendable {
+    public let configuration: DaemonConfiguration
+    private let tenants = Mutex<[uid_t: Tenant]>([:])
+    private let ownUID = getuid()
+    /// When an item request last came, for the idle lock (CLOCK_MONOTONIC nanoseconds).
+    private let lastActivity = Atomic<UInt64>(0)
+
+    /// Opens the user's keychain at once in user mode (a damaged one fails here, not at the first
+    /// client); system mode opens each user's keychain when that user first connects.
+    public init(configuration: DaemonConfiguration) throws {
+        self.configuration = configuration
+        lastActivity.store(Self.monotonicNow, ordering: .relaxed)
+        switch configuration.mode {
+        case .user:
+            _ = try tenant(for: ownUID)
+        case .system:
+            do {
+                let home = try SecureFiles.ensureDirectory(configuration.home)
+                _ = try SecureFiles.ensureDirectory((home as NSString).appendingPathComponent("users"))
+            } catch {
+                throw KeychainError.notAvailable("cannot use the daemon's directory: \(error)")
+            }
+        }
+    }
+
+    /// Whether a process of `uid` may talk to this daemon at all.
+    func admits(uid: uid_t) -> Bool {
+        configuration.mode == .system || uid == ownUID
+    }
+
+    /// The keychain for a uid, opened on first use.
+    func tenant(for uid: uid_t) throws -> Tenant {
+        try tenants.withLock { tenants in
+            if let tenant = tenants[uid] { return tenant }
+            let tenant: Tenant
+            switch configuration.mode {
+            case .user:
+                tenant = try Tenant(
+                    uid: uid, directory: configuration.home, deviceRootPath: configuration.deviceRootPath)
+            case .system:
+                let directory = ((configuration.home as NSString).appendingPathComponent("users") as NSString)
+                    .appendingPathComponent(String(uid))
+                tenant = try Tenant(uid: uid, directory: directory, deviceRootPath: nil)
+            }
+            tenants[uid] = tenant
+            DaemonLog.info("serving the keychain of uid \(uid) in \(tenant.keychain.directory)")
+            return tenant
+        }
+    }
+
+    /// Answers one request from one connection.
+    func handle(_ request: KeychainRequest, from caller: CallerIdentity) -> Result<KeychainAnswer, KeychainError> {
+        do {
+            let tenant = try tenant(for: caller.peer.uid)
+            switch request {
+            case .add, .copyMatching, .update, .delete:
+                lastActivity.store(Self.monotonicNow, ordering: .relaxed)
+                let client: ClientIdentity
+                do {
+                    client = try entitlements(of: caller, in: tenant)
+                } catch let refusal as KeychainError {
+                    if caller.isNewRefusal(refusal.reason) {
+                        DaemonLog.warning("pid \(caller.peer.pid) uid \(caller.peer.uid) refused: \(refusal.reason)")
+                    }
+                    throw refusal
+                }
+                return .success(
+                    try InProcessKeychainService(keychain: tenant.keychain, client: client).perform(request))
+            case .status, .lock, .unlock, .setPasscode, .removePasscode, .setEraseAfterFailedAttempts, .location:
+                let answer = try InProcessKeychainService(
+                    keychain: tenant.keychain, client: ClientIdentity(accessGroups: [])
+                )
+                .perform(request)
+                if request.name != "status" && request.name != "location" {
+                    DaemonLog.info("\(request.name) by pid \(caller.peer.pid) uid \(caller.peer.uid)")
+                }
+                return .success(answer)
+            case .listApps:
+                return .success(.apps(try tenant.registry.entries().get()))
+            case .registerApp(let registration):
+                try authorizeRegistryChange(by: caller, in: tenant, passcode: registration.passcode)
+                let app = try makeEntry(registration)
+                try tenant.registry.register(app)
+                DaemonLog.info(
+                    "registered \(app.executablePath) as \(app.applicationIdentifier)\(app.trustsPathOnly ? " (development: trusted by path)" : "") for uid \(tenant.uid), by pid \(caller.peer.pid)"
+                )
+                return .success(.done)
+            case .removeApp(let path, let passcode):
+                try authorizeRegistryChange(by: caller, in: tenant, passcode: passcode)
+                try tenant.registry.remove(executablePath: path)
+                DaemonLog.info("removed \(path) from the registry of uid \(tenant.uid), by pid \(caller.peer.pid)")
+                return .success(.done)
+            }
+        } catch let error as KeychainError {
+            return .failure(error)
+        } catch {
+            return .failure(.internalError("\(error)"))
+        }
+    }
+
+    /// The access groups the caller's executable is registered with; -34018 when it is not registered,
+    /// has changed, or cannot be identified. Nothing the client sent is consulted.
+    private func entitlements(of caller: CallerIdentity, in tenant: Tenant) throws -> ClientIdentity {
+        let executable = try caller.executable().get()
+        let apps = try tenant.registry.entries().mapError { registryError in
+            KeychainError.missingEntitlement("the app registry cannot be used: \(registryError.reason)")
+        }.get()
+        return try executable.registration(in: apps, development: configuration.development).get().identity
+    }
+
+    /// The daemon's owner and root may change a registry. In system mode a user changes their own
+    /// keychain's registry only with its passcode (checked under the usual delays), so that a process of
+    /// theirs cannot register itself; a keychain without a passcode accepts changes from root alone.
+    private func authorizeRegistryChange(by caller: CallerIdentity, in tenant: Tenant, passcode: SecureBytes?) throws {
+        if configuration.mode == .user || caller.peer.uid == 0 { return }
+        guard tenant.keychain.status.passcodeSet else {
+            throw KeychainError.authenticationFailed(
+                "in system mode a registry changes only with the keychain's passcode: set one first (security set-keychain-password), or ask root"
+            )
+        }
+        guard let passcode else {
+            throw KeychainError.authenticationFailed("changing the app registry needs the keychain's passcode")
+        }
+        try tenant.keychain.unlock(passcode: passcode)
+    }
+
+    private func makeEntry(_ request: AppRegistrationRequest) throws -> AppRegistration {
+        guard request.executablePath.hasPrefix("/") else {
+            throw KeychainError.invalidParameter("the executable must be given by its absolute path")
+        }
+        guard !request.applicationIdentifier.isEmpty, !request.applicationIdentifier.contains(",") else {
+            throw KeychainError.invalidParameter("the application identifier must be a non-empty name without commas")
+        }
+        guard request.accessGroups.allSatisfy({ !$0.isEmpty }) else {
+            throw KeychainError.invalidParameter("an access group is empty")
+        }
+        guard let resolved = realpath(request.executablePath, nil) else {
+            throw KeychainError.invalidParameter("\(request.executablePath) cannot be found")
+        }
+        let path = String(cString: resolved)
+        free(resolved)
+        if request.trustPathOnly {
+            guard configuration.development else {
+                throw KeychainError.invalidParameter(
+                    "entries trusted by path are for development: start securityd with --development")
+            }
+            return AppRegistration(
+                executablePath: path, executableDigest: nil, applicationIdentifier: request.applicationIdentifier,
+                accessGroups: request.accessGroups)
+        }
+        guard access(path, X_OK) == 0, let digest = ExecutableDigests.digest(ofFileAt: path) else {
+            throw KeychainError.invalidParameter("\(path) is not an executable file the daemon can read")
+        }
+        return AppRegistration(
+            executablePath: path, executableDigest: digest, applicationIdentifier: request.applicationIdentifier,
+            accessGroups: request.accessGroups)
+    }
+
+    // MARK: Idle lock and shutdown
+
+    /// Locks every keychain with a passcode when no item request came for `configuration.idleLock`.
+    func lockIfIdle() {
+        guard let idle = configuration.idleLock else { return }
+        let (seconds, attoseconds) = idle.components
+        let limit = UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+        guard Self.monotonicNow - lastActivity.load(ordering: .relaxed) >= limit else { return }
+        for tenant in tenants.withLock({ Array($0.values) }) where tenant.keychain.status.lockState == .unlocked {
+            tenant.keychain.lock()
+            DaemonLog.info("locked the keychain of uid \(tenant.uid) after \(seconds) s without use")
+        }
+    }
+
+    /// Closes the databases on the way out, so the log is folded into them.
+    func close() {
+        for tenant in tenants.withLock({ Array($0.values) }) { tenant.keychain.closeIdleConnections() }
+    }
+
+    static var monotonicNow: UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+}

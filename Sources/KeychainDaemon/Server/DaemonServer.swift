@@ -1,0 +1,177 @@
+import CProcessControl
+import Foundation
+import KeychainCore
+import KeychainKeybag
+import KeychainWire
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The daemon's socket: accepts connections, identifies each peer, and serves each on a thread of its
+/// own, so a client that is slow, stalls mid-frame or never sends anything holds up only itself.
+public final class DaemonServer: Sendable {
+    public let daemon: KeychainDaemon
+    private let listener: Int32
+    private let stopping = Atomic<Bool>(false)
+    /// Open connections (their descriptors), so that a stop can end their waits.
+    private let open = Mutex<Set<Int32>>([])
+    private let drained = Condition()
+
+    /// Binds the socket (see `SocketFile.listen`); fails when another daemon already serves it.
+    public init(daemon: KeychainDaemon) throws {
+        self.daemon = daemon
+        listener = try SocketFile.listen(
+            at: daemon.configuration.socketPath, forEveryone: daemon.configuration.mode == .system)
+    }
+
+    /// Accepts connections until `stop` is called. Returns when the listening socket is closed.
+    public func run() {
+        DaemonLog.info(
+            "listening on \(daemon.configuration.socketPath) (\(daemon.configuration.mode.rawValue) mode\(daemon.configuration.development ? ", development: entries trusted by path are honoured" : ""))"
+        )
+        if daemon.configuration.idleLock != nil { startIdleLockTimer() }
+        var refusedSinceLog = 0
+        while !stopping.load(ordering: .acquiring) {
+            let connection = process_control_accept(listener)
+            if connection < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                if stopping.load(ordering: .acquiring) { break }
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
+                    DaemonLog.warning("cannot accept a connection (errno \(errno)); waiting")
+                    usleep(100_000)
+                    continue
+                }
+                DaemonLog.error("accept failed (errno \(errno)); the daemon stops listening")
+                break
+            }
+            let acceptedAt = BootClock.now
+            let admitted = open.withLock { open in
+                guard open.count < daemon.configuration.maximumConnections else { return false }
+                open.insert(connection)
+                return true
+            }
+            guard admitted else {
+                close(connection)
+                refusedSinceLog += 1
+                if refusedSinceLog == 1 || refusedSinceLog % 1000 == 0 {
+                    DaemonLog.warning(
+                        "\(daemon.configuration.maximumConnections) connections are open; closed \(refusedSinceLog) more"
+                    )
+                }
+                continue
+            }
+            refusedSinceLog = 0
+            let thread = Thread { [self] in serve(connection, acceptedAt: acceptedAt) }
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+        close(listener)
+    }
+
+    /// Stops accepting, lets every request already read finish and be answered, and returns when all
+    /// connections are closed (or after `deadline`). The databases are closed last.
+    public func stop(deadline: Duration = .seconds(10)) {
+        stopping.store(true, ordering: .releasing)
+        shutdown(listener, Int32(SHUT_RDWR))
+        // Ends the wait of every connection between requests; a request already read is still answered.
+        for connection in open.withLock({ $0 }) { shutdown(connection, Int32(SHUT_RD)) }
+        let finished = drained.wait(until: deadline) { open.withLock { $0.isEmpty } }
+        if !finished { DaemonLog.warning("connections still open at the stop deadline; stopping anyway") }
+        daemon.close()
+    }
+
+    private func serve(_ connection: Int32, acceptedAt: UInt64) {
+        defer {
+            close(connection)
+            open.withLock { _ = $0.remove(connection) }
+            drained.signal()
+        }
+        let peer: PeerProcess
+        do {
+            peer = try PeerProcess(socket: connection, acceptedAt: acceptedAt)
+        } catch {
+            DaemonLog.warning("connection closed: \(error)")
+            return
+        }
+        guard daemon.admits(uid: peer.uid) else {
+            DaemonLog.warning(
+                "connection from pid \(peer.pid) uid \(peer.uid) refused: this daemon serves uid \(getuid()) only")
+            return
+        }
+        let caller = CallerIdentity(peer: peer)
+        let stream = FrameStream(descriptor: connection)
+        let configuration = daemon.configuration
+        while true {
+            let frame: Data
+            do {
+                frame = try stream.readFrame(idle: configuration.idleTimeout, stall: configuration.stallTimeout)
+            } catch {
+                switch error {
+                case .closed: break
+                case .timedOut: DaemonLog.info("pid \(peer.pid): connection timed out; closed")
+                case .broken: DaemonLog.info("pid \(peer.pid): connection ended in the middle of a frame; closed")
+                case .malformed(let reason): refuse(peer, stream, reason)
+                }
+                return
+            }
+            let decoded: (id: UInt32, request: KeychainRequest)
+            do {
+                decoded = try WireCodec.request(from: frame)
+            } catch {
+                refuse(peer, stream, error)
+                return
+            }
+            let answer = daemon.handle(decoded.request, from: caller)
+            do {
+                try stream.writeFrame(WireCodec.frame(answer, id: decoded.id), stall: configuration.stallTimeout)
+            } catch {
+                DaemonLog.info("pid \(peer.pid): the answer could not be delivered; closed")
+                return
+            }
+            if stopping.load(ordering: .acquiring) { return }
+        }
+    }
+
+    /// Answers a frame that cannot be trusted with a failure, then the connection is closed.
+    private func refuse(_ peer: PeerProcess, _ stream: FrameStream, _ error: WireError) {
+        DaemonLog.warning("pid \(peer.pid) uid \(peer.uid): \(error); connection closed")
+        let failure = KeychainError.invalidParameter("the daemon could not read the request: \(error.reason)")
+        try? stream.writeFrame(WireCodec.frame(.failure(failure), id: 0), stall: .milliseconds(100))
+    }
+
+    private func startIdleLockTimer() {
+        let thread = Thread { [self] in
+            while !stopping.load(ordering: .acquiring) {
+                sleep(1)
+                daemon.lockIfIdle()
+            }
+        }
+        thread.start()
+    }
+}
+
+/// A condition to wait on with a deadline.
+final class Condition: @unchecked Sendable {
+    // NSCondition is thread-safe; it guards no state of its own here.
+    private let condition = NSCondition()
+
+    func signal() {
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until `done()` is true or `deadline` passes; returns whether it became true.
+    func wait(until deadline: Duration, _ done: () -> Bool) -> Bool {
+        let (seconds, attoseconds) = deadline.components
+        let end = Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18)
+        condition.lock()
+        defer { condition.unlock() }
+        while !done() {
+            if !condition.wait(until: end) { return done() }
+        }
+        return true
+    }
+}

@@ -1,0 +1,19 @@
+import Foundation
+import KeychainCore
+import KeychainEngine
+
+/// One keychain the daemon serves and the apps registered for it: the only one in user mode, one per
+/// client uid in system mode.
+final class Tenant: Sendable {
+    let uid: uid_t
+    let keychain: Keychain
+    let registry: AppRegistry
+
+    init(uid: uid_t, directory: String, deviceRootPath: String?) throws {
+        self.uid = uid
+        keychain = try Keychain(
+            directory: directory, options: KeychainOptions(deviceRootPath: deviceRootPath, groupCommit: true))
+        let keychain = keychain
+        registry = AppRegistry(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }
+    }
+}

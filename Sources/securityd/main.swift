@@ -1,0 +1,104 @@
+// securityd: the keychain daemon. One owner for a keychain (user mode) or for every user's keychain
+// (system mode): clients reach items only through it, and it decides who they are.
+
+import CProcessControl
+import Foundation
+import KeychainCore
+import KeychainCrypto
+import KeychainDaemon
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+let usage = """
+    usage: securityd [--system] [--home DIR] [--socket PATH] [--idle-lock SECONDS] [--development]
+
+      (default)        serve this user's keychain (KEYCHAIN_HOME, else $XDG_DATA_HOME/keychain, else
+                       ~/.local/share/keychain) on KEYCHAIN_SOCKET, else $XDG_RUNTIME_DIR/keychain/securityd.sock
+      --system         serve one keychain per client uid under --home (default \(KeychainLocations.systemHome))
+                       on a socket every user may connect to (default \(KeychainLocations.systemSocket))
+      --idle-lock S    lock keychains with a passcode after S seconds without an item request
+      --development    honour app registry entries trusted by path alone (never for production)
+
+    """
+
+func fail(_ message: String, status: Int32 = 2) -> Never {
+    FileHandle.standardError.write(Data("securityd: \(message)\n".utf8))
+    exit(status)
+}
+
+var system = false
+var home: String?
+var socketPath = getenv("KEYCHAIN_SOCKET").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+var idleLock: Duration?
+var development = false
+var stall = Duration.seconds(5)
+var idle = Duration.seconds(300)
+var arguments = CommandLine.arguments.dropFirst().makeIterator()
+while let argument = arguments.next() {
+    func value() -> String {
+        guard let value = arguments.next() else { fail("\(argument) needs a value\n\(usage)") }
+        return value
+    }
+    switch argument {
+    case "--system": system = true
+    case "--home": home = value()
+    case "--socket": socketPath = value()
+    case "--idle-lock":
+        guard let seconds = Int(value()), seconds > 0 else { fail("--idle-lock takes a number of seconds") }
+        idleLock = .seconds(seconds)
+    case "--development": development = true
+    case "--exit-with-parent":
+        // For a parent that supervises the daemon (tests): a parent that crashes leaves no daemon behind.
+        _ = process_control_die_with_parent()
+    case "--stall-timeout-ms":
+        guard let milliseconds = Int(value()), milliseconds > 0 else { fail("--stall-timeout-ms takes a number") }
+        stall = .milliseconds(milliseconds)
+    case "--idle-timeout-ms":
+        guard let milliseconds = Int(value()), milliseconds > 0 else { fail("--idle-timeout-ms takes a number") }
+        idle = .milliseconds(milliseconds)
+    case "-h", "--help":
+        print(usage, terminator: "")
+        exit(0)
+    default: fail("unknown option \(argument)\n\(usage)")
+    }
+}
+
+// No core files, no ptrace or /proc/<pid>/mem by other processes of this user, no crash dumps of memory.
+guard SecureMemory.protectProcess() else { fail("cannot make the process non-dumpable", status: 1) }
+
+let configuration = DaemonConfiguration(
+    mode: system ? .system : .user,
+    home: home ?? (system ? KeychainLocations.systemHome : KeychainLocations.userDirectory),
+    deviceRootPath: system ? nil : getenv("KEYCHAIN_DEVICE_ROOT").map { String(cString: $0) },
+    socketPath: socketPath ?? (system ? KeychainLocations.systemSocket : KeychainLocations.userSocket)
+        ?? { fail("no socket: set KEYCHAIN_SOCKET or XDG_RUNTIME_DIR, or give --socket") }(),
+    idleLock: idleLock, development: development, idleTimeout: idle, stallTimeout: stall)
+
+// The signals that stop the daemon are taken by the main thread alone (sigwait below): blocked here,
+// before any other thread starts, so that every thread inherits the mask.
+var stopSignals = sigset_t()
+sigemptyset(&stopSignals)
+for stopSignal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&stopSignals, stopSignal) }
+pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+signal(SIGPIPE, SIG_IGN)
+
+let server: DaemonServer
+do {
+    server = try DaemonServer(daemon: try KeychainDaemon(configuration: configuration))
+} catch let error as KeychainError {
+    fail(error.reason, status: 1)
+} catch {
+    fail("\(error)", status: 1)
+}
+
+let listening = Thread { server.run() }
+listening.start()
+
+var received: Int32 = 0
+sigwait(&stopSignals, &received)
+DaemonLog.info("signal \(received): finishing the requests in progress")
+server.stop()
+DaemonLog.info("stopped")
+exit(0)
