@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCrypto
 import KeychainTestSupport
 import XCTest
 
@@ -72,4 +73,52 @@ final class ClientPrograms {
 /// Whether tests that switch to another uid can run here.
 var canSwitchUsers: Bool {
     getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") && getpwuid(65534) != nil
+}
+
+/// A plain connection to a daemon, for sending it bytes no client would.
+final class RawConnection {
+    let descriptor: Int32
+
+    init(_ path: String) throws {
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else {
+            close(descriptor)
+            throw TestDaemon.Failure(description: "cannot connect to \(path): errno \(errno)")
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    func send(_ bytes: Data) {
+        _ = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Everything the daemon sends until it closes the connection (or `timeout` passes: nil then).
+    func readUntilClosed(timeout: TimeInterval = 10) -> Data? {
+        var received = Data()
+        let deadline = Date().addingTimeInterval(timeout)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Date() < deadline {
+            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&entry, 1, 100) > 0 else { continue }
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            if count <= 0 { return received }
+            received.append(contentsOf: buffer[..<count])
+        }
+        return nil
+    }
+}
+
+enum SecureBytesHelper {
+    static func bytes(_ text: String) -> SecureBytes { SecureBytes(copying: Array(text.utf8)) }
 }

@@ -25,6 +25,8 @@ public final class TestDaemon {
 
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
+
+        public init(description: String) { self.description = description }
     }
 
     /// Starts a daemon with `arguments` (after `--socket`); waits until it accepts connections.
