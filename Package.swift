@@ -70,7 +70,10 @@ let package = Package(
         .target(name: "LocalAuthentication", dependencies: ["Security"]),
         .executableTarget(
             name: "keychain-bench",
-            dependencies: ["KeychainEngine", "KeychainCrypto", "KeychainKeybag", "KeychainStorage", "Security"]
+            dependencies: [
+                "KeychainEngine", "KeychainCrypto", "KeychainKeybag", "KeychainStorage", "Security", "KeychainClient",
+                "KeychainCore",
+            ]
         ),
         .target(name: "SecurityCommandLine", dependencies: ["Security", "KeychainCore", "KeychainCrypto"]),
         .executableTarget(

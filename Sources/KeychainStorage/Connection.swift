@@ -13,6 +13,9 @@ public final class Connection {
     public let path: String
     /// Run after every commit of `writeTransaction`: the group commit's wait for the disk.
     var afterCommit: (() throws -> Void)?
+    /// Shared by the pool's connections: writers of this process queue here rather than in SQLite's busy
+    /// handler, which sleeps a millisecond or more between attempts.
+    var writers: WriterQueue?
 
     /// Opens (creating if asked) the database at `path` in WAL mode. With `.eachCommit` every commit is
     /// synced to disk; with `.grouped` the log is written at commit and `afterCommit` makes it durable.
@@ -85,16 +88,20 @@ public final class Connection {
     /// Runs `body` in a write transaction taken at once (BEGIN IMMEDIATE), so two writers never both hold
     /// a read snapshot they then try to upgrade. Commits when `body` returns, rolls back when it throws.
     public func writeTransaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN IMMEDIATE")
-        do {
-            let result = try body()
-            try execute("COMMIT")
-            try afterCommit?()
-            return result
-        } catch {
-            try? execute("ROLLBACK")
-            throw error
+        let result = try (writers ?? WriterQueue.unshared).serialize {
+            try execute("BEGIN IMMEDIATE")
+            do {
+                let result = try body()
+                try execute("COMMIT")
+                return result
+            } catch {
+                try? execute("ROLLBACK")
+                throw error
+            }
         }
+        // Outside the queue: the next writer commits while this one waits for the disk.
+        try afterCommit?()
+        return result
     }
 
     /// The first column of the first row of static SQL.

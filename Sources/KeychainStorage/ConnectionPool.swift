@@ -12,21 +12,26 @@ public final class ConnectionPool: Sendable {
     private let maximumIdle: Int
     private let durability: Durability
     private let groupCommit: GroupCommit?
+    private let writers = WriterQueue()
 
     /// Opens the first connection now, so a missing or unreadable database fails here.
     public init(path: String, create: Bool, maximumIdle: Int = 4, durability: Durability = .eachCommit) throws {
         self.path = path
-        self.maximumIdle = maximumIdle
+        // A daemon serves many clients at once: a connection opened and closed per request would cost
+        // more than the request.
+        self.maximumIdle = durability == .grouped ? max(maximumIdle, 64) : maximumIdle
         self.durability = durability
         let first = try Connection(path: path, create: create, durability: durability)
         groupCommit = durability == .grouped ? try GroupCommit(path: path) : nil
         first.afterCommit = groupCommit.map { group in { try group.commitFinished() } }
+        first.writers = writers
         idle.withLock { $0.append(UncheckedConnection(connection: first)) }
     }
 
     private func open() throws -> Connection {
         let connection = try Connection(path: path, create: false, durability: durability)
         connection.afterCommit = groupCommit.map { group in { try group.commitFinished() } }
+        connection.writers = writers
         return connection
     }
 

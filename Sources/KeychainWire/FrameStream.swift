@@ -7,8 +7,16 @@ import Foundation
 /// Whole frames over a connected stream socket, for both ends: a header is read and checked before
 /// its payload is, and no read waits longer than its deadline, so a peer that stalls mid-frame costs
 /// this end a bounded wait and never a thread forever.
-public struct FrameStream: Sendable {
+///
+/// Reads go through a small buffer, so that a frame that arrived whole (most do) costs one `recv`.
+/// Used by one thread at a time.
+public final class FrameStream {
     public let descriptor: Int32
+    /// Bytes received and not yet handed out: `buffer[start..<end]`; bytes past one frame wait here
+    /// for the next read.
+    private var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+    private var start = 0
+    private var end = 0
 
     public init(descriptor: Int32) { self.descriptor = descriptor }
 
@@ -27,30 +35,70 @@ public struct FrameStream: Sendable {
     /// Reads one frame. `idle` bounds the wait for its first byte (nil: wait as long as it takes), and
     /// `stall` every wait after that.
     public func readFrame(idle: Duration?, stall: Duration) throws(Failure) -> Data {
-        var header = [UInt8](repeating: 0, count: WireFormat.headerSize)
-        try Self.typed {
-            try header.withUnsafeMutableBytes { buffer in
-                try fill(buffer, firstWait: idle, laterWait: stall, frameStarted: false)
-            }
-        }
+        try buffered(atLeast: WireFormat.headerSize, firstWait: idle, laterWait: stall, frameStarted: false)
         let checked: FrameHeader
         do {
-            checked = try FrameHeader(Data(header))
+            checked = try FrameHeader(Data(buffer[start..<start + WireFormat.headerSize]))
         } catch {
             throw .malformed(error)
         }
-        var frame = Data(count: WireFormat.headerSize + checked.payloadLength)
+        let total = WireFormat.headerSize + checked.payloadLength
+        if total <= buffer.count {
+            try buffered(atLeast: total, firstWait: stall, laterWait: stall, frameStarted: true)
+            defer { consume(total) }
+            return Data(buffer[start..<start + total])
+        }
+        // Larger than the buffer: what is buffered, then the rest straight into the frame.
+        var frame = Data(count: total)
+        let have = end - start
         try Self.typed {
-            try frame.withUnsafeMutableBytes { buffer in
-                header.withUnsafeBytes { buffer.copyMemory(from: $0) }
-                if checked.payloadLength > 0 {
-                    try fill(
-                        UnsafeMutableRawBufferPointer(rebasing: buffer[WireFormat.headerSize...]), firstWait: stall,
-                        laterWait: stall, frameStarted: true)
+            try frame.withUnsafeMutableBytes { target in
+                buffer.withUnsafeBytes { source in
+                    target.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[start..<end]))
                 }
+                try fill(
+                    UnsafeMutableRawBufferPointer(rebasing: target[have...]), firstWait: stall, laterWait: stall,
+                    frameStarted: true)
             }
         }
+        consume(have)
         return frame
+    }
+
+    /// Receives until `count` bytes are buffered (moving what is there to the front first).
+    private func buffered(atLeast count: Int, firstWait: Duration?, laterWait: Duration, frameStarted: Bool)
+        throws(Failure)
+    {
+        if end - start >= count { return }
+        if start > 0 {
+            buffer.withUnsafeMutableBytes { raw in
+                guard let base = raw.baseAddress else { return }
+                memmove(base, base + start, end - start)
+            }
+            end -= start
+            start = 0
+        }
+        var wait = firstWait
+        var started = frameStarted || end > 0
+        while end < count {
+            let received = try Self.typedValue {
+                try buffer.withUnsafeMutableBytes { raw in
+                    try receive(
+                        into: UnsafeMutableRawBufferPointer(rebasing: raw[end...]), wait: wait, frameStarted: started)
+                }
+            }
+            end += received
+            wait = laterWait
+            started = true
+        }
+    }
+
+    private func consume(_ count: Int) {
+        start += count
+        if start == end {
+            start = 0
+            end = 0
+        }
     }
 
     /// Writes a whole frame; `stall` bounds each wait for the peer to take more bytes.
@@ -60,8 +108,12 @@ public struct FrameStream: Sendable {
 
     /// Buffer access rethrows untyped errors; every error thrown inside is a `Failure`.
     private static func typed(_ body: () throws -> Void) throws(Failure) {
+        _ = try typedValue { try body() }
+    }
+
+    private static func typedValue<T>(_ body: () throws -> T) throws(Failure) -> T {
         do {
-            try body()
+            return try body()
         } catch let failure as Failure {
             throw failure
         } catch {
@@ -89,23 +141,30 @@ public struct FrameStream: Sendable {
     private func fill(
         _ buffer: UnsafeMutableRawBufferPointer, firstWait: Duration?, laterWait: Duration, frameStarted: Bool
     ) throws(Failure) {
-        guard let base = buffer.baseAddress else { return }
         var offset = 0
-        var deadline = firstWait
+        var wait = firstWait
         while offset < buffer.count {
+            offset += try receive(
+                into: UnsafeMutableRawBufferPointer(rebasing: buffer[offset...]), wait: wait,
+                frameStarted: frameStarted || offset > 0)
+            wait = laterWait
+        }
+    }
+
+    /// One receive of at least a byte into `buffer`, waiting at most `wait` for it.
+    private func receive(into buffer: UnsafeMutableRawBufferPointer, wait: Duration?, frameStarted: Bool)
+        throws(Failure) -> Int
+    {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return 0 }
+        while true {
             // Read first and wait only when nothing is there: an answer usually is.
-            let count = recv(descriptor, base + offset, buffer.count - offset, Int32(MSG_DONTWAIT))
-            if count > 0 {
-                offset += count
-                deadline = laterWait
-            } else if count == 0 {
-                throw offset == 0 && !frameStarted ? .closed : .broken(0)
-            } else if errno == EAGAIN || errno == EWOULDBLOCK {
-                try wait(for: Int16(POLLIN), timeout: deadline)
-            } else if errno == EINTR {
-                continue
-            } else {
-                throw offset == 0 && !frameStarted && errno == ECONNRESET ? .closed : .broken(errno)
+            let count = recv(descriptor, base, buffer.count, Int32(MSG_DONTWAIT))
+            if count > 0 { return count }
+            if count == 0 { throw frameStarted ? .broken(0) : .closed }
+            if errno == EAGAIN || errno == EWOULDBLOCK {
+                try self.wait(for: Int16(POLLIN), timeout: wait)
+            } else if errno != EINTR {
+                throw !frameStarted && errno == ECONNRESET ? .closed : .broken(errno)
             }
         }
     }

@@ -6,6 +6,7 @@
 //                                       [--write-samples 300] [--command-samples 60]
 //   keychain-bench --passcode-only      the passcode KDF alone: unlock cost and offline guess rates
 //   keychain-bench --profile-lookups N | --profile-secitem N    N lookups alone, engine or SecItem, for perf
+//   keychain-bench --daemon-only        securityd's figures alone (round trips, group commit, the command)
 
 import Foundation
 import KeychainCrypto
@@ -26,6 +27,10 @@ struct Options {
     var profileSecItem: Int?
     /// Only measure the passcode KDF.
     var passcodeOnly = false
+    /// Only measure securityd (and the embedded command it is compared with).
+    var daemonOnly = false
+    /// Only measure engine adds with group commit from this many threads.
+    var engineAddThreads: Int?
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -41,6 +46,8 @@ struct Options {
             case "--write-samples":
                 writeSamples = Int(iterator.next() ?? "") ?? writeSamples
             case "--passcode-only": passcodeOnly = true
+            case "--daemon-only": daemonOnly = true
+            case "--engine-adds": engineAddThreads = Int(iterator.next() ?? "")
             case "--profile-lookups":
                 profileLookups = Int(iterator.next() ?? "")
             case "--profile-secitem":
@@ -173,6 +180,39 @@ if let lookups = options.profileSecItem {
     exit(0)
 }
 
+if let threads = options.engineAddThreads {
+    // The engine alone with group commit: adds per second from `threads` threads, no daemon.
+    do {
+        let keychain = try Keychain(directory: root + "/engine-adds", options: KeychainOptions(groupCommit: true))
+        let start = DispatchTime.now().uptimeNanoseconds
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for index in 0..<(2_000 / threads) {
+                var item = password(index)
+                item["acct"] = .string("t\(thread)-\(index)")
+                _ = try? keychain.add(item, client: client)
+            }
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        print(
+            String(
+                format: "engine adds, %d threads, group commit: %.0f/s", threads,
+                Double(2_000 / threads * threads) / seconds))
+    } catch {
+        fail("\(error)")
+    }
+    exit(0)
+}
+
+if options.daemonOnly {
+    setenv("KEYCHAIN_SOCKET", "", 1)
+    let command = measureCommand(samples: options.commandSamples)
+    DaemonBenchmark(root: root + "/securityd", samples: options.samples, writeSamples: options.writeSamples).run(
+        embeddedCommandMedian: command, commandSamples: options.commandSamples)
+    exit(0)
+}
+// The embedded keychain throughout, whatever daemon this machine runs.
+setenv("KEYCHAIN_SOCKET", "", 1)
+
 print("swift-keychain benchmark — release build, embedded keychain, SecItem API")
 print("samples: \(options.samples) reads, \(options.writeSamples) writes per size; ratios are medians over the floor")
 print("")
@@ -300,12 +340,13 @@ func spawn(_ path: String, _ arguments: [String], environment: [String]) -> Bool
 /// The `security` command as a whole process, against 10,000 stored items, the way a shell runs it: no
 /// other process has the keychain open and `KEYCHAIN_ACCESS_GROUPS` is unset, so the command works in its
 /// own group (`security`). The floor is spawning `/bin/true` the same number of times.
-func measureCommand(samples: Int) {
+@discardableResult
+func measureCommand(samples: Int) -> Double? {
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
         .appendingPathComponent("security").path
     guard FileManager.default.isExecutableFile(atPath: executable) else {
         print("security command: not built beside the benchmark (swift build -c release), skipped")
-        return
+        return nil
     }
     let directory = root + "/command"
     do {
@@ -319,7 +360,7 @@ func measureCommand(samples: Int) {
     } catch {
         fail("cannot prepare the command benchmark: \(error)")
     }
-    let environment = ["KEYCHAIN_HOME=" + directory, "HOME=" + root, "PATH=/usr/bin:/bin"]
+    let environment = ["KEYCHAIN_HOME=" + directory, "KEYCHAIN_SOCKET=", "HOME=" + root, "PATH=/usr/bin:/bin"]
     var floor = Latencies()
     var command = Latencies()
     for sample in 0..<samples {
@@ -342,9 +383,12 @@ func measureCommand(samples: Int) {
     }
     print("target: median ≤ 10 ms")
     print("")
+    return command.median
 }
 
-measureCommand(samples: options.commandSamples)
+let embeddedCommand = measureCommand(samples: options.commandSamples)
+DaemonBenchmark(root: root + "/securityd", samples: options.samples, writeSamples: options.writeSamples).run(
+    embeddedCommandMedian: embeddedCommand, commandSamples: options.commandSamples)
 
 // Growth of the SecItem lookup from 1,000 items to each larger size measured.
 if let base = lookupMedians[1_000] {

@@ -135,6 +135,7 @@ final class DaemonBadInputTests: XCTestCase {
         try text.replacingOccurrences(of: "\"TEAM.a\"\n", with: "\"TEAM.other\"\n").write(
             toFile: path, atomically: false, encoding: .utf8)
         XCTAssertNotEqual(try String(contentsOfFile: path, encoding: .utf8), text)
+        usleep(600_000)  // the daemon looks at the file again within half a second
         XCTAssertEqual(try ClientPrograms.run(app, ["read", "web", "a"], daemon: daemon).output, "status -34018")
         XCTAssertTrue(daemon.log.contains("fails its integrity check"), daemon.log)
         let list = try ClientPrograms.run(ClientPrograms.built("security"), ["app", "list"], daemon: daemon)
@@ -142,6 +143,7 @@ final class DaemonBadInputTests: XCTestCase {
         XCTAssertTrue(list.output.contains("integrity check"), list.output)
         // A registry that is not even a document.
         try Data([0xff, 0x00, 0x0a]).write(to: URL(fileURLWithPath: path))
+        usleep(600_000)
         XCTAssertEqual(try ClientPrograms.run(app, ["read", "web", "a"], daemon: daemon).output, "status -34018")
         assertStillServing()
         // Removing it starts over: the app registers again and its items are there.

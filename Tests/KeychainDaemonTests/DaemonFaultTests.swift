@@ -53,9 +53,9 @@ final class DaemonFaultTests: XCTestCase {
         let app = try programs.app("writer")
         try daemon.register(executable: app, identifier: "TEAM.w", groups: ["TEAM.w"])
         let (writer, output) = try startAdding(app, prefix: "stream", daemon: daemon)
-        _ = waitForAcknowledgements(output, count: 300)
+        let seen = waitForAcknowledgements(output, count: 300)
         daemon.kill()
-        let acknowledged = drain(output, after: 0)
+        let acknowledged = drain(output, after: seen)
         writer.waitUntilExit()
         XCTAssertNotEqual(writer.terminationStatus, 0, "the writer saw the daemon go")
         XCTAssertGreaterThanOrEqual(acknowledged, 299)
@@ -81,13 +81,13 @@ final class DaemonFaultTests: XCTestCase {
         let app = try programs.app("writer")
         try daemon.register(executable: app, identifier: "TEAM.w", groups: ["TEAM.w"])
         let writers = try (0..<4).map { try startAdding(app, prefix: "term\($0)", daemon: daemon) }
-        for (_, output) in writers { _ = waitForAcknowledgements(output, count: 50) }
+        let seen = writers.map { waitForAcknowledgements($0.1, count: 50) }
         daemon.stop()
         XCTAssertEqual(daemon.process.terminationStatus, 0, daemon.log)
         XCTAssertTrue(daemon.log.contains("stopped"), daemon.log)
         var acknowledged: [Int] = []
-        for (process, output) in writers {
-            acknowledged.append(drain(output, after: 0))
+        for ((process, output), last) in zip(writers, seen) {
+            acknowledged.append(drain(output, after: last))
             process.waitUntilExit()
         }
         // The socket stays: a client keeps seeing a daemon that is not running, not the files.

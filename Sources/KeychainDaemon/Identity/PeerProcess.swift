@@ -16,6 +16,9 @@ final class PeerProcess: @unchecked Sendable {
     let uid: uid_t
     let gid: gid_t
     private let pidfd: Int32
+    /// `/proc/<pid>`, opened once: every later read goes through it, so none can reach another
+    /// process that is later given the same pid (the directory of an ended process answers ESRCH).
+    private let procDirectory: Int32
 
     /// Why a peer was not identified; the daemon closes such connections.
     struct Failure: Error, CustomStringConvertible {
@@ -44,17 +47,28 @@ final class PeerProcess: @unchecked Sendable {
                 throw Failure(description: "pid \(pid) now names a process that started after the connection")
             }
         }
+        let directory = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        // Opened after the pidfd: if the pidfd's process is alive now, the directory is that process's.
+        guard directory >= 0, process_control_pidfd_alive(descriptor) == 0 else {
+            if directory >= 0 { close(directory) }
+            close(descriptor)
+            throw Failure(description: "process \(pid) ended before it was identified")
+        }
         pidfd = descriptor
+        procDirectory = directory
     }
 
-    deinit { close(pidfd) }
+    deinit {
+        close(procDirectory)
+        close(pidfd)
+    }
 
     /// Whether the process that connected is still running.
     var isAlive: Bool { process_control_pidfd_alive(pidfd) == 0 }
 
     /// The file the process runs now (its `/proc/<pid>/exe`), opened; nil when it ended.
     func openExecutable() -> Int32? {
-        let descriptor = open("/proc/\(pid)/exe", O_RDONLY | O_CLOEXEC)
+        let descriptor = openat(procDirectory, "exe", O_RDONLY | O_CLOEXEC)
         return descriptor >= 0 ? descriptor : nil
     }
 
@@ -64,7 +78,7 @@ final class PeerProcess: @unchecked Sendable {
         let length = buffer.withUnsafeMutableBufferPointer { pointer in
             pointer.baseAddress.map { base in
                 base.withMemoryRebound(to: CChar.self, capacity: pointer.count) {
-                    readlink("/proc/\(pid)/exe", $0, pointer.count - 1)
+                    readlinkat(procDirectory, "exe", $0, pointer.count - 1)
                 }
             } ?? -1
         }
@@ -76,7 +90,7 @@ final class PeerProcess: @unchecked Sendable {
     /// compare before every request: a process that ran `exec` since the last one has another.
     func executableKey() -> ExecutableKey? {
         var info = stat()
-        guard stat("/proc/\(pid)/exe", &info) == 0 else { return nil }
+        guard fstatat(procDirectory, "exe", &info, 0) == 0 else { return nil }
         return ExecutableKey(info)
     }
 
@@ -87,7 +101,7 @@ final class PeerProcess: @unchecked Sendable {
     /// The first loader variable set in the process's environment, if any; nil also when it cannot be
     /// read (then `isTraced` and the executable checks still apply).
     func injectingVariable() -> String? {
-        guard let environment = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else { return nil }
+        guard let environment = read("environ") else { return nil }
         for entry in environment.split(separator: 0) {
             for variable in Self.injectingVariables where entry.starts(with: Data(variable.utf8)) {
                 if entry.count > variable.utf8.count { return String(variable.dropLast()) }
@@ -98,13 +112,20 @@ final class PeerProcess: @unchecked Sendable {
 
     /// Whether a debugger is attached (another process may be steering this one).
     func isTraced() -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/status") else { return false }
-        defer { try? handle.close() }
-        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        guard let status = read("status") else { return false }
+        let text = String(decoding: status, as: UTF8.self)
         for line in text.split(separator: "\n") where line.hasPrefix("TracerPid:") {
             return line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces) != "0"
         }
         return false
+    }
+
+    /// A whole file of the process's `/proc` directory (read to its end: procfs files come in pages).
+    private func read(_ name: String) -> Data? {
+        let descriptor = openat(procDirectory, name, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        return try? handle.readToEnd() ?? Data()
     }
 
     /// When the process started, in clock ticks since boot (field 22 of `/proc/<pid>/stat`).

@@ -15,6 +15,11 @@ final class AppRegistry: Sendable {
     /// The entries as last read, with the identity of the file they were read from: reread when the
     /// file changes underneath.
     private let state = Mutex<(file: FileIdentity?, entries: Result<[AppRegistration], KeychainError>)?>(nil)
+    /// When the file was last compared with what is held (monotonic nanoseconds). Only this daemon
+    /// writes the file, and it updates what it holds as it does; the comparison is for a file changed
+    /// behind its back, which is then noticed within `recheckInterval`, not on every request.
+    private let lastCheck = Atomic<UInt64>(0)
+    private static let recheckInterval: UInt64 = 500_000_000
 
     static let fileName = "apps.registry"
 
@@ -25,7 +30,11 @@ final class AppRegistry: Sendable {
 
     /// The registered apps; an error when the file cannot be read or fails its check.
     func entries() -> Result<[AppRegistration], KeychainError> {
+        let now = KeychainDaemon.monotonicNow
+        let last = lastCheck.load(ordering: .relaxed)
+        if last != 0, now &- last < Self.recheckInterval, let held = state.withLock({ $0?.entries }) { return held }
         let identity = SecureFiles.identity(of: path)
+        lastCheck.store(now, ordering: .relaxed)
         return state.withLock { state in
             if let state, state.file == identity { return state.entries }
             let entries = load()

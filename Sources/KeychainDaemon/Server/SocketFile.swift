@@ -1,3 +1,4 @@
+import CProcessControl
 import Foundation
 import KeychainCore
 import KeychainKeybag

@@ -1,0 +1,176 @@
+import Foundation
+import KeychainClient
+import KeychainCore
+import KeychainEngine
+import Synchronization
+
+/// securityd against the embedded engine, in one run: the copy-matching round trip with 1, 4 and 16
+/// concurrent clients (each a connection of its own) beside the embedded engine lookup, add throughput
+/// with 1 and 16 clients (group commit), and the `security` command as a whole process through the
+/// daemon beside the embedded command.
+struct DaemonBenchmark {
+    let root: String
+    let samples: Int
+    let writeSamples: Int
+
+    func run(embeddedCommandMedian: Double?, commandSamples: Int) {
+        let binary = Self.beside("securityd")
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            print("securityd: not built beside the benchmark (swift build -c release), skipped")
+            return
+        }
+        let socket = root + "/run/securityd.sock"
+        let daemon = Process()
+        daemon.executableURL = URL(fileURLWithPath: binary)
+        daemon.arguments = ["--home", root + "/daemon", "--socket", socket, "--exit-with-parent"]
+        daemon.standardError = FileHandle.nullDevice
+        do {
+            try daemon.run()
+        } catch {
+            fail("cannot start securityd: \(error)")
+        }
+        defer {
+            daemon.terminate()
+            daemon.waitUntilExit()
+        }
+        let service = DaemonKeychainService(socketPath: socket)
+        let deadline = Date().addingTimeInterval(10)
+        while (try? service.status()) == nil {
+            if Date() > deadline || !daemon.isRunning { fail("securityd did not start") }
+            usleep(10_000)
+        }
+        let groups = ["TEAM.bench"]
+        do {
+            for program in ["/proc/self/exe", Self.beside("security")] {
+                let path = URL(fileURLWithPath: program).resolvingSymlinksInPath().path
+                guard FileManager.default.isExecutableFile(atPath: path) else { continue }
+                try service.registerApp(
+                    AppRegistrationRequest(
+                        executablePath: path, applicationIdentifier: "TEAM.bench", accessGroups: groups,
+                        trustPathOnly: false, passcode: nil))
+            }
+            for index in 0..<1_000 { _ = try service.add(password(index)) }
+        } catch {
+            fail("cannot prepare the daemon: \(error)")
+        }
+
+        // The embedded engine on the same 1,000 items, and the floor, measured now beside the daemon.
+        let floor: Latencies
+        var engine = Latencies()
+        do {
+            try FileManager.default.createDirectory(atPath: root + "/daemon-floor", withIntermediateDirectories: true)
+            floor = try measureFloor(count: 1_000, directory: root + "/daemon-floor", samples: samples)
+            let keychain = try Keychain(directory: root + "/daemon-embedded")
+            try keychain.add(contentsOf: (0..<1_000).map(password), client: ClientIdentity(accessGroups: groups))
+            for sample in 0..<samples {
+                let query = lookup(sample)
+                try engine.measure {
+                    _ = try keychain.copyMatching(query, client: ClientIdentity(accessGroups: groups))
+                }
+            }
+        } catch {
+            fail("embedded side: \(error)")
+        }
+
+        print("securityd (user mode), 1,000 items stored; round trips over its Unix socket")
+        print("  operation                                 median        p99    × floor  × embedded")
+        func line(_ name: String, _ latencies: Latencies, extra: String = "") {
+            print(
+                "  " + name.padding(toLength: 38, withPad: " ", startingAt: 0) + "  " + format(latencies.median) + "  "
+                    + format(latencies.p99)
+                    + String(
+                        format: "  %8.2f  %10.2f", latencies.median / floor.median,
+                        latencies.median / engine.median) + extra)
+        }
+        line("floor (SQLite read + AES-GCM)", floor)
+        line("embedded engine lookup → data", engine)
+        for clients in [1, 4, 16] {
+            let (latencies, rate) = concurrently(clients: clients, socket: socket, count: samples) { service, sample in
+                _ = try service.copyMatching(lookup(sample))
+            }
+            line(
+                "round trip → data, \(clients) client\(clients == 1 ? "" : "s")", latencies,
+                extra: String(format: "   %8.0f lookups/s", rate))
+        }
+        print("target: one client's round trip ≤ 3× the embedded lookup")
+
+        var rates: [Int: Double] = [:]
+        for clients in [1, 16] {
+            let (latencies, rate) = concurrently(clients: clients, socket: socket, count: writeSamples * 2) {
+                service, sample in
+                var item = password(100_000 + sample)
+                item["acct"] = .string("add-\(clients)-\(sample)")
+                _ = try service.add(item)
+            }
+            rates[clients] = rate
+            line(
+                "add, \(clients) client\(clients == 1 ? "" : "s") (group commit)", latencies,
+                extra: String(format: "   %8.0f adds/s", rate))
+        }
+        if let one = rates[1], let sixteen = rates[16] {
+            print(String(format: "add throughput, 16 clients over 1: %.1f× (target ≥ 8×)", sixteen / one))
+        }
+
+        // The command through the daemon: same spawn as the embedded command figure above.
+        let security = Self.beside("security")
+        if FileManager.default.isExecutableFile(atPath: security), let embeddedCommandMedian {
+            let environment = ["KEYCHAIN_SOCKET=" + socket, "HOME=" + root, "PATH=/usr/bin:/bin"]
+            var command = Latencies()
+            for sample in 0..<commandSamples {
+                let arguments = [
+                    "find-generic-password", "-s", "bench.example.com", "-a", "user-\((sample &* 7919) % 1_000)", "-w",
+                ]
+                command.measure {
+                    if !spawn(security, arguments, environment: environment) {
+                        fail("security find-generic-password through the daemon failed")
+                    }
+                }
+            }
+            print(
+                "security find-generic-password -w through securityd: \(format(command.median)) median, "
+                    + String(format: "%.2f× the embedded command (target ≤ 1×)", command.median / embeddedCommandMedian)
+            )
+        }
+        print("")
+    }
+
+    private func lookup(_ sample: Int) -> [String: ItemValue] {
+        [
+            "class": .string("genp"), "svce": .string("bench.example.com"),
+            "acct": .string("user-\((sample &* 7919) % 1_000)"), "r_Data": .bool(true),
+        ]
+    }
+
+    /// Runs `count` calls spread over `clients` threads, each with a connection of its own; returns the
+    /// latency of every call and the calls per second of the whole.
+    private func concurrently(
+        clients: Int, socket: String, count: Int,
+        _ body: @escaping @Sendable (DaemonKeychainService, Int) throws -> Void
+    ) -> (Latencies, Double) {
+        let collected = Mutex<[Double]>([])
+        let failures = Atomic<Int>(0)
+        let services = (0..<clients).map { _ in DaemonKeychainService(socketPath: socket) }
+        for service in services { _ = try? service.status() }  // connected before the clock starts
+        let perClient = max(count / clients, 1)
+        let start = DispatchTime.now().uptimeNanoseconds
+        DispatchQueue.concurrentPerform(iterations: clients) { client in
+            var latencies = Latencies()
+            for index in 0..<perClient {
+                do {
+                    try latencies.measure { try body(services[client], client * perClient + index) }
+                } catch {
+                    failures.add(1, ordering: .relaxed)
+                }
+            }
+            collected.withLock { $0 += latencies.samples }
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        if failures.load(ordering: .relaxed) > 0 { fail("\(failures.load(ordering: .relaxed)) daemon calls failed") }
+        return (Latencies(samples: collected.withLock { $0 }), Double(perClient * clients) / seconds)
+    }
+
+    static func beside(_ name: String) -> String {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent(name).path
+    }
+}
