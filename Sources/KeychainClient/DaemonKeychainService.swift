@@ -28,17 +28,36 @@ public final class DaemonKeychainService: KeychainService {
     }
 
     public func perform(_ request: KeychainRequest) throws -> KeychainAnswer {
-        let connection = try takeConnection()
+        var connection = try takeConnection()
         let id = nextID.add(1, ordering: .relaxed).oldValue
-        let answer: Data
+        var answer: Data
+        // Wiped once sent: a request may carry a passcode or a secret.
+        var frame = WireCodec.frame(request, id: id)
+        defer { frame.resetBytes(in: 0..<frame.count) }
+        var sent = false
+        if connection.wasKept {
+            do {
+                try connection.stream.writeFrame(frame, stall: .seconds(1))
+                sent = true
+            } catch .closed {
+                // A kept connection the daemon has closed since (it restarted, or timed the connection
+                // out): nothing of the request was delivered, so it goes once more on a new connection.
+                connection.close()
+                connection = try DaemonConnection(path: socketPath)
+            } catch {
+                connection.close()
+                throw KeychainError.notAvailable("the keychain daemon at \(socketPath) \(Self.explain(error))")
+            }
+        }
         do {
-            try connection.stream.writeFrame(WireCodec.frame(request, id: id), stall: .seconds(1))
+            if !sent { try connection.stream.writeFrame(frame, stall: .seconds(1)) }
             answer = try connection.stream.readFrame(idle: answerTimeout, stall: .seconds(1))
         } catch {
             connection.close()
             throw KeychainError.notAvailable("the keychain daemon at \(socketPath) \(Self.explain(error))")
         }
         let decoded: (id: UInt32, answer: Result<KeychainAnswer, KeychainError>)
+        defer { answer.resetBytes(in: 0..<answer.count) }
         do {
             decoded = try WireCodec.answer(from: answer)
         } catch {
@@ -65,12 +84,9 @@ public final class DaemonKeychainService: KeychainService {
     }
 
     private func takeConnection() throws -> DaemonConnection {
-        while let kept = idle.withLock({ $0.popLast() }) {
-            // A daemon that restarted or timed the connection out has closed it: such a connection reads
-            // as ready (end of file) while no request is outstanding, and is dropped here rather than
-            // failing the request sent on it.
-            if kept.isUsable { return kept }
-            kept.close()
+        if let kept = idle.withLock({ $0.popLast() }) {
+            kept.wasKept = true
+            return kept
         }
         return try DaemonConnection(path: socketPath)
     }
@@ -96,8 +112,11 @@ public final class DaemonKeychainService: KeychainService {
 
 /// One connection to the daemon, used by one thread at a time.
 final class DaemonConnection: @unchecked Sendable {
-    // The descriptor is set once; `close` is called once, by the thread holding the connection.
+    // The stream is set once, and the connection used by one thread at a time (the service's pool hands
+    // it over under its lock); `close` is called once, by the thread holding it.
     let stream: FrameStream
+    /// Whether it was used before and kept: then a send the daemon refuses as closed was never delivered.
+    var wasKept = false
 
     /// Connects without blocking for more than a second (a daemon whose backlog is full, or that is
     /// stopped, does not accept).
@@ -138,12 +157,6 @@ final class DaemonConnection: @unchecked Sendable {
                 "the keychain daemon at \(path) is not running (\(String(cString: strerror(error))))")
         }
         stream = FrameStream(descriptor: descriptor)
-    }
-
-    /// False when the daemon closed the connection (or sent something unasked).
-    var isUsable: Bool {
-        var entry = pollfd(fd: stream.descriptor, events: Int16(POLLIN), revents: 0)
-        return poll(&entry, 1, 0) == 0
     }
 
     func close() { Glibc.close(stream.descriptor) }

@@ -3,22 +3,27 @@ import Foundation
 /// Writes the length-prefixed little-endian records of the keychain's binary formats (keybag, sealed
 /// item contents). Shared here, at the bottom layer, so every format reads back with the same checks.
 public struct ByteWriter {
-    public private(set) var data = Data()
+    // Bytes collect in an array, which appends cheaply, and become `Data` once, when asked for.
+    private var bytes: [UInt8] = []
 
-    public init() {}
+    public init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
 
-    public mutating func write(_ value: UInt8) { data.append(value) }
+    public var data: Data { Data(bytes) }
+
+    public var count: Int { bytes.count }
+
+    public mutating func write(_ value: UInt8) { bytes.append(value) }
 
     public mutating func write(_ value: UInt16) {
-        withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) }
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
     public mutating func write(_ value: UInt32) {
-        withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) }
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
     public mutating func write(_ value: UInt64) {
-        withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) }
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
     public mutating func write(_ value: Int64) { write(UInt64(bitPattern: value)) }
@@ -26,20 +31,34 @@ public struct ByteWriter {
     public mutating func write(_ value: Double) { write(value.bitPattern) }
 
     /// A byte string with a 32-bit length prefix.
-    public mutating func writeBytes(_ bytes: Data) {
-        write(UInt32(bytes.count))
-        data.append(bytes)
+    public mutating func writeBytes(_ value: Data) {
+        write(UInt32(value.count))
+        value.withUnsafeBytes { bytes.append(contentsOf: $0) }
     }
 
-    public mutating func writeBytes(_ bytes: [UInt8]) {
-        write(UInt32(bytes.count))
-        data.append(contentsOf: bytes)
+    public mutating func writeBytes(_ value: [UInt8]) {
+        write(UInt32(value.count))
+        bytes.append(contentsOf: value)
     }
 
-    public mutating func writeString(_ string: String) { writeBytes(Array(string.utf8)) }
+    public mutating func writeBytes(_ value: UnsafeRawBufferPointer) {
+        write(UInt32(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    public mutating func writeString(_ string: String) {
+        var string = string
+        string.withUTF8 { writeBytes(UnsafeRawBufferPointer($0)) }
+    }
 
     /// Raw bytes with no prefix (fixed-size fields).
-    public mutating func writeRaw(_ bytes: Data) { data.append(bytes) }
+    public mutating func writeRaw(_ value: Data) { value.withUnsafeBytes { bytes.append(contentsOf: $0) } }
+
+    /// Overwrites every byte written with zeros (for buffers that held secrets), then empties it.
+    public mutating func wipe() {
+        bytes.withUnsafeMutableBytes { SecureMemory.wipe($0) }
+        bytes.removeAll()
+    }
 }
 
 /// Reads what `ByteWriter` wrote. Every read checks bounds and throws `ByteReader.Truncated` rather than
@@ -76,10 +95,20 @@ public struct ByteReader {
     private mutating func readInteger<T: FixedWidthInteger>(_: T.Type) throws(Truncated) -> T {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { throw Truncated() }
-        var value: T = 0
-        for index in 0..<size { value |= T(data[offset + index]) << (8 * index) }
+        let start = offset - data.startIndex
         offset += size
-        return value
+        return T(littleEndian: data.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: start, as: T.self) })
+    }
+
+    /// A length-prefixed string that must be valid UTF-8: nil when it is not (the bytes are consumed).
+    public mutating func readValidString() throws(Truncated) -> String? {
+        let count: UInt32 = try read()
+        guard remaining >= Int(count) else { throw Truncated() }
+        let start = offset - data.startIndex
+        offset += Int(count)
+        return data.withUnsafeBytes { buffer in
+            String(validating: UnsafeRawBufferPointer(rebasing: buffer[start..<start + Int(count)]), as: UTF8.self)
+        }
     }
 
     public mutating func read() throws(Truncated) -> UInt16 { try readInteger(UInt16.self) }

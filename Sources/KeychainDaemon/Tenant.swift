@@ -12,7 +12,7 @@ final class Tenant: Sendable {
     init(uid: uid_t, directory: String, deviceRootPath: String?) throws {
         self.uid = uid
         keychain = try Keychain(
-            directory: directory, options: KeychainOptions(deviceRootPath: deviceRootPath, groupCommit: true))
+            directory: directory, options: KeychainOptions(deviceRootPath: deviceRootPath, idleConnections: 64))
         let keychain = keychain
         registry = AppRegistry(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }
     }

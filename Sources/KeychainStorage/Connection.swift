@@ -11,17 +11,10 @@ public final class Connection {
     // check on every statement lookup buys nothing here.
     @exclusivity(unchecked) private var statements: [String: Statement] = [:]
     public let path: String
-    /// Run after every commit of `writeTransaction`: the group commit's wait for the disk.
-    var afterCommit: (() throws -> Void)?
-    /// Shared by the pool's connections: writers of this process queue here rather than in SQLite's busy
-    /// handler, which sleeps a millisecond or more between attempts.
-    var writers: WriterQueue?
 
-    /// Opens (creating if asked) the database at `path` in WAL mode. With `.eachCommit` every commit is
-    /// synced to disk; with `.grouped` the log is written at commit and `afterCommit` makes it durable.
-    public init(
-        path: String, create: Bool, durability: Durability = .eachCommit, busyTimeoutMilliseconds: Int32 = 10_000
-    ) throws {
+    /// Opens (creating if asked) the database at `path` in WAL mode with full fsync on commit,
+    /// so a transaction that returned is on disk.
+    public init(path: String, create: Bool, busyTimeoutMilliseconds: Int32 = 10_000) throws {
         var handle: OpaquePointer?
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
         if create { flags |= SQLITE_OPEN_CREATE }
@@ -39,7 +32,7 @@ public final class Connection {
         // exclusive lock, and while another connection makes the same switch SQLite answers SQLITE_BUSY
         // at once, without waiting in the busy handler: so wait here, within the same timeout.
         try retryingWhileBusy(forMilliseconds: busyTimeoutMilliseconds) { try execute("PRAGMA journal_mode = WAL") }
-        try execute(durability == .eachCommit ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+        try execute("PRAGMA synchronous = FULL")
         try execute("PRAGMA foreign_keys = ON")
         try execute("PRAGMA secure_delete = ON")
     }
@@ -88,31 +81,15 @@ public final class Connection {
     /// Runs `body` in a write transaction taken at once (BEGIN IMMEDIATE), so two writers never both hold
     /// a read snapshot they then try to upgrade. Commits when `body` returns, rolls back when it throws.
     public func writeTransaction<T>(_ body: () throws -> T) throws -> T {
-        let result = try (writers ?? WriterQueue.unshared).serialize {
-            try execute("BEGIN IMMEDIATE")
-            do {
-                let result = try body()
-                try execute("COMMIT")
-                return result
-            } catch {
-                try? execute("ROLLBACK")
-                throw error
-            }
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
         }
-        // Outside the queue: the next writer commits while this one waits for the disk.
-        try afterCommit?()
-        return result
-    }
-
-    /// The first column of the first row of static SQL.
-    func integerValue(_ sql: String) throws -> Int64 {
-        let statement = try self.statement(sql)
-        defer { statement.reset() }
-        return try statement.step() ? statement.int64(at: 0) : 0
-    }
-
-    func fileControl(_ operation: Int32, _ argument: UnsafeMutableRawPointer) -> Int32 {
-        sqlite3_file_control(handle, "main", operation, argument)
     }
 
     /// Result of `PRAGMA integrity_check`: "ok" or the problems found.

@@ -1,39 +1,28 @@
 import Foundation
 import Synchronization
 
-/// Hands out connections to one database file, one thread per connection at a time.
+/// Hands out connections to one database file, one thread per connection at a time, and runs this
+/// process's writes on one writer connection, batched (`WriteBatcher`).
 ///
-/// WAL lets readers run beside one writer, so a thread never waits for another thread's read; writers
-/// serialize in SQLite itself (BEGIN IMMEDIATE with a busy timeout), which also orders them against
-/// other processes sharing the file.
+/// WAL lets readers run beside the writer, so a thread never waits for another thread's read; the
+/// writers of other processes are ordered by SQLite itself (BEGIN IMMEDIATE with a busy timeout).
 public final class ConnectionPool: Sendable {
     public let path: String
     private let idle = Mutex<[UncheckedConnection]>([])
     private let maximumIdle: Int
-    private let durability: Durability
-    private let groupCommit: GroupCommit?
-    private let writers = WriterQueue()
+    private let batcher: WriteBatcher
 
-    /// Opens the first connection now, so a missing or unreadable database fails here.
-    public init(path: String, create: Bool, maximumIdle: Int = 4, durability: Durability = .eachCommit) throws {
+    /// Opens the first connection now, so a missing or unreadable database fails here. `maximumIdle`
+    /// read connections are kept open between uses (a daemon serving many clients keeps more).
+    public init(path: String, create: Bool, maximumIdle: Int = 4) throws {
         self.path = path
-        // A daemon serves many clients at once: a connection opened and closed per request would cost
-        // more than the request.
-        self.maximumIdle = durability == .grouped ? max(maximumIdle, 64) : maximumIdle
-        self.durability = durability
-        let first = try Connection(path: path, create: create, durability: durability)
-        groupCommit = durability == .grouped ? try GroupCommit(path: path) : nil
-        first.afterCommit = groupCommit.map { group in { try group.commitFinished() } }
-        first.writers = writers
+        self.maximumIdle = maximumIdle
+        let first = try Connection(path: path, create: create)
+        batcher = WriteBatcher { try Connection(path: path, create: false) }
         idle.withLock { $0.append(UncheckedConnection(connection: first)) }
     }
 
-    private func open() throws -> Connection {
-        let connection = try Connection(path: path, create: false, durability: durability)
-        connection.afterCommit = groupCommit.map { group in { try group.commitFinished() } }
-        connection.writers = writers
-        return connection
-    }
+    private func open() throws -> Connection { try Connection(path: path, create: false) }
 
     public func withConnection<T>(_ body: (Connection) throws -> T) throws -> T {
         let borrowed = try idle.withLock { connections in connections.popLast() }?.connection ?? open()
@@ -44,6 +33,13 @@ public final class ConnectionPool: Sendable {
             }
         }
         return try body(borrowed)
+    }
+
+    /// Runs `body` as one atomic piece of a write transaction on the writer connection: all of its
+    /// changes or, when it throws, none. Returns once the transaction holding it is committed (and, with
+    /// the log synced at every commit, on disk).
+    public func writeTransaction<T>(_ body: (Connection) throws -> T) throws -> T {
+        try batcher.write(body)
     }
 
     /// Closes the idle connections. When they were the last connections to the file in any process,
@@ -57,6 +53,7 @@ public final class ConnectionPool: Sendable {
         }
         // Released outside the lock: each connection closes as its last reference goes.
         closing.removeAll()
+        batcher.closeConnection()
     }
 }
 

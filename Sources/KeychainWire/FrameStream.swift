@@ -8,8 +8,10 @@ import Foundation
 /// its payload is, and no read waits longer than its deadline, so a peer that stalls mid-frame costs
 /// this end a bounded wait and never a thread forever.
 ///
-/// Reads go through a small buffer, so that a frame that arrived whole (most do) costs one `recv`.
-/// Used by one thread at a time.
+/// The socket is used blocking, with the kernel's receive and send timeouts (SO_RCVTIMEO,
+/// SO_SNDTIMEO) as deadlines: a read that waits costs one `recv`, not a `recv`, a `poll` and another
+/// `recv`. Reads go through a small buffer, so that a frame that arrived whole (most do) costs one
+/// `recv`. Used by one thread at a time.
 public final class FrameStream {
     public let descriptor: Int32
     /// Bytes received and not yet handed out: `buffer[start..<end]`; bytes past one frame wait here
@@ -18,7 +20,16 @@ public final class FrameStream {
     private var start = 0
     private var end = 0
 
-    public init(descriptor: Int32) { self.descriptor = descriptor }
+    /// The timeouts set on the socket now (nil: none set yet), so they are set again only on change.
+    private var receiveTimeout: Duration??
+    private var sendTimeout: Duration?
+
+    /// Takes over a connected socket, turning it blocking.
+    public init(descriptor: Int32) {
+        self.descriptor = descriptor
+        let flags = fcntl(descriptor, F_GETFL)
+        if flags >= 0, flags & O_NONBLOCK != 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
+    }
 
     /// Why a read or write ended the conversation.
     public enum Failure: Error, Equatable, Sendable {
@@ -123,17 +134,21 @@ public final class FrameStream {
 
     private func write(_ buffer: UnsafeRawBufferPointer, stall: Duration) throws(Failure) {
         guard let base = buffer.baseAddress else { return }
+        if sendTimeout != stall {
+            setTimeout(SO_SNDTIMEO, stall)
+            sendTimeout = stall
+        }
         var offset = 0
         while offset < buffer.count {
-            let written = send(descriptor, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            let written = send(descriptor, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
             if written > 0 {
                 offset += written
             } else if written < 0, errno == EINTR {
                 continue
             } else if written < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                try wait(for: Int16(POLLOUT), timeout: stall)
+                throw .timedOut
             } else {
-                throw .broken(errno)
+                throw offset == 0 && (errno == EPIPE || errno == ECONNRESET) ? .closed : .broken(errno)
             }
         }
     }
@@ -151,36 +166,33 @@ public final class FrameStream {
         }
     }
 
-    /// One receive of at least a byte into `buffer`, waiting at most `wait` for it.
+    /// One receive of at least a byte into `buffer`, waiting at most `wait` for it (nil: no limit).
     private func receive(into buffer: UnsafeMutableRawBufferPointer, wait: Duration?, frameStarted: Bool)
         throws(Failure) -> Int
     {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return 0 }
+        if receiveTimeout != .some(wait) {
+            setTimeout(SO_RCVTIMEO, wait)
+            receiveTimeout = .some(wait)
+        }
         while true {
-            // Read first and wait only when nothing is there: an answer usually is.
-            let count = recv(descriptor, base, buffer.count, Int32(MSG_DONTWAIT))
+            let count = recv(descriptor, base, buffer.count, 0)
             if count > 0 { return count }
             if count == 0 { throw frameStarted ? .broken(0) : .closed }
-            if errno == EAGAIN || errno == EWOULDBLOCK {
-                try self.wait(for: Int16(POLLIN), timeout: wait)
-            } else if errno != EINTR {
-                throw !frameStarted && errno == ECONNRESET ? .closed : .broken(errno)
-            }
+            if errno == EAGAIN || errno == EWOULDBLOCK { throw .timedOut }
+            if errno != EINTR { throw !frameStarted && errno == ECONNRESET ? .closed : .broken(errno) }
         }
     }
 
-    private func wait(for events: Int16, timeout: Duration?) throws(Failure) {
-        let milliseconds: Int32 =
-            timeout.map { duration in
-                let (seconds, attoseconds) = duration.components
-                return Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
-            } ?? -1
-        var entry = pollfd(fd: descriptor, events: events, revents: 0)
-        while true {
-            let ready = poll(&entry, 1, milliseconds)
-            if ready > 0 { return }
-            if ready == 0 { throw .timedOut }
-            if errno != EINTR { throw .broken(errno) }
+    private func setTimeout(_ option: Int32, _ timeout: Duration?) {
+        var value = timeval()
+        if let timeout {
+            let (seconds, attoseconds) = timeout.components
+            value.tv_sec = Int(seconds)
+            value.tv_usec = Int(attoseconds / 1_000_000_000_000)
+            // Zero would mean "no timeout": the shortest wait is a microsecond.
+            if value.tv_sec == 0 && value.tv_usec == 0 { value.tv_usec = 1 }
         }
+        _ = setsockopt(descriptor, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<timeval>.size))
     }
 }

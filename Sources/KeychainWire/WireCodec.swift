@@ -10,7 +10,7 @@ public enum WireCodec {
     public static func frame(_ request: KeychainRequest, id: UInt32) -> Data {
         var payload = PayloadWriter()
         payload.request(request)
-        return frame(kind: .request, id: id, payload: payload.bytes)
+        return payload.frame(kind: .request, id: id)
     }
 
     public static func frame(_ answer: Result<KeychainAnswer, KeychainError>, id: UInt32) -> Data {
@@ -18,16 +18,12 @@ public enum WireCodec {
         switch answer {
         case .success(let answer):
             payload.answer(answer)
-            return frame(kind: .answer, id: id, payload: payload.bytes)
+            return payload.frame(kind: .answer, id: id)
         case .failure(let error):
             payload.string(error.code.rawValue)
             payload.string(error.reason)
-            return frame(kind: .failure, id: id, payload: payload.bytes)
+            return payload.frame(kind: .failure, id: id)
         }
-    }
-
-    private static func frame(kind: FrameKind, id: UInt32, payload: Data) -> Data {
-        FrameHeader(kind: kind, requestID: id, payloadLength: payload.count).encoded + payload
     }
 
     /// A whole request frame (header and payload).
@@ -64,20 +60,33 @@ public enum WireCodec {
         guard frame.count == WireFormat.headerSize + header.payloadLength else {
             throw WireError("the payload is not the length the header says")
         }
-        return (header, Data(frame.dropFirst(WireFormat.headerSize)))
+        return (header, frame.dropFirst(WireFormat.headerSize))
     }
 }
 
 // MARK: Writing
 
 private struct PayloadWriter {
-    private var writer = ByteWriter()
+    /// The frame being built: room for the header first, the payload after it.
+    private var writer: ByteWriter
 
-    var bytes: Data { writer.data }
+    init() {
+        writer = ByteWriter()
+        for _ in 0..<WireFormat.headerSize { writer.write(UInt8(0)) }
+    }
+
+    /// The whole frame, its header filled in; the writer's own buffer is wiped (it may hold a passcode).
+    mutating func frame(kind: FrameKind, id: UInt32) -> Data {
+        let header = FrameHeader(kind: kind, requestID: id, payloadLength: writer.count - WireFormat.headerSize)
+        var frame = writer.data
+        frame.replaceSubrange(0..<WireFormat.headerSize, with: header.encoded)
+        writer.wipe()
+        return frame
+    }
 
     mutating func string(_ value: String) { writer.writeString(value) }
 
-    mutating func secret(_ value: SecureBytes) { value.withUnsafeBytes { writer.writeBytes(Array($0)) } }
+    mutating func secret(_ value: SecureBytes) { value.withUnsafeBytes { writer.writeBytes($0) } }
 
     mutating func optionalSecret(_ value: SecureBytes?) {
         writer.write(UInt8(value == nil ? 0 : 1))
@@ -278,9 +287,9 @@ private struct PayloadReader {
     }
 
     mutating func string() throws(WireError) -> String {
-        guard let string = String(validating: try bytes(), as: UTF8.self) else {
-            throw WireError("a string is not UTF-8")
-        }
+        let string: String?
+        do { string = try reader.readValidString() } catch { throw WireError("the payload is truncated") }
+        guard let string else { throw WireError("a string is not UTF-8") }
         return string
     }
 

@@ -50,19 +50,26 @@ public struct FrameHeader: Equatable, Sendable {
     /// Parses and checks the first `WireFormat.headerSize` bytes of `bytes`.
     public init(_ bytes: Data) throws(WireError) {
         guard bytes.count >= WireFormat.headerSize else { throw WireError("the header is truncated") }
-        let header = Array(bytes.prefix(WireFormat.headerSize))
-        guard Data(header[0..<4]) == WireFormat.magic else { throw WireError("not a keychain frame") }
-        guard header[4] == WireFormat.version else {
-            throw WireError("protocol version \(header[4]) is not spoken here")
+        let (magic, version, kindByte, id, length) = bytes.withUnsafeBytes { raw in
+            (
+                raw.loadUnaligned(fromByteOffset: 0, as: UInt32.self), raw[4], raw[5],
+                UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 6, as: UInt32.self)),
+                UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 10, as: UInt32.self))
+            )
         }
-        guard let kind = FrameKind(rawValue: header[5]) else { throw WireError("unknown frame kind \(header[5])") }
-        let id = header[6..<10].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-        let length = header[10..<14].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        guard magic == Self.magicWord else { throw WireError("not a keychain frame") }
+        guard version == WireFormat.version else {
+            throw WireError("protocol version \(version) is not spoken here")
+        }
+        guard let kind = FrameKind(rawValue: kindByte) else { throw WireError("unknown frame kind \(kindByte)") }
         guard Int(length) <= WireFormat.maximumPayload else {
             throw WireError("a payload of \(length) bytes is over the limit of \(WireFormat.maximumPayload)")
         }
         self.init(kind: kind, requestID: id, payloadLength: Int(length))
     }
+
+    /// "SKWP" as the first four bytes read in memory order.
+    private static let magicWord = WireFormat.magic.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
 
     var encoded: Data {
         var bytes = WireFormat.magic

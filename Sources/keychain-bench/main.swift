@@ -29,6 +29,8 @@ struct Options {
     var passcodeOnly = false
     /// Only measure securityd (and the embedded command it is compared with).
     var daemonOnly = false
+    /// Only run this many copy-matching round trips through securityd, for a profiler.
+    var profileDaemon: Int?
     /// Only measure engine adds with group commit from this many threads.
     var engineAddThreads: Int?
 
@@ -47,6 +49,7 @@ struct Options {
                 writeSamples = Int(iterator.next() ?? "") ?? writeSamples
             case "--passcode-only": passcodeOnly = true
             case "--daemon-only": daemonOnly = true
+            case "--profile-daemon": profileDaemon = Int(iterator.next() ?? "")
             case "--engine-adds": engineAddThreads = Int(iterator.next() ?? "")
             case "--profile-lookups":
                 profileLookups = Int(iterator.next() ?? "")
@@ -183,9 +186,9 @@ if let lookups = options.profileSecItem {
 if let threads = options.engineAddThreads {
     // The engine alone with group commit: adds per second from `threads` threads, no daemon.
     do {
-        let keychain = try Keychain(directory: root + "/engine-adds", options: KeychainOptions(groupCommit: true))
+        let keychain = try Keychain(directory: root + "/engine-adds", options: KeychainOptions(idleConnections: 64))
         let start = DispatchTime.now().uptimeNanoseconds
-        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+        runThreads(threads) { thread in
             for index in 0..<(2_000 / threads) {
                 var item = password(index)
                 item["acct"] = .string("t\(thread)-\(index)")
@@ -200,6 +203,12 @@ if let threads = options.engineAddThreads {
     } catch {
         fail("\(error)")
     }
+    exit(0)
+}
+
+if let lookups = options.profileDaemon {
+    DaemonBenchmark(root: root + "/securityd", samples: 0, writeSamples: 0).run(
+        embeddedCommandMedian: nil, commandSamples: 0, profileOnly: lookups)
     exit(0)
 }
 

@@ -104,7 +104,7 @@ public final class DaemonServer: Sendable {
         let stream = FrameStream(descriptor: connection)
         let configuration = daemon.configuration
         while true {
-            let frame: Data
+            var frame: Data
             do {
                 frame = try stream.readFrame(idle: configuration.idleTimeout, stall: configuration.stallTimeout)
             } catch {
@@ -119,13 +119,17 @@ public final class DaemonServer: Sendable {
             let decoded: (id: UInt32, request: KeychainRequest)
             do {
                 decoded = try WireCodec.request(from: frame)
+                // The request holds what it needs; the frame may have carried a passcode.
+                frame.resetBytes(in: 0..<frame.count)
             } catch {
                 refuse(peer, stream, error)
                 return
             }
             let answer = daemon.handle(decoded.request, from: caller)
+            var reply = WireCodec.frame(answer, id: decoded.id)
+            defer { reply.resetBytes(in: 0..<reply.count) }
             do {
-                try stream.writeFrame(WireCodec.frame(answer, id: decoded.id), stall: configuration.stallTimeout)
+                try stream.writeFrame(reply, stall: configuration.stallTimeout)
             } catch {
                 DaemonLog.info("pid \(peer.pid): the answer could not be delivered; closed")
                 return

@@ -54,19 +54,16 @@ extension Keychain {
         let queries = try dictionaries.map { try Query.parse($0, for: .add) }
         try perform {
             let rows = try queries.map { try prepareAdd($0, client: client).row }
-            try pool.withConnection { connection in
+            try pool.writeTransaction { connection in
                 let store = ItemStore(connection: connection)
-                try connection.writeTransaction { for row in rows { try insertNew(row, store: store) } }
+                for row in rows { try insertNew(row, store: store) }
             }
         }
     }
 
     private func add(_ query: Query, client: ClientIdentity) throws -> ItemResult? {
         let (row, record) = try prepareAdd(query, client: client)
-        try pool.withConnection { connection in
-            let store = ItemStore(connection: connection)
-            try connection.writeTransaction { try insertNew(row, store: store) }
-        }
+        try pool.writeTransaction { connection in try insertNew(row, store: ItemStore(connection: connection)) }
         guard query.returnsAnything else { return nil }
         return try ResultShape(query: query).result(for: [record])
     }
@@ -198,14 +195,12 @@ extension Keychain {
         of query: Query, itemClass: ItemClass, groups: [String], needSecret: Bool,
         _ body: (ItemStore, [Match]) throws -> Void
     ) throws {
-        try pool.withConnection { connection in
+        try pool.writeTransaction { connection in
             let store = ItemStore(connection: connection)
-            try connection.writeTransaction {
-                let matches = try search(query, itemClass: itemClass, groups: groups, store: store)
-                    .run(limit: Int.max, needSecret: needSecret)
-                guard !matches.isEmpty else { throw KeychainError.itemNotFound }
-                try body(store, matches)
-            }
+            let matches = try search(query, itemClass: itemClass, groups: groups, store: store)
+                .run(limit: Int.max, needSecret: needSecret)
+            guard !matches.isEmpty else { throw KeychainError.itemNotFound }
+            try body(store, matches)
         }
     }
 

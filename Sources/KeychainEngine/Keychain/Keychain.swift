@@ -12,18 +12,18 @@ public struct KeychainOptions: Sendable {
     /// A fixed passcode KDF (tests); nil uses `PasscodeFunction.calibrated()`, never weaker than
     /// `PasscodeFunction.minimum`.
     public var passcodeFunction: PasscodeFunction?
-    /// Concurrent writes share one fsync of the log (the daemon, which writes for many clients); off, each
-    /// write is synced on its own. Either way a write that returned is on disk.
-    public var groupCommit: Bool
+    /// Database connections kept open for reads between uses: a few for an app, more for the daemon,
+    /// whose clients read at once.
+    public var idleConnections: Int
 
     public init(
         deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeFunction: PasscodeFunction? = nil,
-        groupCommit: Bool = false
+        idleConnections: Int = 4
     ) {
         self.deviceRootPath = deviceRootPath
         self.clock = clock
         self.passcodeFunction = passcodeFunction
-        self.groupCommit = groupCommit
+        self.idleConnections = idleConnections
     }
 }
 
@@ -60,7 +60,7 @@ public final class Keychain: Sendable {
         databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
         clock = options.clock
         keybag = try Self.openKeybag(directory: directory, options: options)
-        pool = try Self.openDatabase(databasePath, durability: options.groupCommit ? .grouped : .eachCommit)
+        pool = try Self.openDatabase(databasePath, idleConnections: options.idleConnections)
     }
 
     private static func openKeybag(directory: String, options: KeychainOptions) throws -> Keybag {
@@ -79,7 +79,7 @@ public final class Keychain: Sendable {
         }
     }
 
-    private static func openDatabase(_ path: String, durability: Durability) throws -> ConnectionPool {
+    private static func openDatabase(_ path: String, idleConnections: Int) throws -> ConnectionPool {
         do {
             // Only SQLite opens these files: a descriptor opened and closed on the database anywhere
             // else in this process would drop SQLite's POSIX locks on it, and another process would
@@ -89,7 +89,7 @@ public final class Keychain: Sendable {
             try SecureFiles.createPrivateFile(path)
             try SecureFiles.checkPrivateFile(path + "-wal")
             try SecureFiles.checkPrivateFile(path + "-shm")
-            let pool = try ConnectionPool(path: path, create: false, durability: durability)
+            let pool = try ConnectionPool(path: path, create: false, maximumIdle: idleConnections)
             try pool.withConnection { connection in try ItemStore(connection: connection).prepareSchema() }
             return pool
         } catch {
@@ -130,11 +130,9 @@ public final class Keychain: Sendable {
     public func removePasscode(current: SecureBytes) throws {
         try passcodeOperation { try keybag.removePasscode(current: current) }
         do {
-            _ = try pool.withConnection { connection in
-                try connection.writeTransaction {
-                    try ItemStore(connection: connection).deleteAll(
-                        protectionClass: ProtectionClass.whenPasscodeSetThisDeviceOnly.rawValue)
-                }
+            _ = try pool.writeTransaction { connection in
+                try ItemStore(connection: connection).deleteAll(
+                    protectionClass: ProtectionClass.whenPasscodeSetThisDeviceOnly.rawValue)
             }
         } catch {
             // The items are already undecryptable; they will be dropped when next met.
