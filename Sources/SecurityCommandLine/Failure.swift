@@ -26,7 +26,13 @@ enum Failure: Error {
             return message.isEmpty ? usage : "security: \(message)\n\(usage)"
         case .keychain(let status, let function, let detail):
             let message = SecCopyErrorMessageString(status, nil).map { String($0) } ?? "OSStatus \(status)"
-            return "security: \(function): \(message)" + (detail.map { " (\($0))" } ?? "")
+            var explanation = detail
+            if explanation == nil, status == errSecMissingEntitlement, KeychainServices.daemonSocket() != nil {
+                // The daemon's reason stays in its log; the usual one is worth saying here.
+                explanation =
+                    "the keychain daemon does not know this executable, or it changed since it was registered: see security app register"
+            }
+            return "security: \(function): \(message)" + (explanation.map { " (\($0))" } ?? "")
         case .message(let text):
             return "security: \(text)"
         }

@@ -68,12 +68,24 @@ while let argument = arguments.next() {
 // No core files, no ptrace or /proc/<pid>/mem by other processes of this user, no crash dumps of memory.
 guard SecureMemory.protectProcess() else { fail("cannot make the process non-dumpable", status: 1) }
 
+/// Started by systemd with the listening socket already open (socket activation).
+let socketActivated = getenv("LISTEN_PID").flatMap { pid_t(String(cString: $0)) } == getpid()
+
+let defaultSocket = system ? KeychainLocations.systemSocket : KeychainLocations.userSocket
+let resolvedSocketPath: String
+if let path = socketPath ?? defaultSocket {
+    resolvedSocketPath = path
+} else if socketActivated {
+    resolvedSocketPath = "(the socket systemd passed)"
+} else {
+    fail("no socket: set KEYCHAIN_SOCKET or XDG_RUNTIME_DIR, or give --socket")
+}
+
 let configuration = DaemonConfiguration(
     mode: system ? .system : .user,
     home: home ?? (system ? KeychainLocations.systemHome : KeychainLocations.userDirectory),
     deviceRootPath: system ? nil : getenv("KEYCHAIN_DEVICE_ROOT").map { String(cString: $0) },
-    socketPath: socketPath ?? (system ? KeychainLocations.systemSocket : KeychainLocations.userSocket)
-        ?? { fail("no socket: set KEYCHAIN_SOCKET or XDG_RUNTIME_DIR, or give --socket") }(),
+    socketPath: resolvedSocketPath,
     idleLock: idleLock, development: development, idleTimeout: idle, stallTimeout: stall)
 
 // The signals that stop the daemon are taken by the main thread alone (sigwait below): blocked here,

@@ -19,11 +19,17 @@ public final class DaemonServer: Sendable {
     private let open = Mutex<Set<Int32>>([])
     private let drained = Condition()
 
-    /// Binds the socket (see `SocketFile.listen`); fails when another daemon already serves it.
+    /// Takes the socket systemd passed (socket activation), else binds the configured path (see
+    /// `SocketFile.listen`); fails when another daemon already serves it.
     public init(daemon: KeychainDaemon) throws {
         self.daemon = daemon
-        listener = try SocketFile.listen(
-            at: daemon.configuration.socketPath, forEveryone: daemon.configuration.mode == .system)
+        if let inherited = try SocketFile.inherited() {
+            listener = inherited
+            DaemonLog.info("using the socket systemd passed")
+        } else {
+            listener = try SocketFile.listen(
+                at: daemon.configuration.socketPath, forEveryone: daemon.configuration.mode == .system)
+        }
     }
 
     /// Accepts connections until `stop` is called. Returns when the listening socket is closed.

@@ -9,6 +9,26 @@ import KeychainKeybag
 
 /// The daemon's listening socket file.
 enum SocketFile {
+    /// The listening socket systemd passed (socket activation: `LISTEN_PID` is this process and
+    /// `LISTEN_FDS` is 1, the socket being descriptor 3), or nil. The variables are removed, so that
+    /// no child takes the socket for its own.
+    static func inherited() throws -> Int32? {
+        guard let pid = getenv("LISTEN_PID").flatMap({ pid_t(String(cString: $0)) }), pid == getpid(),
+            let count = getenv("LISTEN_FDS").flatMap({ Int(String(cString: $0)) })
+        else { return nil }
+        unsetenv("LISTEN_PID")
+        unsetenv("LISTEN_FDS")
+        unsetenv("LISTEN_FDNAMES")
+        guard count == 1 else { throw KeychainError.notAvailable("systemd passed \(count) sockets; one is expected") }
+        var type: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(3, SOL_SOCKET, SO_TYPE, &type, &length) == 0, type == Int32(SOCK_STREAM.rawValue) else {
+            throw KeychainError.notAvailable("the socket systemd passed is not a stream socket")
+        }
+        _ = fcntl(3, F_SETFD, FD_CLOEXEC)
+        return 3
+    }
+
     /// Binds and listens at `path`. The directory is made if missing: 0700 for a user's daemon, 0755 for
     /// the system's (every user's clients reach in); the socket is 0600, or 0666 for the system, where
     /// the daemon tells users apart by their uid. A socket file left by a daemon that ended is replaced;
