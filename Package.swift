@@ -64,7 +64,7 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "securityd", dependencies: ["KeychainDaemon", "KeychainCrypto", "CProcessControl"]),
-        .target(name: "KeychainClient", dependencies: ["KeychainCore", "KeychainWire"]),
+        .target(name: "KeychainClient", dependencies: ["CProcessControl", "KeychainCore", "KeychainWire"]),
         .target(
             name: "Security", dependencies: ["KeychainCore", "KeychainEngine", "KeychainClient", "KeychainCrypto"]),
         .target(name: "LocalAuthentication", dependencies: ["Security"]),

@@ -58,3 +58,65 @@ int accept4(int, struct sockaddr *, socklen_t *, int);
 static inline int process_control_accept(int socket) {
     return accept4(socket, (struct sockaddr *)0, (socklen_t *)0, SOCK_CLOEXEC);
 }
+
+#include <sys/vfs.h>
+
+/// The filesystem type (statfs's f_type) of the filesystem holding `path`, or 0.
+static inline long process_control_filesystem_type(const char *path) {
+    struct statfs info;
+    return statfs(path, &info) == 0 ? (long)info.f_type : 0;
+}
+
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/// The inode of the socket at the other end of the connected Unix socket `fd` (the client's end, as
+/// its owner's /proc/<pid>/fd shows it: "socket:[inode]"), asked of the kernel's sock_diag; -1 when it
+/// cannot be told.
+static inline long process_control_unix_peer_inode(int fd) {
+    struct stat own;
+    if (fstat(fd, &own) != 0) return -1;
+    int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (diag < 0) return -1;
+    struct {
+        struct nlmsghdr header;
+        struct unix_diag_req request;
+    } message;
+    memset(&message, 0, sizeof message);
+    message.header.nlmsg_len = sizeof message;
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST;
+    message.request.sdiag_family = AF_UNIX;
+    message.request.udiag_states = ~0U;
+    message.request.udiag_ino = (unsigned)own.st_ino;
+    message.request.udiag_show = UDIAG_SHOW_PEER;
+    message.request.udiag_cookie[0] = ~0U;
+    message.request.udiag_cookie[1] = ~0U;
+    struct sockaddr_nl kernel;
+    memset(&kernel, 0, sizeof kernel);
+    kernel.nl_family = AF_NETLINK;
+    if (sendto(diag, &message, sizeof message, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
+        close(diag);
+        return -1;
+    }
+    long buffer[1024];
+    ssize_t received = recv(diag, buffer, sizeof buffer, 0);
+    close(diag);
+    if (received <= 0) return -1;
+    int length = (int)received;
+    struct nlmsghdr *header = (struct nlmsghdr *)buffer;
+    if (!NLMSG_OK(header, length) || header->nlmsg_type != SOCK_DIAG_BY_FAMILY) return -1;
+    struct unix_diag_msg *reply = (struct unix_diag_msg *)NLMSG_DATA(header);
+    if (reply->udiag_ino != (unsigned)own.st_ino) return -1;
+    struct rtattr *attribute = (struct rtattr *)(reply + 1);
+    int remaining = (int)header->nlmsg_len - (int)NLMSG_LENGTH(sizeof *reply);
+    while (RTA_OK(attribute, remaining)) {
+        if (attribute->rta_type == UNIX_DIAG_PEER) return (long)*(unsigned *)RTA_DATA(attribute);
+        attribute = RTA_NEXT(attribute, remaining);
+    }
+    return -1;
+}

@@ -1,3 +1,4 @@
+import CProcessControl
 import Foundation
 import KeychainCore
 import KeychainWire
@@ -120,7 +121,13 @@ final class DaemonConnection: @unchecked Sendable {
 
     /// Connects without blocking for more than a second (a daemon whose backlog is full, or that is
     /// stopped, does not accept).
+    ///
+    /// The process is made non-dumpable first (as the `security` command always is): otherwise another
+    /// process of its user could attach to it, read its memory or take this connection's descriptor
+    /// (`pidfd_getfd`), and speak to the daemon as this program. The daemon refuses item requests from a
+    /// dumpable process of another user than root.
     init(path: String) throws {
+        _ = process_control_forbid_dumps()
         var address = sockaddr_un()
         guard path.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else {
             throw KeychainError.notAvailable("the socket path \(path) is too long")
@@ -146,6 +153,7 @@ final class DaemonConnection: @unchecked Sendable {
                 if poll(&entry, 1, 1000) == 1, getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &pending, &length) == 0,
                     pending == 0
                 {
+                    try Self.checkServer(descriptor, path: path)
                     stream = FrameStream(descriptor: descriptor)
                     return
                 }
@@ -156,7 +164,27 @@ final class DaemonConnection: @unchecked Sendable {
             throw KeychainError.notAvailable(
                 "the keychain daemon at \(path) is not running (\(String(cString: strerror(error))))")
         }
+        try Self.checkServer(descriptor, path: path)
         stream = FrameStream(descriptor: descriptor)
+    }
+
+    /// The system daemon's socket must be served by root or by a user of its own: a server of the
+    /// client's own uid there is one of the client's processes standing in for it (it would collect
+    /// passcodes and secrets).
+    private static func checkServer(_ descriptor: Int32, path: String) throws {
+        guard path == KeychainLocations.systemSocket else { return }
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var gid: UInt32 = 0
+        guard process_control_peer_credentials(descriptor, &pid, &uid, &gid) == 0 else {
+            Glibc.close(descriptor)
+            throw KeychainError.notAvailable("cannot tell who serves \(path)")
+        }
+        if uid != 0, uid == getuid() {
+            Glibc.close(descriptor)
+            throw KeychainError.notAvailable(
+                "\(path) is served by a process of this user, not by the system daemon; refused")
+        }
     }
 
     func close() { Glibc.close(stream.descriptor) }

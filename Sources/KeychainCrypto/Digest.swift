@@ -5,6 +5,7 @@ import Foundation
 /// SHA-256 serves key derivation, SHA-1 the `sha1` attribute that Apple's API returns.
 public enum Digest {
     nonisolated(unsafe) private static let sha256Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+    static var sha256Fetched: OpaquePointer? { sha256Algorithm }
     nonisolated(unsafe) private static let sha1Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA1", nil)
 
     public static func sha256(_ bytes: UnsafeRawBufferPointer) throws -> [UInt8] {
@@ -34,5 +35,38 @@ public enum Digest {
         }
         guard ok == 1 else { throw CryptoError.libraryFailure("EVP_Digest") }
         return output
+    }
+}
+
+/// SHA-256 of a stream of chunks, for inputs too large to hold at once (an executable the daemon
+/// hashes is read a megabyte at a time).
+public final class SHA256Stream {
+    private let context: OpaquePointer
+
+    public init() throws {
+        guard let context = EVP_MD_CTX_new() else { throw CryptoError.libraryFailure("EVP_MD_CTX_new") }
+        self.context = context
+        guard EVP_DigestInit_ex2(context, Digest.sha256Fetched, nil) == 1 else {
+            EVP_MD_CTX_free(context)
+            throw CryptoError.libraryFailure("EVP_DigestInit_ex2")
+        }
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    public func update(_ bytes: UnsafeRawBufferPointer) throws {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        guard EVP_DigestUpdate(context, base, bytes.count) == 1 else {
+            throw CryptoError.libraryFailure("EVP_DigestUpdate")
+        }
+    }
+
+    public func finish() throws -> Data {
+        var output = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        guard EVP_DigestFinal_ex(context, &output, &length) == 1, length == 32 else {
+            throw CryptoError.libraryFailure("EVP_DigestFinal_ex")
+        }
+        return Data(output)
     }
 }

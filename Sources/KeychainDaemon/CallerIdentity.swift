@@ -2,17 +2,27 @@ import Foundation
 import KeychainCore
 import Synchronization
 
-/// Who one connection's process is, as far as the registry goes: worked out from the kernel's facts
-/// (never from anything the client says), kept while the process runs the same executable, and worked
-/// out again when it has run `exec` since.
+/// Who one connection's process is, as far as the registry goes: worked out once, when the connection
+/// is accepted, from the kernel's facts (never from anything the client says). A connection belongs to
+/// the program that opened it: if the process later runs another executable (`exec`), the connection
+/// is closed rather than identified again, so a process cannot connect first and then become a
+/// registered program with the connection still in hand.
 final class CallerIdentity: Sendable {
     let peer: PeerProcess
-    private let known = Mutex<(key: ExecutableKey, executable: Result<RunningExecutable, KeychainError>)?>(nil)
+    /// The running executable's file identity when the connection was accepted.
+    private let initialKey: ExecutableKey?
+    /// The identification made then, kept for the connection's life.
+    let identified: Result<RunningExecutable, KeychainError>
 
     /// The last refusal logged for this connection: one line per reason, not one per request.
     private let loggedRefusal = Mutex<String?>(nil)
 
-    init(peer: PeerProcess) { self.peer = peer }
+    /// `connection` is the daemon's end of the socket.
+    init(peer: PeerProcess, connection: Int32) {
+        self.peer = peer
+        initialKey = peer.executableKey()
+        identified = Self.identify(peer, connection: connection)
+    }
 
     /// Whether `reason` differs from the last refusal logged for this connection (and records it).
     func isNewRefusal(_ reason: String) -> Bool {
@@ -22,29 +32,50 @@ final class CallerIdentity: Sendable {
         }
     }
 
-    /// The executable the peer runs now, or why it cannot be identified.
-    func executable() -> Result<RunningExecutable, KeychainError> {
-        guard let key = peer.executableKey() else { return .failure(gone) }
-        if let cached = known.withLock({ $0 }), cached.key == key { return cached.executable }
-        let executable = identify()
-        if case .success(let found) = executable { known.withLock { $0 = (found.key, executable) } }
-        return executable
+    /// Whether the process runs another executable than when it connected (or has ended).
+    var hasChangedExecutable: Bool {
+        guard let initialKey, let now = peer.executableKey() else { return true }
+        return now != initialKey
     }
 
-    private var gone: KeychainError { .missingEntitlement("the calling process \(peer.pid) has ended") }
-
-    private func identify() -> Result<RunningExecutable, KeychainError> {
+    private static func identify(_ peer: PeerProcess, connection: Int32) -> Result<RunningExecutable, KeychainError> {
+        let gone = KeychainError.missingEntitlement("the calling process \(peer.pid) has ended")
         guard let descriptor = peer.openExecutable() else { return .failure(gone) }
         defer { close(descriptor) }
         guard let path = peer.executablePath(), let (key, digest) = ExecutableDigests.digest(ofOpenFile: descriptor)
-        else { return .failure(.missingEntitlement("the executable of process \(peer.pid) cannot be read")) }
-        if let variable = peer.injectingVariable() {
+        else {
             return .failure(
-                .missingEntitlement(
-                    "process \(peer.pid) (\(path)) runs with \(variable) set, so it may not be that program"))
+                .missingEntitlement("the executable of process \(peer.pid) cannot be read, or is over 1 GiB"))
         }
-        if peer.isTraced() {
-            return .failure(.missingEntitlement("process \(peer.pid) (\(path)) is being traced"))
+        func refuse(_ reason: String) -> Result<RunningExecutable, KeychainError> {
+            .failure(.missingEntitlement("process \(peer.pid) (\(path)) \(reason)"))
+        }
+        if !peer.sharesUserNamespace {
+            // Inside its own user namespace a process can mount its own /etc (ld.so.preload) or libraries.
+            return refuse("runs in a user namespace of its own (a container, or unshare)")
+        }
+        if peer.uid != 0, peer.isDumpable {
+            return refuse(
+                "is dumpable: other processes of its user could take its descriptors or memory (a client must call prctl(PR_SET_DUMPABLE, 0) before connecting, as the Security library does)"
+            )
+        }
+        if let variable = peer.injectingVariable() {
+            return refuse("runs with \(variable) set, so it may not be that program")
+        }
+        if peer.isTraced() { return refuse("is being traced") }
+        // The connection must be this program's own: opened by it (closed on exec), and still in its hands.
+        // One that is inheritable may have been opened by another program before an exec; one it does
+        // not hold belongs to another process (a child it forked before the exec, say).
+        switch peer.holding(connection: connection) {
+        case .ownedByThisProgram: break
+        case .inheritable:
+            return refuse(
+                "holds the connection without close-on-exec: it may have come from the program before an exec")
+        case .notHeld: return refuse("does not hold the connection: another process speaks on it")
+        case .unknown: return refuse("cannot be matched to the connection (the kernel's sock_diag did not answer)")
+        }
+        if let foreign = peer.foreignCode(executable: key) {
+            return refuse("runs code from \(foreign), which is not root's and write-protected")
         }
         // Everything above was read through /proc/<pid>: it described the process that connected only if
         // that process is still there now.

@@ -3,6 +3,7 @@ import KeychainCore
 import KeychainCrypto
 import KeychainEngine
 import KeychainKeybag
+import KeychainWire
 import Synchronization
 
 /// What the daemon decides: which keychain a connection reaches (by the uid the kernel gives), whether
@@ -76,6 +77,20 @@ public final class KeychainDaemon: Sendable {
                 }
                 return .success(
                     try InProcessKeychainService(keychain: tenant.keychain, client: client).perform(request))
+            case .setPasscode(_, current: nil)
+            where configuration.mode == .system && caller.peer.uid != 0 && !tenant.keychain.status.passcodeSet:
+                // A first passcode proves nothing about who sets it. Were it allowed on a keychain that
+                // already holds items or apps, any process of the user could set one and then pass the
+                // registry's passcode check with it.
+                guard try tenant.keychain.isEmpty(), case .success(let apps) = tenant.registry.entries(), apps.isEmpty
+                else {
+                    throw KeychainError.authenticationFailed(
+                        "in system mode a first passcode can be set only on an empty keychain (no items, no apps); this one needs its directory removed by an administrator"
+                    )
+                }
+                return .success(
+                    try InProcessKeychainService(keychain: tenant.keychain, client: ClientIdentity(accessGroups: []))
+                        .perform(request))
             case .status, .lock, .unlock, .setPasscode, .removePasscode, .setEraseAfterFailedAttempts, .location:
                 let answer = try InProcessKeychainService(
                     keychain: tenant.keychain, client: ClientIdentity(accessGroups: [])
@@ -108,19 +123,33 @@ public final class KeychainDaemon: Sendable {
         }
     }
 
+    /// The largest request this caller may send: the protocol's limit (a 64 MiB secret) for a registered
+    /// app, 1 MiB for anyone else, whose item requests are refused anyway. So a process that is no app
+    /// of this keychain cannot make the daemon hold large frames.
+    func frameLimit(for caller: CallerIdentity) -> Int {
+        let unregistered = 1 << 20
+        guard let tenant = try? tenant(for: caller.peer.uid), case .success(let executable) = caller.identified,
+            case .success(let apps) = tenant.registry.entries(),
+            case .success = executable.registration(in: apps, development: configuration.development)
+        else { return unregistered }
+        return WireFormat.maximumPayload
+    }
+
     /// The access groups the caller's executable is registered with; -34018 when it is not registered,
     /// has changed, or cannot be identified. Nothing the client sent is consulted.
     private func entitlements(of caller: CallerIdentity, in tenant: Tenant) throws -> ClientIdentity {
-        let executable = try caller.executable().get()
+        let executable = try caller.identified.get()
         let apps = try tenant.registry.entries().mapError { registryError in
             KeychainError.missingEntitlement("the app registry cannot be used: \(registryError.reason)")
         }.get()
         return try executable.registration(in: apps, development: configuration.development).get().identity
     }
 
-    /// The daemon's owner and root may change a registry. In system mode a user changes their own
-    /// keychain's registry only with its passcode (checked under the usual delays), so that a process of
-    /// theirs cannot register itself; a keychain without a passcode accepts changes from root alone.
+    /// In user mode the daemon's owner (the only user it serves) changes the registry. In system mode
+    /// each uid reaches its own keychain only: root changes its own registry freely, any other user
+    /// changes theirs only with the keychain's passcode (checked like an unlock, under the same delays),
+    /// so that a process of theirs cannot register itself; a keychain without a passcode cannot have
+    /// its registry changed by its user at all.
     private func authorizeRegistryChange(by caller: CallerIdentity, in tenant: Tenant, passcode: SecureBytes?) throws {
         if configuration.mode == .user || caller.peer.uid == 0 { return }
         guard tenant.keychain.status.passcodeSet else {

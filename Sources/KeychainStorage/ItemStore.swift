@@ -92,6 +92,13 @@ public struct ItemStore {
         try connection.execute("DELETE FROM attribute_index")
     }
 
+    /// Whether any row is stored (live items and tombstones alike).
+    public func isEmpty() throws -> Bool {
+        let statement = try connection.statement("SELECT 1 FROM items LIMIT 1")
+        defer { statement.reset() }
+        return try !statement.step()
+    }
+
     public func item(rowID: Int64) throws -> StoredItem? {
         let statement = try connection.statement("SELECT \(Self.columns) FROM items WHERE rowid = ?")
         defer { statement.reset() }

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCrypto
 
 #if canImport(Glibc)
     import Glibc
@@ -24,6 +25,8 @@ public final class FrameStream {
     private var receiveTimeout: Duration??
     private var sendTimeout: Duration?
 
+    deinit { buffer.withUnsafeMutableBytes { SecureMemory.wipe($0) } }
+
     /// Takes over a connected socket, turning it blocking.
     public init(descriptor: Int32) {
         self.descriptor = descriptor
@@ -45,7 +48,13 @@ public final class FrameStream {
 
     /// Reads one frame. `idle` bounds the wait for its first byte (nil: wait as long as it takes), and
     /// `stall` every wait after that.
-    public func readFrame(idle: Duration?, stall: Duration) throws(Failure) -> Data {
+    ///
+    /// `maximumPayload` may lower the protocol's limit for this frame, and `admit` is asked before memory
+    /// is set aside for a frame larger than the read buffer (false refuses the frame).
+    public func readFrame(
+        idle: Duration?, stall: Duration, maximumPayload: Int = WireFormat.maximumPayload,
+        admit: (Int) -> Bool = { _ in true }
+    ) throws(Failure) -> Data {
         try buffered(atLeast: WireFormat.headerSize, firstWait: idle, laterWait: stall, frameStarted: false)
         let checked: FrameHeader
         do {
@@ -53,7 +62,15 @@ public final class FrameStream {
         } catch {
             throw .malformed(error)
         }
+        guard checked.payloadLength <= maximumPayload else {
+            throw .malformed(
+                WireError(
+                    "a payload of \(checked.payloadLength) bytes is over this connection's limit of \(maximumPayload)"))
+        }
         let total = WireFormat.headerSize + checked.payloadLength
+        guard total <= buffer.count || admit(total) else {
+            throw .malformed(WireError("the daemon holds too many large requests at once; try again"))
+        }
         if total <= buffer.count {
             try buffered(atLeast: total, firstWait: stall, laterWait: stall, frameStarted: true)
             defer { consume(total) }
@@ -85,6 +102,7 @@ public final class FrameStream {
             buffer.withUnsafeMutableBytes { raw in
                 guard let base = raw.baseAddress else { return }
                 memmove(base, base + start, end - start)
+                SecureMemory.wipe(UnsafeMutableRawBufferPointer(rebasing: raw[(end - start)..<end]))
             }
             end -= start
             start = 0
@@ -105,6 +123,10 @@ public final class FrameStream {
     }
 
     private func consume(_ count: Int) {
+        // What was handed out may hold a passcode or a secret: it does not stay behind in the buffer.
+        buffer.withUnsafeMutableBytes { raw in
+            SecureMemory.wipe(UnsafeMutableRawBufferPointer(rebasing: raw[start..<start + count]))
+        }
         start += count
         if start == end {
             start = 0

@@ -255,6 +255,13 @@ private enum LockStateCode {
 
 private struct PayloadReader {
     private var reader: ByteReader
+    /// Values left to decode in this frame (`WireFormat.maximumValues`).
+    private var budget = WireFormat.maximumValues
+
+    private mutating func spend() throws(WireError) {
+        budget -= 1
+        guard budget >= 0 else { throw WireError("more than \(WireFormat.maximumValues) values in one frame") }
+    }
 
     init(_ payload: Data) { reader = ByteReader(payload) }
 
@@ -374,6 +381,7 @@ private struct PayloadReader {
 
     private mutating func result(depth: Int) throws(WireError) -> ItemResult {
         guard depth < WireFormat.maximumDepth else { throw WireError("results nest too deeply") }
+        try spend()
         switch try byte() {
         case 1: return .data(try bytes())
         case 2: return .dictionary(try dictionary(depth: depth + 1))
@@ -399,6 +407,7 @@ private struct PayloadReader {
 
     private mutating func value(depth: Int) throws(WireError) -> ItemValue {
         guard depth < WireFormat.maximumDepth else { throw WireError("values nest too deeply") }
+        try spend()
         switch try byte() {
         case 1: return .string(try string())
         case 2: return .data(try bytes())

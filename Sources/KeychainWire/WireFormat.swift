@@ -17,6 +17,9 @@ public enum WireFormat {
     /// query holds, low enough that no frame can make the decoder recurse or allocate without bound.
     public static let maximumDepth = 8
     public static let maximumEntries = 4096
+    /// Values, results and keys in one frame, all told: a frame of nested empty arrays would otherwise
+    /// decode into far more memory than it takes on the wire.
+    public static let maximumValues = 65_536
 }
 
 /// What a frame carries.

@@ -139,13 +139,14 @@ struct StateVerbs {
     }
 
     /// A keychain error as macOS reports it: the status, and the keychain's reason where the status
-    /// alone would leave the user guessing (wrong passcodes and delays speak for themselves).
+    /// alone would leave the user guessing (which includes how many wrong passcodes were counted, and a
+    /// daemon's refusal to set a passcode; delays speak for themselves).
     private func failure(_ error: any Error, function: String) -> Failure {
         guard let error = error as? KeychainError else {
             return .keychain(errSecInternalComponent, function: function, detail: "\(error)")
         }
         switch error.code {
-        case .authenticationFailed, .interactionNotAllowed, .invalidParameter:
+        case .interactionNotAllowed, .invalidParameter:
             return .keychain(error.osStatus, function: function)
         default:
             return .keychain(error.osStatus, function: function, detail: error.reason)

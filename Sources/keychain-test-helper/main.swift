@@ -12,6 +12,7 @@
 //   keychain-test-helper count <service>              how many generic passwords of <service> it can see
 //   keychain-test-helper groups <service>             the access groups of those it can see
 //                                                     (each prints "status <n>" on failure)
+//   keychain-test-helper sleep <seconds> <ignored>    wait, doing nothing
 
 import Foundation
 import Security
@@ -34,7 +35,7 @@ guard arguments.count >= 3 else {
     FileHandle.standardError.write(Data("usage: keychain-test-helper VERB ARG...\n".utf8))
     exit(2)
 }
-guard arguments.count >= 4 || ["count", "groups"].contains(arguments[1]) else { exit(2) }
+guard arguments.count >= 4 || ["count", "groups", "sleep"].contains(arguments[1]) else { exit(2) }
 
 switch arguments[1] {
 case "add":
@@ -75,6 +76,8 @@ case "read", "close":
         say("status \(status)")
     }
     if arguments[1] == "close" { EmbeddedKeychain.closeDatabases() }
+case "sleep":
+    sleep(UInt32(arguments[2]) ?? 1)
 case "put":
     guard arguments.count >= 5 else { exit(2) }
     var query = item(arguments[2], arguments[3])

@@ -75,6 +75,41 @@ final class DaemonBadInputTests: XCTestCase {
         assertStillServing()
     }
 
+    func testAProcessThatIsNoAppCannotMakeTheDaemonHoldLargeOrExplodingFrames() throws {
+        // This test process is not registered: its frames are held to 1 MiB, refused from the header.
+        XCTAssertEqual(failureCode(try exchange(header(length: 2 << 20))), .invalidParameter)
+        XCTAssertTrue(daemon.log.contains("over this connection's limit of 1048576"), daemon.log)
+        // A small frame that would decode into very many values.
+        var payload = Data([2])  // copyMatching
+        payload += Data([1, 0, 0, 0])  // one entry
+        payload += Data([1, 0, 0, 0]) + Data("k".utf8)
+        payload += Data([7]) + withUnsafeBytes(of: UInt32(4096).littleEndian) { Data($0) }
+        for _ in 0..<4096 {
+            payload +=
+                Data([7]) + withUnsafeBytes(of: UInt32(20).littleEndian) { Data($0) } + Data(repeating: 11, count: 20)
+        }
+        XCTAssertEqual(failureCode(try exchange(header(length: UInt32(payload.count)) + payload)), .invalidParameter)
+        XCTAssertTrue(daemon.log.contains("more than \(WireFormat.maximumValues) values in one frame"), daemon.log)
+        assertStillServing()
+    }
+
+    func testOneUserCannotTakeEveryConnection() throws {
+        guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
+        let system = try TestDaemon(arguments: ["--system"])
+        // 128 connections of one uid (an eighth of 1,024) are held; the next is closed at once.
+        let held = try (0..<128).map { _ in try RawConnection(system.socket) }
+        let deadline = Date().addingTimeInterval(5)
+        while !system.log.contains("connection limit reached"), Date() < deadline {
+            _ = try RawConnection(system.socket).readUntilClosed(timeout: 0.2)
+        }
+        XCTAssertTrue(system.log.contains("connection limit reached (uid 0: 128 at most"), system.log)
+        // Another user is still served.
+        let other = try ClientPrograms.run(
+            ClientPrograms.built("security"), ["show-keychain-info"], daemon: system, user: 65534)
+        XCTAssertEqual(other.status, 0, other.output)
+        XCTAssertEqual(held.count, 128)
+    }
+
     func testATruncatedFrameChangesNothing() throws {
         let programs = try ClientPrograms()
         let app = try programs.app("app")

@@ -66,5 +66,34 @@ final class SystemModeTests: XCTestCase {
         result = try ClientPrograms.run("/bin/cat", [users + "/65534/device-root"], daemon: nil, user: nobody)
         XCTAssertNotEqual(result.status, 0, "the user reads the device root of their own keychain")
         XCTAssertTrue(result.output.contains("Permission denied"), result.output)
+
+        // Removing the passcode does not open the registry to whoever sets the next one: on a keychain
+        // holding items and apps, a first passcode cannot be set by the user.
+        result = try ClientPrograms.run(
+            security, ["set-keychain-password", "-o", "8642", "-p", "", "-y"], daemon: daemon, user: nobody)
+        XCTAssertEqual(result.status, 0, result.output)
+        result = try ClientPrograms.run(
+            security, ["set-keychain-password", "-p", "attacker"], daemon: daemon, user: nobody)
+        XCTAssertNotEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("only on an empty keychain"), result.output)
+        result = try ClientPrograms.run(security, register + ["-p", "attacker"], daemon: daemon, user: nobody)
+        XCTAssertNotEqual(result.status, 0, result.output)
+    }
+
+    func testTheDaemonNeverChangesADirectoryItDidNotMake() throws {
+        let shared = NSTemporaryDirectory() + "shared-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        chmod(shared, 0o1777)
+        for mode in [["--system"], []] {
+            let result = try ClientPrograms.run(
+                TestDaemon.binary, mode + ["--home", shared + "/home", "--socket", shared + "/securityd.sock"],
+                daemon: nil)
+            XCTAssertEqual(result.status, 1, result.output)
+            XCTAssertTrue(result.output.contains("no one else can write to"), result.output)
+            var info = stat()
+            XCTAssertEqual(stat(shared, &info), 0)
+            XCTAssertEqual(info.st_mode & 0o7777, 0o1777, "the shared directory was changed")
+        }
     }
 }

@@ -11,13 +11,28 @@ import Synchronization
 enum ExecutableDigests {
     private static let cache = Mutex<[ExecutableKey: Data]>([:])
     private static let limit = 256
+    /// Executables larger than this are not hashed (nor trusted): a sparse file of many gigabytes would
+    /// otherwise cost the daemon minutes of reading for one connection.
+    static let maximumSize: Int64 = 1 << 30
+    /// One hash at a time: a burst of connections from a large new executable reads it once, the
+    /// others then find it cached.
+    private static let hashing = Mutex(())
 
     /// The digest of the open file `descriptor` (read from its start), and its identity.
     static func digest(ofOpenFile descriptor: Int32) -> (key: ExecutableKey, digest: Data)? {
         var info = stat()
         guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
         let key = ExecutableKey(info)
+        guard key.size <= maximumSize else { return nil }
         if let known = cache.withLock({ $0[key] }) { return (key, known) }
+        return hashing.withLock { _ in
+            if let known = cache.withLock({ $0[key] }) { return (key, known) }
+            return hashAndRemember(descriptor, key: key)
+        }
+    }
+
+    private static func hashAndRemember(_ descriptor: Int32, key: ExecutableKey) -> (key: ExecutableKey, digest: Data)?
+    {
         guard let digest = hash(descriptor) else { return nil }
         // The file may have changed while it was read; then the digest is of neither version.
         var after = stat()
@@ -37,20 +52,24 @@ enum ExecutableDigests {
         return digest(ofOpenFile: descriptor)?.digest
     }
 
+    /// Streams the file through SHA-256 a megabyte at a time.
     private static func hash(_ descriptor: Int32) -> Data? {
-        var contents = Data()
+        guard let stream = try? SHA256Stream() else { return nil }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset: off_t = 0
         while true {
-            let count = pread(descriptor, &buffer, buffer.count, offset)
+            let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
             if count < 0 {
                 if errno == EINTR { continue }
                 return nil
             }
             if count == 0 { break }
-            contents.append(contentsOf: buffer[..<count])
+            guard
+                (try? buffer.withUnsafeBytes { try stream.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) })
+                    != nil, Int64(offset) + Int64(count) <= maximumSize
+            else { return nil }
             offset += off_t(count)
         }
-        return try? Digest.sha256(contents)
+        return try? stream.finish()
     }
 }

@@ -110,6 +110,102 @@ final class PeerProcess: @unchecked Sendable {
         return nil
     }
 
+    /// Whether the process is in this daemon's user namespace.
+    var sharesUserNamespace: Bool {
+        var theirs = stat()
+        guard fstatat(procDirectory, "ns/user", &theirs, 0) == 0 else { return false }
+        return theirs.st_ino == Self.ownUserNamespace.inode && theirs.st_dev == Self.ownUserNamespace.device
+    }
+
+    private static let ownUserNamespace: (inode: ino_t, device: dev_t) = {
+        var own = stat()
+        guard stat("/proc/self/ns/user", &own) == 0 else { return (0, 0) }
+        return (own.st_ino, own.st_dev)
+    }()
+
+    /// Whether other processes of its user may attach to it, read its memory or take its descriptors.
+    /// The kernel shows the `/proc` files of a process that is not dumpable as root's; looking one up
+    /// afresh reflects the process's setting now.
+    var isDumpable: Bool {
+        var info = stat()
+        guard fstatat(procDirectory, "status", &info, 0) == 0 else { return true }
+        return info.st_uid != 0
+    }
+
+    /// The first file the process has mapped as code, other than its executable, that is not a regular
+    /// file owned by root and writable by no one else, or that is no longer the file at its path
+    /// (replaced, or deleted: a memfd too). Nil when all its code is the system's.
+    func foreignCode(executable: ExecutableKey) -> String? {
+        guard let maps = read("maps") else { return "its memory map, which cannot be read" }
+        var checked = Set<String>()
+        for line in String(decoding: maps, as: UTF8.self).split(separator: "\n") {
+            // start-end perms offset device inode path
+            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count == 6, fields[1].contains("x") else { continue }
+            let path = fields[5].trimmingCharacters(in: .whitespaces)
+            guard path.hasPrefix("/"), !checked.contains(path) else { continue }
+            checked.insert(path)
+            guard let inode = UInt64(fields[4]), !path.hasSuffix(" (deleted)") else { return path }
+            var info = stat()
+            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
+                UInt64(info.st_ino) == inode || Self.isOverlay(path)
+            else { return path }
+            if UInt64(info.st_ino) == executable.inode, UInt64(info.st_dev) == executable.device { continue }
+            if info.st_uid != 0 || info.st_mode & 0o022 != 0 { return path }
+        }
+        return nil
+    }
+
+    /// overlayfs shows a mapped file's underlying inode in `maps` and its own in `stat`: there the
+    /// comparison cannot be made, and ownership alone is checked.
+    private static func isOverlay(_ path: String) -> Bool {
+        process_control_filesystem_type(path) == 0x794c_7630
+    }
+
+    /// How the process holds the client end of this connection.
+    enum ConnectionHolding: Equatable {
+        /// Open, and closed on exec: the process opened it for itself.
+        case ownedByThisProgram
+        /// Open without close-on-exec: it may have come through an `exec`, from another program.
+        case inheritable
+        /// Not open in this process: another process (a child, or one it was passed to) holds it.
+        case notHeld
+        /// The kernel would not say which socket is the client's.
+        case unknown
+    }
+
+    /// Finds the client end of the connection (`socket` is the daemon's end) among the process's
+    /// descriptors, and whether it is closed on exec.
+    func holding(connection socket: Int32) -> ConnectionHolding {
+        let peerInode = process_control_unix_peer_inode(socket)
+        guard peerInode > 0 else { return .unknown }
+        let wanted = "socket:[\(peerInode)]"
+        let descriptors = openat(procDirectory, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptors >= 0, let directory = fdopendir(descriptors) else {
+            if descriptors >= 0 { close(descriptors) }
+            return .unknown
+        }
+        defer { closedir(directory) }
+        var buffer = [CChar](repeating: 0, count: 64)
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard let number = Int32(name) else { continue }
+            let length = readlinkat(dirfd(directory), name, &buffer, buffer.count - 1)
+            guard length > 0,
+                String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) == wanted
+            else { continue }
+            guard let info = read("fdinfo/\(number)") else { return .unknown }
+            for line in String(decoding: info, as: UTF8.self).split(separator: "\n") where line.hasPrefix("flags:") {
+                let flags = Int(line.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) ?? 0
+                return flags & Int(O_CLOEXEC) != 0 ? .ownedByThisProgram : .inheritable
+            }
+            return .unknown
+        }
+        return .notHeld
+    }
+
     /// Whether a debugger is attached (another process may be steering this one).
     func isTraced() -> Bool {
         guard let status = read("status") else { return false }
@@ -124,8 +220,19 @@ final class PeerProcess: @unchecked Sendable {
     private func read(_ name: String) -> Data? {
         let descriptor = openat(procDirectory, name, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
-        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
-        return try? handle.readToEnd() ?? Data()
+        defer { close(descriptor) }
+        // procfs files report no size and come a page at a time: read until the end.
+        var contents = Data()
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            if count == 0 { return contents }
+            contents.append(contentsOf: buffer[..<count])
+        }
     }
 
     /// When the process started, in clock ticks since boot (field 22 of `/proc/<pid>/stat`).

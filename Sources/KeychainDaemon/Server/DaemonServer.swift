@@ -15,9 +15,20 @@ public final class DaemonServer: Sendable {
     public let daemon: KeychainDaemon
     private let listener: Int32
     private let stopping = Atomic<Bool>(false)
-    /// Open connections (their descriptors), so that a stop can end their waits.
-    private let open = Mutex<Set<Int32>>([])
+    /// Open connections (their descriptors), so that a stop can end their waits, and how many each uid
+    /// has open, so that no one user can take every slot.
+    private let open = Mutex<(connections: Set<Int32>, perUID: [uid_t: Int])>(([], [:]))
     private let drained = Condition()
+    /// Bytes of large frames held at once, across all connections.
+    private let largeFrames = Atomic<Int>(0)
+    private static let largeFrameBudget = 256 << 20
+
+    /// Connections one uid may hold: all of them for a user's own daemon; an eighth for each user of the
+    /// system daemon.
+    private var perUIDLimit: Int {
+        daemon.configuration.mode == .user
+            ? daemon.configuration.maximumConnections : max(daemon.configuration.maximumConnections / 8, 1)
+    }
 
     /// Takes the socket systemd passed (socket activation), else binds the configured path (see
     /// `SocketFile.listen`); fails when another daemon already serves it.
@@ -53,9 +64,20 @@ public final class DaemonServer: Sendable {
                 break
             }
             let acceptedAt = BootClock.now
+            var pid: Int32 = 0
+            var uid: UInt32 = 0
+            var gid: UInt32 = 0
+            guard process_control_peer_credentials(connection, &pid, &uid, &gid) == 0 else {
+                close(connection)
+                continue
+            }
+            let limit = perUIDLimit
             let admitted = open.withLock { open in
-                guard open.count < daemon.configuration.maximumConnections else { return false }
-                open.insert(connection)
+                guard open.connections.count < daemon.configuration.maximumConnections,
+                    open.perUID[uid, default: 0] < limit
+                else { return false }
+                open.connections.insert(connection)
+                open.perUID[uid, default: 0] += 1
                 return true
             }
             guard admitted else {
@@ -63,13 +85,14 @@ public final class DaemonServer: Sendable {
                 refusedSinceLog += 1
                 if refusedSinceLog == 1 || refusedSinceLog % 1000 == 0 {
                     DaemonLog.warning(
-                        "\(daemon.configuration.maximumConnections) connections are open; closed \(refusedSinceLog) more"
+                        "connection limit reached (uid \(uid): \(limit) at most, \(daemon.configuration.maximumConnections) in all); closed \(refusedSinceLog) so far"
                     )
                 }
                 continue
             }
             refusedSinceLog = 0
-            let thread = Thread { [self] in serve(connection, acceptedAt: acceptedAt) }
+            let peerUID = uid
+            let thread = Thread { [self] in serve(connection, uid: peerUID, acceptedAt: acceptedAt) }
             thread.stackSize = 1 << 20
             thread.start()
         }
@@ -82,16 +105,20 @@ public final class DaemonServer: Sendable {
         stopping.store(true, ordering: .releasing)
         shutdown(listener, Int32(SHUT_RDWR))
         // Ends the wait of every connection between requests; a request already read is still answered.
-        for connection in open.withLock({ $0 }) { shutdown(connection, Int32(SHUT_RD)) }
-        let finished = drained.wait(until: deadline) { open.withLock { $0.isEmpty } }
+        for connection in open.withLock({ $0.connections }) { shutdown(connection, Int32(SHUT_RD)) }
+        let finished = drained.wait(until: deadline) { open.withLock { $0.connections.isEmpty } }
         if !finished { DaemonLog.warning("connections still open at the stop deadline; stopping anyway") }
         daemon.close()
     }
 
-    private func serve(_ connection: Int32, acceptedAt: UInt64) {
+    private func serve(_ connection: Int32, uid: uid_t, acceptedAt: UInt64) {
         defer {
             close(connection)
-            open.withLock { _ = $0.remove(connection) }
+            open.withLock { open in
+                _ = open.connections.remove(connection)
+                open.perUID[uid, default: 1] -= 1
+                if open.perUID[uid] == 0 { open.perUID[uid] = nil }
+            }
             drained.signal()
         }
         let peer: PeerProcess
@@ -106,13 +133,25 @@ public final class DaemonServer: Sendable {
                 "connection from pid \(peer.pid) uid \(peer.uid) refused: this daemon serves uid \(getuid()) only")
             return
         }
-        let caller = CallerIdentity(peer: peer)
+        let caller = CallerIdentity(peer: peer, connection: connection)
         let stream = FrameStream(descriptor: connection)
         let configuration = daemon.configuration
         while true {
             var frame: Data
+            var held = 0
+            defer { if held > 0 { largeFrames.subtract(held, ordering: .relaxed) } }
             do {
-                frame = try stream.readFrame(idle: configuration.idleTimeout, stall: configuration.stallTimeout)
+                frame = try stream.readFrame(
+                    idle: configuration.idleTimeout, stall: configuration.stallTimeout,
+                    maximumPayload: daemon.frameLimit(for: caller)
+                ) { size in
+                    guard largeFrames.add(size, ordering: .relaxed).newValue <= Self.largeFrameBudget else {
+                        largeFrames.subtract(size, ordering: .relaxed)
+                        return false
+                    }
+                    held = size
+                    return true
+                }
             } catch {
                 switch error {
                 case .closed: break
@@ -129,6 +168,11 @@ public final class DaemonServer: Sendable {
                 frame.resetBytes(in: 0..<frame.count)
             } catch {
                 refuse(peer, stream, error)
+                return
+            }
+            if caller.hasChangedExecutable {
+                DaemonLog.warning(
+                    "pid \(peer.pid) uid \(peer.uid) runs another executable than when it connected; connection closed")
                 return
             }
             let answer = daemon.handle(decoded.request, from: caller)

@@ -38,12 +38,7 @@ enum SocketFile {
             throw KeychainError.invalidParameter("the socket path \(path) is too long for a Unix socket")
         }
         let directory = (path as NSString).deletingLastPathComponent
-        do {
-            let made = try SecureFiles.ensureDirectory(directory.isEmpty ? "." : directory)
-            if forEveryone { chmod(made, 0o755) }
-        } catch {
-            throw KeychainError.notAvailable("cannot use the socket's directory: \(error)")
-        }
+        try prepareDirectory(directory.isEmpty ? "." : directory, forEveryone: forEveryone)
         var info = stat()
         if lstat(path, &info) == 0 {
             guard info.st_mode & S_IFMT == S_IFSOCK else {
@@ -80,6 +75,32 @@ enum SocketFile {
             throw KeychainError.notAvailable("cannot listen on \(path) (errno \(error))")
         }
         return descriptor
+    }
+
+    /// A directory that exists is used only if it is this daemon's user's and no one else can write to
+    /// it, and it is never changed (it may be shared, like /tmp, or made by systemd); a missing one is
+    /// made 0700, then opened to 0755 for the system daemon, whose clients of every user reach in.
+    private static func prepareDirectory(_ directory: String, forEveryone: Bool) throws {
+        var info = stat()
+        if lstat(directory, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid(), info.st_mode & 0o022 == 0 else {
+                throw KeychainError.notAvailable(
+                    "the socket's directory \(directory) must be a directory of this daemon's user that no one else can write to (it was left as it is)"
+                )
+            }
+            do {
+                _ = try SecureFiles.trustedPath(directory)
+            } catch {
+                throw KeychainError.notAvailable("cannot use the socket's directory: \(error)")
+            }
+            return
+        }
+        do {
+            let made = try SecureFiles.ensureDirectory(directory)
+            if forEveryone { chmod(made, 0o755) }
+        } catch {
+            throw KeychainError.notAvailable("cannot use the socket's directory: \(error)")
+        }
     }
 
     static func address(_ path: String) -> sockaddr_un {

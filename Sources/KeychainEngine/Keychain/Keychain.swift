@@ -182,6 +182,15 @@ public final class Keychain: Sendable {
         try connection.writeTransaction { try ItemStore(connection: connection).deleteAll() }
     }
 
+    /// Whether the keychain holds no item at all (of any group, tombstones included).
+    public func isEmpty() throws -> Bool {
+        do {
+            return try pool.withConnection { try ItemStore(connection: $0).isEmpty() }
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
     /// A MAC under the device root, for files beside the keychain that the root vouches for (the
     /// daemon's app registry): a copy edited without the root no longer verifies.
     public func authenticationCode(for data: Data) throws -> Data {

@@ -11,8 +11,10 @@ import Synchronization
 /// Which keychain service this process's SecItem calls (and the `security` command) use.
 ///
 /// The daemon whenever its socket exists: `KEYCHAIN_SOCKET` if set (set but empty means no daemon),
-/// else `$XDG_RUNTIME_DIR/keychain/securityd.sock`, else the system daemon's
-/// `/run/keychain/securityd.sock`. Otherwise the embedded engine, on the keychain the environment
+/// else the system daemon's `/run/keychain/securityd.sock`, else the user's
+/// `$XDG_RUNTIME_DIR/keychain/securityd.sock`. The system socket comes first: a path that the user's own
+/// processes can create must not outrank it, or any of them could stand in for the system daemon and
+/// collect the passcode that proves the user to it. Otherwise the embedded engine, on the keychain the environment
 /// names (`EmbeddedKeychain`), for the caller the environment describes. A daemon chosen and then gone
 /// is `errSecNotAvailable`, never a silent switch to the files. `use(_:)` puts another service in
 /// place of both (tests put a fake there).
@@ -47,7 +49,7 @@ public enum KeychainServices {
         {
             return last.socket
         }
-        let socket = [KeychainLocations.userSocket, KeychainLocations.systemSocket].compactMap { $0 }.first(
+        let socket = [KeychainLocations.systemSocket, KeychainLocations.userSocket].compactMap { $0 }.first(
             where: isSocket)
         lastLookup.withLock { $0 = (variable, runtime, now, socket) }
         return socket
