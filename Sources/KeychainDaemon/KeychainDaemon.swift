@@ -211,7 +211,15 @@ public final class KeychainDaemon: Sendable {
 
     /// Closes the databases on the way out, so the log is folded into them.
     func close() {
-        for tenant in tenants.withLock({ Array($0.values) }) { tenant.keychain.closeIdleConnections() }
+        for tenant in tenants.withLock({ Array($0.values) }) {
+            let (writes, commits) = tenant.keychain.writeStatistics
+            if writes > 0 {
+                DaemonLog.info(
+                    "uid \(tenant.uid): \(writes) writes in \(commits) commits (\(String(format: "%.1f", Double(writes) / Double(commits))) per commit)"
+                )
+            }
+            tenant.keychain.closeIdleConnections()
+        }
     }
 
     static var monotonicNow: UInt64 {

@@ -42,6 +42,9 @@ public final class ConnectionPool: Sendable {
         try batcher.write(body)
     }
 
+    /// Writes run and transactions committed for them since the pool opened.
+    public var writeStatistics: (writes: Int, commits: Int) { batcher.statistics }
+
     /// Closes the idle connections. When they were the last connections to the file in any process,
     /// SQLite folds the write-ahead log into the database and removes it, so the next process to open
     /// the file does not have to replay the log to rebuild its index. Connections in use stay open until

@@ -16,6 +16,15 @@ final class WriteBatcher: @unchecked Sendable {
     private var running = false
     private var connection: Connection?
     private let open: () throws -> Connection
+    private var commits = 0
+    private var writes = 0
+
+    /// Writes run and transactions committed for them so far (their ratio is the grouping achieved).
+    var statistics: (writes: Int, commits: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (writes, commits)
+    }
 
     /// The largest batch: a bound on the work one commit can lose to one failing commit.
     private static let maximumBatch = 256
@@ -44,6 +53,8 @@ final class WriteBatcher: @unchecked Sendable {
                 run(batch)
                 condition.lock()
                 running = false
+                commits += 1
+                writes += batch.count
                 for finished in batch { finished.done = true }
                 condition.broadcast()
             }

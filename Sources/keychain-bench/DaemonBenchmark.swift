@@ -23,7 +23,10 @@ struct DaemonBenchmark {
         let daemon = Process()
         daemon.executableURL = URL(fileURLWithPath: binary)
         daemon.arguments = ["--home", root + "/daemon", "--socket", socket, "--exit-with-parent"]
-        daemon.standardError = FileHandle.nullDevice
+        let logPath = root + "/securityd.log"
+        try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        daemon.standardError = FileHandle(forWritingAtPath: logPath)
         do {
             try daemon.run()
         } catch {
@@ -119,6 +122,7 @@ struct DaemonBenchmark {
                 oneClient.median / engine.median, roundTrip.median / interleavedEngine.median))
 
         var rates: [Int: Double] = [:]
+        var soloWrites = 1_000  // the items loaded above, one client: one commit each
         for clients in [1, 16] {
             let (latencies, rate) = concurrently(clients: clients, socket: socket, count: writeSamples * 2) {
                 service, sample in
@@ -127,6 +131,7 @@ struct DaemonBenchmark {
                 _ = try service.add(item)
             }
             rates[clients] = rate
+            if clients == 1 { soloWrites += latencies.samples.count }
             line(
                 "add, \(clients) client\(clients == 1 ? "" : "s") (group commit)", latencies,
                 extra: String(format: "   %8.0f adds/s", rate))
@@ -154,6 +159,25 @@ struct DaemonBenchmark {
                 "security find-generic-password -w through securityd: \(format(command.median)) median, "
                     + String(format: "%.2f× the embedded command (target ≤ 1×)", command.median / embeddedCommandMedian)
             )
+        }
+        // The daemon reports its writes and commits when it stops; the lone writer's went one per commit.
+        daemon.terminate()
+        daemon.waitUntilExit()
+        let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        if let line = log.split(separator: "\n").first(where: { $0.contains(" writes in ") }) {
+            // "… uid U: W writes in C commits (…)"
+            let words = line.split(separator: " ")
+            if let index = words.firstIndex(of: "writes"), index > 0, index + 2 < words.count,
+                let allWrites = Int(words[index - 1]), let allCommits = Int(words[index + 2])
+            {
+                let (writes, commits) = (allWrites - soloWrites, allCommits - soloWrites)
+                if commits > 0 {
+                    print(
+                        String(
+                            format: "group commit, 16 clients: %.1f writes per commit (%d writes, %d commits)",
+                            Double(writes) / Double(commits), writes, commits))
+                }
+            }
         }
         print("")
     }

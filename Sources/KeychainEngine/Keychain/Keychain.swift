@@ -182,6 +182,10 @@ public final class Keychain: Sendable {
         try connection.writeTransaction { try ItemStore(connection: connection).deleteAll() }
     }
 
+    /// Writes made and the transactions that committed them since the keychain was opened: more writes
+    /// than commits means concurrent writers shared commits (and fsyncs).
+    public var writeStatistics: (writes: Int, commits: Int) { pool.writeStatistics }
+
     /// Whether the keychain holds no item at all (of any group, tombstones included).
     public func isEmpty() throws -> Bool {
         do {
