@@ -78,7 +78,7 @@ let package = Package(
         .target(name: "SecurityCommandLine", dependencies: ["Security", "KeychainCore", "KeychainCrypto"]),
         .executableTarget(
             name: "SecurityCommand",
-            dependencies: ["SecurityCommandLine", "KeychainCrypto"],
+            dependencies: ["SecurityCommandLine", "Security", "KeychainCrypto"],
             linkerSettings: [.unsafeFlags(staticRuntime, .when(platforms: [.linux], configuration: .release))]
         ),
         .executableTarget(

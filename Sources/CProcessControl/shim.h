@@ -8,6 +8,11 @@ static inline int process_control_forbid_dumps(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
+/// Whether the process is dumpable now: 1 yes, 0 no, -1 when the kernel does not say.
+static inline int process_control_is_dumpable(void) {
+    return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+}
+
 /// Asks the kernel to kill this process when its parent ends. Returns 0 on success.
 static inline int process_control_die_with_parent(void) {
     return prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);

@@ -106,6 +106,7 @@ public final class DaemonKeychainService: KeychainService {
         case .closed?, .broken?: "closed the connection (it stopped, or refused this process)"
         case .timedOut?: "did not answer in time"
         case .malformed(let reason)?: "sent a bad frame: \(reason.reason)"
+        case .refused?: "refused a frame"
         case nil: "failed: \(error)"
         }
     }
@@ -122,12 +123,28 @@ final class DaemonConnection: @unchecked Sendable {
     /// Connects without blocking for more than a second (a daemon whose backlog is full, or that is
     /// stopped, does not accept).
     ///
-    /// The process is made non-dumpable first (as the `security` command always is): otherwise another
-    /// process of its user could attach to it, read its memory or take this connection's descriptor
-    /// (`pidfd_getfd`), and speak to the daemon as this program. The daemon refuses item requests from a
-    /// dumpable process of another user than root.
+    /// A daemon of another user (the system daemon) identifies only a process that made itself
+    /// non-dumpable: otherwise another process of its user could attach to it, read its memory or take
+    /// this connection's descriptor (`pidfd_getfd`), and speak to the daemon as this program. So the
+    /// process is made non-dumpable before it connects to one. A daemon running as this same user (a
+    /// per-user daemon, not root) cannot look into a non-dumpable process at all, so for it the process
+    /// stays as it is: that daemon does not protect against other processes of the user anyway.
     init(path: String) throws {
-        _ = process_control_forbid_dumps()
+        if !DaemonOwner.runsAsThisUser(socketAt: path) { _ = process_control_forbid_dumps() }
+        var descriptor = try Self.connect(path: path)
+        let server = try Self.checkServer(descriptor, path: path)
+        if !DaemonOwner.isThisUser(server), process_control_is_dumpable() != 0 {
+            // The socket's owner is not the daemon's user (a socket made by another program): connect
+            // again, non-dumpable, so that the daemon can identify this process.
+            Glibc.close(descriptor)
+            _ = process_control_forbid_dumps()
+            descriptor = try Self.connect(path: path)
+            _ = try Self.checkServer(descriptor, path: path)
+        }
+        stream = FrameStream(descriptor: descriptor)
+    }
+
+    private static func connect(path: String) throws -> Int32 {
         var address = sockaddr_un()
         guard path.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else {
             throw KeychainError.notAvailable("the socket path \(path) is too long")
@@ -141,38 +158,32 @@ final class DaemonConnection: @unchecked Sendable {
         guard descriptor >= 0 else { throw KeychainError.notAvailable("cannot make a socket (errno \(errno))") }
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        if result != 0 {
-            let error = errno
-            if error == EINPROGRESS || error == EAGAIN {
-                var entry = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
-                var pending: Int32 = 0
-                var length = socklen_t(MemoryLayout<Int32>.size)
-                if poll(&entry, 1, 1000) == 1, getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &pending, &length) == 0,
-                    pending == 0
-                {
-                    try Self.checkServer(descriptor, path: path)
-                    stream = FrameStream(descriptor: descriptor)
-                    return
-                }
-                Glibc.close(descriptor)
-                throw KeychainError.notAvailable("the keychain daemon at \(path) did not accept within a second")
+        if result == 0 { return descriptor }
+        let error = errno
+        if error == EINPROGRESS || error == EAGAIN {
+            var entry = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+            var pending: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            if poll(&entry, 1, 1000) == 1, getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &pending, &length) == 0,
+                pending == 0
+            {
+                return descriptor
             }
             Glibc.close(descriptor)
-            throw KeychainError.notAvailable(
-                "the keychain daemon at \(path) is not running (\(String(cString: strerror(error))))")
+            throw KeychainError.notAvailable("the keychain daemon at \(path) did not accept within a second")
         }
-        try Self.checkServer(descriptor, path: path)
-        stream = FrameStream(descriptor: descriptor)
+        Glibc.close(descriptor)
+        throw KeychainError.notAvailable(
+            "the keychain daemon at \(path) is not running (\(String(cString: strerror(error))))")
     }
 
-    /// The system daemon's socket must be served by root or by a user of its own: a server of the
-    /// client's own uid there is one of the client's processes standing in for it (it would collect
-    /// passcodes and secrets).
-    private static func checkServer(_ descriptor: Int32, path: String) throws {
-        guard path == KeychainLocations.systemSocket else { return }
+    /// The uid of the process serving the connection. The system daemon's socket must be served by
+    /// root or by a user of its own: a server of the client's own uid there is one of the client's
+    /// processes standing in for it (it would collect passcodes and secrets).
+    private static func checkServer(_ descriptor: Int32, path: String) throws -> uid_t {
         var pid: Int32 = 0
         var uid: UInt32 = 0
         var gid: UInt32 = 0
@@ -180,12 +191,31 @@ final class DaemonConnection: @unchecked Sendable {
             Glibc.close(descriptor)
             throw KeychainError.notAvailable("cannot tell who serves \(path)")
         }
-        if uid != 0, uid == getuid() {
+        if path == KeychainLocations.systemSocket, uid != 0, uid == getuid() {
             Glibc.close(descriptor)
             throw KeychainError.notAvailable(
                 "\(path) is served by a process of this user, not by the system daemon; refused")
         }
+        return uid
     }
 
     func close() { Glibc.close(stream.descriptor) }
+}
+
+/// Whose daemon a socket leads to, for deciding whether this process must be non-dumpable to be
+/// identified (see `DaemonConnection.init`).
+public enum DaemonOwner {
+    /// Whether `uid` is this process's own user, other than root (root may look into any process).
+    static func isThisUser(_ uid: uid_t) -> Bool {
+        uid == getuid() && uid != 0
+    }
+
+    /// Whether the socket at `path` belongs to this process's own user (not root): a socket file is
+    /// made by the daemon that listens on it, or by the user's own service manager for it. False
+    /// for the system daemon's socket whoever owns it.
+    public static func runsAsThisUser(socketAt path: String) -> Bool {
+        guard path != KeychainLocations.systemSocket else { return false }
+        var info = stat()
+        return lstat(path, &info) == 0 && isThisUser(info.st_uid)
+    }
 }

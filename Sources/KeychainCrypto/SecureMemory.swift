@@ -27,10 +27,18 @@ public enum SecureMemory {
     /// registers and the memory they point to, and carry on after a signal another process sent.
     @discardableResult
     public static func protectProcess() -> Bool {
+        let coresOff = forbidCoreFiles()
+        return process_control_forbid_dumps() == 0 && coresOff
+    }
+
+    /// No core files, and no crash report of memory (fatal signals get their default action back);
+    /// the process stays dumpable otherwise. Returns false if the kernel refused the limit.
+    @discardableResult
+    public static func forbidCoreFiles() -> Bool {
         var noCores = rlimit(rlim_cur: 0, rlim_max: 0)
         let coresOff = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCores) == 0
         for fatal in [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT] { _ = signal(fatal, SIG_DFL) }
-        return process_control_forbid_dumps() == 0 && coresOff
+        return coresOff
     }
 
     /// After `protectProcess`, for a program that is about to read secrets: forks, and returns in the

@@ -17,11 +17,13 @@ final class CallerIdentity: Sendable {
     /// The last refusal logged for this connection: one line per reason, not one per request.
     private let loggedRefusal = Mutex<String?>(nil)
 
-    /// `connection` is the daemon's end of the socket.
-    init(peer: PeerProcess, connection: Int32) {
+    /// `connection` is the daemon's end of the socket. `requiringUndumpable`: whether a process of
+    /// another user than root must have made itself non-dumpable (system mode, where the daemon is
+    /// another user and may look into such a process; a daemon of the client's own user cannot).
+    init(peer: PeerProcess, connection: Int32, requiringUndumpable: Bool) {
         self.peer = peer
         initialKey = peer.executableKey()
-        identified = Self.identify(peer, connection: connection)
+        identified = Self.identify(peer, connection: connection, requiringUndumpable: requiringUndumpable)
     }
 
     /// Whether `reason` differs from the last refusal logged for this connection (and records it).
@@ -32,15 +34,28 @@ final class CallerIdentity: Sendable {
         }
     }
 
-    /// Whether the process runs another executable than when it connected (or has ended).
+    /// Whether the process runs another executable than when it connected (or has ended, or can no
+    /// longer be looked into). A process whose executable could not be read at all when it connected
+    /// was never identified: its item requests are refused whatever it runs now, and this is false.
     var hasChangedExecutable: Bool {
-        guard let initialKey, let now = peer.executableKey() else { return true }
+        guard let initialKey else { return false }
+        guard let now = peer.executableKey() else { return true }
         return now != initialKey
     }
 
-    private static func identify(_ peer: PeerProcess, connection: Int32) -> Result<RunningExecutable, KeychainError> {
+    private static func identify(_ peer: PeerProcess, connection: Int32, requiringUndumpable: Bool) -> Result<
+        RunningExecutable, KeychainError
+    > {
         let gone = KeychainError.missingEntitlement("the calling process \(peer.pid) has ended")
-        guard let descriptor = peer.openExecutable() else { return .failure(gone) }
+        guard let descriptor = peer.openExecutable() else {
+            guard peer.isAlive else { return .failure(gone) }
+            // The kernel lets a process of the same user look into another only while that one is
+            // dumpable (root, or CAP_SYS_PTRACE, always may).
+            return .failure(
+                .missingEntitlement(
+                    "process \(peer.pid) cannot be looked into: it made itself non-dumpable, and a daemon running as its own user (not root) cannot read such a process's executable; clients of a per-user daemon stay dumpable (the Security library and the security command do so by themselves)"
+                ))
+        }
         defer { close(descriptor) }
         guard let path = peer.executablePath(), let (key, digest) = ExecutableDigests.digest(ofOpenFile: descriptor)
         else {
@@ -54,9 +69,9 @@ final class CallerIdentity: Sendable {
             // Inside its own user namespace a process can mount its own /etc (ld.so.preload) or libraries.
             return refuse("runs in a user namespace of its own (a container, or unshare)")
         }
-        if peer.uid != 0, peer.isDumpable {
+        if requiringUndumpable, peer.uid != 0, peer.isDumpable {
             return refuse(
-                "is dumpable: other processes of its user could take its descriptors or memory (a client must call prctl(PR_SET_DUMPABLE, 0) before connecting, as the Security library does)"
+                "is dumpable: other processes of its user could take its descriptors or memory (a client of the system daemon must call prctl(PR_SET_DUMPABLE, 0) before connecting, as the Security library does)"
             )
         }
         if let variable = peer.injectingVariable() {

@@ -11,7 +11,9 @@ import Synchronization
 /// the registry. The socket side (`DaemonServer`) only carries frames to and from here.
 public final class KeychainDaemon: Sendable {
     public let configuration: DaemonConfiguration
-    private let tenants = Mutex<[uid_t: Tenant]>([:])
+    /// One slot per uid: the map's lock is held only to find a slot, and a keychain is opened under its
+    /// slot's lock, so that opening one user's keychain never holds up another user's requests.
+    private let tenants = Mutex<[uid_t: TenantSlot]>([:])
     private let ownUID = getuid()
     /// When an item request last came, for the idle lock (CLOCK_MONOTONIC nanoseconds).
     private let lastActivity = Atomic<UInt64>(0)
@@ -41,8 +43,14 @@ public final class KeychainDaemon: Sendable {
 
     /// The keychain for a uid, opened on first use.
     func tenant(for uid: uid_t) throws -> Tenant {
-        try tenants.withLock { tenants in
-            if let tenant = tenants[uid] { return tenant }
+        let slot = tenants.withLock { tenants in
+            if let slot = tenants[uid] { return slot }
+            let slot = TenantSlot()
+            tenants[uid] = slot
+            return slot
+        }
+        return try slot.tenant.withLock { opened in
+            if let opened { return opened }
             let tenant: Tenant
             switch configuration.mode {
             case .user:
@@ -53,10 +61,15 @@ public final class KeychainDaemon: Sendable {
                     .appendingPathComponent(String(uid))
                 tenant = try Tenant(uid: uid, directory: directory, deviceRootPath: nil)
             }
-            tenants[uid] = tenant
+            opened = tenant
             DaemonLog.info("serving the keychain of uid \(uid) in \(tenant.keychain.directory)")
             return tenant
         }
+    }
+
+    /// The keychains opened so far.
+    private var openTenants: [Tenant] {
+        tenants.withLock { Array($0.values) }.compactMap { $0.tenant.withLock { $0 } }
     }
 
     /// Answers one request from one connection.
@@ -202,8 +215,11 @@ public final class KeychainDaemon: Sendable {
         guard let idle = configuration.idleLock else { return }
         let (seconds, attoseconds) = idle.components
         let limit = UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
-        guard Self.monotonicNow - lastActivity.load(ordering: .relaxed) >= limit else { return }
-        for tenant in tenants.withLock({ Array($0.values) }) where tenant.keychain.status.lockState == .unlocked {
+        // Read before the clock: a request that lands in between makes `last` later than `now`.
+        let last = lastActivity.load(ordering: .relaxed)
+        let now = Self.monotonicNow
+        guard now > last, now - last >= limit else { return }
+        for tenant in openTenants where tenant.keychain.status.lockState == .unlocked {
             tenant.keychain.lock()
             DaemonLog.info("locked the keychain of uid \(tenant.uid) after \(seconds) s without use")
         }
@@ -211,7 +227,7 @@ public final class KeychainDaemon: Sendable {
 
     /// Closes the databases on the way out, so the log is folded into them.
     func close() {
-        for tenant in tenants.withLock({ Array($0.values) }) {
+        for tenant in openTenants {
             let (writes, commits) = tenant.keychain.writeStatistics
             if writes > 0 {
                 DaemonLog.info(

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainCore
 import KeychainEngine
+import Synchronization
 
 /// One keychain the daemon serves and the apps registered for it: the only one in user mode, one per
 /// client uid in system mode.
@@ -16,4 +17,9 @@ final class Tenant: Sendable {
         let keychain = keychain
         registry = AppRegistry(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }
     }
+}
+
+/// Where a uid's tenant is opened, once, under a lock of its own.
+final class TenantSlot: Sendable {
+    let tenant = Mutex<Tenant?>(nil)
 }

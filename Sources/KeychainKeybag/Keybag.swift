@@ -113,10 +113,10 @@ public final class Keybag: Sendable {
         }
     }
 
-    /// Locks: class-A keys leave memory. Without a passcode there is nothing to lock.
     /// A MAC under the device root (see `DeviceRoot.authenticate`).
     public func authenticate(_ data: Data) throws -> Data { try root.authenticate(data) }
 
+    /// Locks: class-A keys leave memory. Without a passcode there is nothing to lock.
     public func lock() {
         state.withLock { state in
             guard state.file.passcode != nil else { return }

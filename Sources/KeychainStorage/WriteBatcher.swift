@@ -19,7 +19,8 @@ final class WriteBatcher: @unchecked Sendable {
     private var commits = 0
     private var writes = 0
 
-    /// Writes run and transactions committed for them so far (their ratio is the grouping achieved).
+    /// Writes committed, and the transactions that committed them, so far (their ratio is the grouping
+    /// achieved); writes that failed or were rolled back count in neither.
     var statistics: (writes: Int, commits: Int) {
         condition.lock()
         defer { condition.unlock() }
@@ -50,11 +51,13 @@ final class WriteBatcher: @unchecked Sendable {
                 queue.removeFirst(batch.count)
                 running = true
                 condition.unlock()
-                run(batch)
+                let committed = run(batch)
                 condition.lock()
                 running = false
-                commits += 1
-                writes += batch.count
+                if committed > 0 {
+                    commits += 1
+                    writes += committed
+                }
                 for finished in batch { finished.done = true }
                 condition.broadcast()
             }
@@ -75,40 +78,42 @@ final class WriteBatcher: @unchecked Sendable {
         condition.unlock()
     }
 
-    private func run(_ batch: [Job]) {
+    /// Runs a batch in one transaction; returns how many of its writes were committed.
+    private func run(_ batch: [Job]) -> Int {
         do {
             let writer = try connection ?? open()
             connection = writer
             try writer.execute("BEGIN IMMEDIATE")
-            var anySucceeded = false
+            var succeeded = 0
             for job in batch {
+                try writer.execute("SAVEPOINT piece")
                 do {
-                    try writer.execute("SAVEPOINT piece")
-                    do {
-                        try job.work?(writer)
-                        try writer.execute("RELEASE piece")
-                        anySucceeded = true
-                    } catch {
-                        try writer.execute("ROLLBACK TO piece")
-                        try writer.execute("RELEASE piece")
-                        job.error = error
-                    }
+                    try job.work?(writer)
+                    try writer.execute("RELEASE piece")
+                    succeeded += 1
+                } catch {
+                    try writer.execute("ROLLBACK TO piece")
+                    try writer.execute("RELEASE piece")
+                    job.error = error
                 }
             }
-            if anySucceeded {
-                do {
-                    try writer.execute("COMMIT")
-                } catch {
-                    try? writer.execute("ROLLBACK")
-                    for job in batch where job.error == nil { job.error = error }
-                }
-            } else {
+            guard succeeded > 0 else {
                 try writer.execute("ROLLBACK")
+                return 0
+            }
+            do {
+                try writer.execute("COMMIT")
+                return succeeded
+            } catch {
+                try? writer.execute("ROLLBACK")
+                for job in batch where job.error == nil { job.error = error }
+                return 0
             }
         } catch {
             // BEGIN, a savepoint or a rollback failed: nothing of the batch is committed.
             if let writer = connection { try? writer.execute("ROLLBACK") }
             for job in batch where job.error == nil { job.error = error }
+            return 0
         }
     }
 }

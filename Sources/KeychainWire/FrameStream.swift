@@ -44,6 +44,9 @@ public final class FrameStream {
         case broken(Int32)
         /// The bytes are not a frame.
         case malformed(WireError)
+        /// `admit` refused the frame for now (the reader holds too much at once); its payload was not
+        /// read, so the connection cannot go on.
+        case refused
     }
 
     /// Reads one frame. `idle` bounds the wait for its first byte (nil: wait as long as it takes), and
@@ -68,9 +71,7 @@ public final class FrameStream {
                     "a payload of \(checked.payloadLength) bytes is over this connection's limit of \(maximumPayload)"))
         }
         let total = WireFormat.headerSize + checked.payloadLength
-        guard total <= buffer.count || admit(total) else {
-            throw .malformed(WireError("the daemon holds too many large requests at once; try again"))
-        }
+        guard total <= buffer.count || admit(total) else { throw .refused }
         if total <= buffer.count {
             try buffered(atLeast: total, firstWait: stall, laterWait: stall, frameStarted: true)
             defer { consume(total) }

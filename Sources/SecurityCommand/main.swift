@@ -3,14 +3,23 @@
 
 import Foundation
 import KeychainCrypto
+import Security
 import SecurityCommandLine
 
 // Before any secret is read: no core file, and no other process of this user reads our memory; the
 // work then happens in a child forked after that, whose memory no one could have opened earlier.
-guard SecureMemory.protectProcess(), SecureMemory.continueInProtectedChild() else {
-    // Fail closed: without that protection a secret read here could be read by others.
-    FileHandle.standardError.write(Data("security: cannot protect this process's memory; nothing was done\n".utf8))
-    exit(1)
+// Except with a daemon running as this same user: that daemon can tell which program is calling only
+// while the program is dumpable, and protects nothing from this user's other processes anyway (they
+// can read its files, and the terminal this command reads a passcode from).
+if KeychainServices.servedByDaemonOfThisUser() {
+    SecureMemory.forbidCoreFiles()
+} else {
+    guard SecureMemory.protectProcess(), SecureMemory.continueInProtectedChild() else {
+        // Fail closed: without that protection a secret read here could be read by others.
+        FileHandle.standardError.write(
+            Data("security: cannot protect this process's memory; nothing was done\n".utf8))
+        exit(1)
+    }
 }
 // This process is ours alone: skip reading openssl.cnf, a cost paid on every start.
 CryptoLibrary.startWithoutSystemConfiguration()

@@ -6,6 +6,7 @@ import Foundation
 import KeychainCore
 import KeychainCrypto
 import KeychainDaemon
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -105,12 +106,24 @@ do {
     fail("\(error)", status: 1)
 }
 
-let listening = Thread { server.run() }
+/// Set when the daemon stopped listening because accepting failed: it then stops as on SIGTERM and
+/// exits with an error, so that its supervisor starts it again.
+let listeningFailed = Atomic<Bool>(false)
+let listening = Thread {
+    if !server.run() {
+        listeningFailed.store(true, ordering: .releasing)
+        kill(getpid(), SIGTERM)
+    }
+}
 listening.start()
 
 var received: Int32 = 0
 sigwait(&stopSignals, &received)
-DaemonLog.info("signal \(received): finishing the requests in progress")
+let failed = listeningFailed.load(ordering: .acquiring)
+DaemonLog.info(
+    failed
+        ? "no longer listening: finishing the requests in progress"
+        : "signal \(received): finishing the requests in progress")
 server.stop()
 DaemonLog.info("stopped")
-exit(0)
+exit(failed ? 1 : 0)

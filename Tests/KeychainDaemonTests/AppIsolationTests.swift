@@ -3,6 +3,10 @@ import KeychainCore
 import KeychainTestSupport
 import XCTest
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Two registered apps with different access groups, as the daemon sees them: by their executables,
 /// never by what they claim.
 final class AppIsolationTests: XCTestCase {
@@ -86,6 +90,20 @@ final class AppIsolationTests: XCTestCase {
         XCTAssertTrue(daemon.log.contains("has changed since it was registered"), daemon.log)
         try daemon.register(executable: appA, identifier: "TEAM.a", groups: ["TEAM.a", "TEAM.shared"])
         XCTAssertEqual(try run(appA, "read", "web", "alice"), "a-secret")
+    }
+
+    func testAnExecutableDatedCenturiesAheadOrBeforeIsIdentifiedLikeAnyOther() throws {
+        // The owner of a file sets its times at will: years whose nanoseconds overflow 64 bits.
+        for seconds in [13_569_465_600, -13_569_465_600] {  // 2400-01-01 and 1540-01-01
+            var times = [
+                timespec(tv_sec: seconds, tv_nsec: 999_999_999), timespec(tv_sec: seconds, tv_nsec: 999_999_999),
+            ]
+            XCTAssertEqual(utimensat(AT_FDCWD, appA, &times, 0), 0)
+            try daemon.register(executable: appA, identifier: "TEAM.a", groups: ["TEAM.a"])
+            XCTAssertEqual(try run(appA, "put", "dated", "\(seconds)", "v"), "status 0", daemon.log)
+            XCTAssertEqual(try run(appA, "read", "dated", "\(seconds)"), "v")
+        }
+        XCTAssertEqual(daemon.process.isRunning, true)
     }
 
     func testAnAppRemovedFromTheRegistryLosesAccessAndAnAppWithoutGroupsUsesItsIdentifier() throws {

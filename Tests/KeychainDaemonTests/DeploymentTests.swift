@@ -47,6 +47,96 @@ final class DeploymentTests: XCTestCase {
         XCTAssertTrue(text.contains("using the socket systemd passed"), text)
     }
 
+    func testAStoppedSocketActivatedDaemonLeavesTheSocketListeningForItsNextStart() throws {
+        let directory = NSTemporaryDirectory() + "securityd-reactivate-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/securityd.sock"
+        // This test plays systemd: it listens, and hands the socket to each daemon it starts.
+        let listener = try Self.listen(at: path)
+        defer { close(listener) }
+        let log = directory + "/securityd.log"
+        let logText = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
+        var daemon = try Self.spawnActivated(listener: listener, home: directory + "/home", log: log)
+        XCTAssertEqual(try Self.waitForStatus(path)?.lockState, .noPasscode, logText())
+        XCTAssertEqual(Self.stop(daemon), 0, logText())
+        XCTAssertTrue(logText().contains("using the socket systemd passed"), logText())
+
+        // Stopped, the daemon left the socket as systemd holds it: a client connecting now is queued…
+        let queued = try RawConnection(path)
+        // …and served by the next daemon systemd starts on that traffic.
+        daemon = try Self.spawnActivated(listener: listener, home: directory + "/home", log: log)
+        defer { _ = Self.stop(daemon) }
+        queued.send(Data(repeating: 0xff, count: 64))
+        XCTAssertNotNil(queued.readUntilClosed(), "the queued connection was never served: \(logText())")
+        XCTAssertEqual(try Self.waitForStatus(path)?.lockState, .noPasscode, logText())
+    }
+
+    /// A listening Unix socket at `path`, inheritable (not closed on exec).
+    private static func listen(at path: String) throws -> Int32 {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard descriptor >= 0, bound == 0, Glibc.listen(descriptor, 16) == 0 else {
+            throw TestDaemon.Failure(description: "cannot listen at \(path): errno \(errno)")
+        }
+        return descriptor
+    }
+
+    /// Starts the daemon the way systemd does on socket activation: the socket as descriptor 3, and
+    /// LISTEN_PID naming the daemon's own pid (set by a shell that then runs the daemon in its place).
+    private static func spawnActivated(listener: Int32, home: String, log: String) throws -> pid_t {
+        let output = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw TestDaemon.Failure(description: "cannot open \(log)") }
+        defer { close(output) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, listener, 3)
+        posix_spawn_file_actions_adddup2(&actions, output, 1)
+        posix_spawn_file_actions_adddup2(&actions, output, 2)
+        let arguments = [
+            "/bin/sh", "-c", "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" \"$@\"", TestDaemon.binary, "--home", home,
+            "--exit-with-parent",
+        ]
+        var argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var environment =
+            ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("KEYCHAIN_") }
+            .map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { environment.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, "/bin/sh", &actions, nil, &argv, &environment)
+        guard result == 0 else { throw TestDaemon.Failure(description: "cannot start the daemon: \(result)") }
+        return pid
+    }
+
+    private static func waitForStatus(_ path: String) throws -> KeybagStatus? {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if let status = try? DaemonKeychainService(socketPath: path).status() { return status }
+            usleep(50_000)
+        }
+        return nil
+    }
+
+    /// SIGTERM, then the exit status (or 128 + the signal).
+    private static func stop(_ pid: pid_t) -> Int32 {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    }
+
     func testTheSystemdUnitsAreValid() throws {
         let analyze = "/usr/bin/systemd-analyze"
         guard FileManager.default.isExecutableFile(atPath: analyze) else {

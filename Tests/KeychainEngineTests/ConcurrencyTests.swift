@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import KeychainEngine
 import KeychainStorage
 import Synchronization
@@ -41,6 +42,63 @@ final class ConcurrencyTests: EngineTestCase {
             client: client)
         guard case .array(let items)? = all else { return XCTFail("no items") }
         XCTAssertEqual(items.count, threads * (perThread - perThread / 3))
+        XCTAssertEqual(try integrityCheck(), ["ok"])
+    }
+
+    func testConcurrentWritesShareCommitsAndAFailingWriteUndoesOnlyItself() throws {
+        let keychain = try XCTUnwrap(self.keychain)
+        let client = self.client
+        let failures = LogCollector()
+        let duplicates = Atomic<Int>(0)
+        let before = keychain.writeStatistics
+        let threads = 16
+        let perThread = 30
+        // Real threads, all at once (concurrentPerform would run only as many as there are cores).
+        let done = DispatchGroup()
+        for thread in 0..<threads {
+            done.enter()
+            Thread {
+                defer { done.leave() }
+                for index in 0..<perThread {
+                    let account = "g\(thread)-\(index)"
+                    do {
+                        _ = try keychain.add(
+                            [
+                                "class": .string("genp"), "svce": .string("grouped"), "acct": .string(account),
+                                "v_Data": .data(Data(account.utf8)),
+                            ], client: client)
+                        // Every thread also adds the same item once: one add wins, the others fail
+                        // alone, inside batches whose other writes must still commit.
+                        if index == perThread / 2 {
+                            _ = try keychain.add(
+                                [
+                                    "class": .string("genp"), "svce": .string("grouped"), "acct": .string("shared"),
+                                    "v_Data": .data(Data("from \(thread)".utf8)),
+                                ], client: client)
+                        }
+                    } catch let error as KeychainError where error.code == .duplicateItem {
+                        duplicates.add(1, ordering: .relaxed)
+                    } catch {
+                        failures.append("\(account): \(error)")
+                    }
+                }
+            }.start()
+        }
+        done.wait()
+        XCTAssertEqual(failures.all, [])
+        XCTAssertEqual(duplicates.load(ordering: .relaxed), threads - 1)
+        let all = try keychain.copyMatching(
+            [
+                "class": .string("genp"), "svce": .string("grouped"), "m_Limit": .string("m_LimitAll"),
+                "r_Attributes": .bool(true),
+            ],
+            client: client)
+        guard case .array(let items)? = all else { return XCTFail("no items") }
+        XCTAssertEqual(items.count, threads * perThread + 1)
+        let after = keychain.writeStatistics
+        // Only committed writes count: the fifteen duplicates were rolled back and are not among them.
+        XCTAssertEqual(after.writes - before.writes, threads * perThread + 1)
+        XCTAssertLessThan(after.commits - before.commits, after.writes - before.writes, "no two writes shared a commit")
         XCTAssertEqual(try integrityCheck(), ["ok"])
     }
 

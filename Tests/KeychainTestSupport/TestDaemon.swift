@@ -16,6 +16,8 @@ public final class TestDaemon {
     public private(set) var process: Process
     private let arguments: [String]
     private let environment: [String: String]
+    /// The uid the daemon runs as (through setpriv); nil: this process's.
+    public let user: uid_t?
 
     /// The built `securityd`, beside the test bundle.
     public static var binary: String {
@@ -29,11 +31,18 @@ public final class TestDaemon {
         public init(description: String) { self.description = description }
     }
 
-    /// Starts a daemon with `arguments` (after `--socket`); waits until it accepts connections.
-    public init(arguments: [String] = [], environment: [String: String] = [:], home: String? = nil) throws {
+    /// Starts a daemon with `arguments` (after `--socket`); waits until it accepts connections. `user`
+    /// runs it as that uid (this process must be root), its directory then that user's.
+    public init(
+        arguments: [String] = [], environment: [String: String] = [:], home: String? = nil, user: uid_t? = nil
+    ) throws {
         directory = NSTemporaryDirectory() + "securityd-test-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         chmod(directory, 0o755)
+        self.user = user
+        if let user, chown(directory, user, user) != 0 {
+            throw Failure(description: "cannot give \(directory) to uid \(user) (errno \(errno))")
+        }
         self.home = home ?? directory + "/home"
         socket = directory + "/run/securityd.sock"
         logPath = directory + "/securityd.log"
@@ -51,10 +60,17 @@ public final class TestDaemon {
     /// Starts the daemon again after `stop` or `kill` (a restart: the keychain is before first unlock).
     public func start() throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments =
+        let daemonArguments =
             ["--socket", socket, "--exit-with-parent"] + (arguments.contains("--home") ? [] : ["--home", home])
             + arguments
+        if let user {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments =
+                ["--reuid", "\(user)", "--regid", "\(user)", "--clear-groups", Self.binary] + daemonArguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: Self.binary)
+            process.arguments = daemonArguments
+        }
         var variables = ProcessInfo.processInfo.environment
         variables["KEYCHAIN_SOCKET"] = nil
         variables["KEYCHAIN_HOME"] = nil
@@ -63,6 +79,7 @@ public final class TestDaemon {
         process.environment = variables
         if !FileManager.default.fileExists(atPath: logPath) {
             _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+            if let user { _ = chown(logPath, user, user) }
         }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         log.seekToEndOfFile()
@@ -73,7 +90,7 @@ public final class TestDaemon {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             if !process.isRunning { throw Failure(description: "securityd ended at start: \(self.log)") }
-            if Self.accepts(socket) { return }
+            if user == nil ? Self.accepts(socket) : Self.listens(socket) { return }
             usleep(10_000)
         }
         throw Failure(description: "securityd did not listen within 10 s: \(self.log)")
@@ -117,5 +134,23 @@ public final class TestDaemon {
 
     private static func accepts(_ path: String) -> Bool {
         (try? DaemonKeychainService(socketPath: path).perform(.status)) != nil
+    }
+
+    /// Whether something listens at `path` (a daemon of another user would refuse this process's
+    /// requests, so only the connection is tried).
+    private static func listens(_ path: String) -> Bool {
+        let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[index] = byte }
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        } == 0
     }
 }

@@ -246,36 +246,3 @@ final class PeerProcess: @unchecked Sendable {
         return fields.count > 19 ? UInt64(fields[19]) : nil
     }
 }
-
-/// A file's identity for caching its digest: any change of contents changes the inode, size, or
-/// change time (which no unprivileged process can set back).
-struct ExecutableKey: Hashable, Sendable {
-    let device: UInt64
-    let inode: UInt64
-    let size: Int64
-    let modified: Int64
-    let changed: Int64
-
-    init(_ info: stat) {
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
-        size = Int64(info.st_size)
-        modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
-        changed = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
-    }
-}
-
-/// CLOCK_BOOTTIME, which `/proc/<pid>/stat` start times count in.
-enum BootClock {
-    static var now: UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_BOOTTIME, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-    }
-
-    /// Nanoseconds since boot as clock ticks, rounded up (a process started in the same tick passes).
-    static func ticks(_ nanoseconds: UInt64) -> UInt64 {
-        let perSecond = UInt64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
-        return (nanoseconds * perSecond + 999_999_999) / 1_000_000_000
-    }
-}

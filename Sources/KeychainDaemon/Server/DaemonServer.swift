@@ -14,6 +14,11 @@ import Synchronization
 public final class DaemonServer: Sendable {
     public let daemon: KeychainDaemon
     private let listener: Int32
+    /// Whether systemd passed the listener: then it is systemd's too, and stays open and listening
+    /// when this daemon stops (connections queue there until systemd starts the daemon again).
+    private let listenerIsInherited: Bool
+    /// A pipe whose read end wakes the accept loop when `stop` writes to it.
+    private let wake: (read: Int32, write: Int32)
     private let stopping = Atomic<Bool>(false)
     /// Open connections (their descriptors), so that a stop can end their waits, and how many each uid
     /// has open, so that no one user can take every slot.
@@ -34,23 +39,62 @@ public final class DaemonServer: Sendable {
     /// `SocketFile.listen`); fails when another daemon already serves it.
     public init(daemon: KeychainDaemon) throws {
         self.daemon = daemon
-        if let inherited = try SocketFile.inherited() {
-            listener = inherited
-            DaemonLog.info("using the socket systemd passed")
-        } else {
-            listener = try SocketFile.listen(
-                at: daemon.configuration.socketPath, forEveryone: daemon.configuration.mode == .system)
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { throw KeychainError.notAvailable("cannot make a pipe (errno \(errno))") }
+        for end in ends {
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(end, F_SETFL, O_NONBLOCK)
+        }
+        wake = (ends[0], ends[1])
+        do {
+            if let inherited = try SocketFile.inherited() {
+                listener = inherited
+                listenerIsInherited = true
+                DaemonLog.info("using the socket systemd passed")
+            } else {
+                listener = try SocketFile.listen(
+                    at: daemon.configuration.socketPath, forEveryone: daemon.configuration.mode == .system)
+                listenerIsInherited = false
+            }
+        } catch {
+            close(ends[0])
+            close(ends[1])
+            throw error
         }
     }
 
-    /// Accepts connections until `stop` is called. Returns when the listening socket is closed.
-    public func run() {
+    deinit {
+        close(wake.read)
+        close(wake.write)
+    }
+
+    /// Accepts connections until `stop` is called, then closes this daemon's descriptor of the listening
+    /// socket. Returns false when it stopped because accepting failed for good (the daemon should then
+    /// exit with an error, so that its supervisor restarts it), true after `stop`.
+    @discardableResult
+    public func run() -> Bool {
         DaemonLog.info(
             "listening on \(daemon.configuration.socketPath) (\(daemon.configuration.mode.rawValue) mode\(daemon.configuration.development ? ", development: entries trusted by path are honoured" : ""))"
         )
         if daemon.configuration.idleLock != nil { startIdleLockTimer() }
         var refusedSinceLog = 0
+        defer { close(listener) }
         while !stopping.load(ordering: .acquiring) {
+            var waits = [
+                pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0),
+            ]
+            if poll(&waits, 2, -1) < 0 {
+                if errno == EINTR { continue }
+                DaemonLog.error("waiting for connections failed (errno \(errno)); the daemon stops listening")
+                return false
+            }
+            if waits[1].revents != 0 || stopping.load(ordering: .acquiring) { break }
+            guard waits[0].revents & Int16(POLLIN) != 0 else {
+                DaemonLog.error(
+                    "the listening socket failed (poll events \(waits[0].revents)); the daemon stops listening")
+                return false
+            }
             let connection = process_control_accept(listener)
             if connection < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
@@ -60,8 +104,9 @@ public final class DaemonServer: Sendable {
                     usleep(100_000)
                     continue
                 }
+                if errno == EAGAIN { continue }
                 DaemonLog.error("accept failed (errno \(errno)); the daemon stops listening")
-                break
+                return false
             }
             let acceptedAt = BootClock.now
             var pid: Int32 = 0
@@ -96,16 +141,21 @@ public final class DaemonServer: Sendable {
             thread.stackSize = 1 << 20
             thread.start()
         }
-        close(listener)
+        return true
     }
 
     /// Stops accepting, lets every request already read finish and be answered, and returns when all
     /// connections are closed (or after `deadline`). The databases are closed last.
     public func stop(deadline: Duration = .seconds(10)) {
         stopping.store(true, ordering: .releasing)
-        shutdown(listener, Int32(SHUT_RDWR))
+        var byte: UInt8 = 1
+        _ = write(wake.write, &byte, 1)
         // Ends the wait of every connection between requests; a request already read is still answered.
-        for connection in open.withLock({ $0.connections }) { shutdown(connection, Int32(SHUT_RD)) }
+        // Under the lock, where connections are also closed, so no descriptor shut down here can have
+        // been reused for another file meanwhile.
+        open.withLock { open in
+            for connection in open.connections { shutdown(connection, Int32(SHUT_RD)) }
+        }
         let finished = drained.wait(until: deadline) { open.withLock { $0.connections.isEmpty } }
         if !finished { DaemonLog.warning("connections still open at the stop deadline; stopping anyway") }
         daemon.close()
@@ -113,8 +163,8 @@ public final class DaemonServer: Sendable {
 
     private func serve(_ connection: Int32, uid: uid_t, acceptedAt: UInt64) {
         defer {
-            close(connection)
             open.withLock { open in
+                close(connection)
                 _ = open.connections.remove(connection)
                 open.perUID[uid, default: 1] -= 1
                 if open.perUID[uid] == 0 { open.perUID[uid] = nil }
@@ -133,7 +183,8 @@ public final class DaemonServer: Sendable {
                 "connection from pid \(peer.pid) uid \(peer.uid) refused: this daemon serves uid \(getuid()) only")
             return
         }
-        let caller = CallerIdentity(peer: peer, connection: connection)
+        let caller = CallerIdentity(
+            peer: peer, connection: connection, requiringUndumpable: daemon.configuration.mode == .system)
         let stream = FrameStream(descriptor: connection)
         let configuration = daemon.configuration
         while true {
@@ -158,14 +209,19 @@ public final class DaemonServer: Sendable {
                 case .timedOut: DaemonLog.info("pid \(peer.pid): connection timed out; closed")
                 case .broken: DaemonLog.info("pid \(peer.pid): connection ended in the middle of a frame; closed")
                 case .malformed(let reason): refuse(peer, stream, reason)
+                case .refused:
+                    DaemonLog.warning("pid \(peer.pid): large requests over the daemon's budget; connection closed")
+                    let busy = KeychainError.notAvailable(
+                        "the daemon holds too many large requests at once; try again")
+                    try? stream.writeFrame(WireCodec.frame(.failure(busy), id: 0), stall: .milliseconds(100))
                 }
                 return
             }
+            // The frame may carry a passcode or a secret: wiped once decoded or refused.
+            defer { frame.resetBytes(in: 0..<frame.count) }
             let decoded: (id: UInt32, request: KeychainRequest)
             do {
                 decoded = try WireCodec.request(from: frame)
-                // The request holds what it needs; the frame may have carried a passcode.
-                frame.resetBytes(in: 0..<frame.count)
             } catch {
                 refuse(peer, stream, error)
                 return
@@ -203,29 +259,5 @@ public final class DaemonServer: Sendable {
             }
         }
         thread.start()
-    }
-}
-
-/// A condition to wait on with a deadline.
-final class Condition: @unchecked Sendable {
-    // NSCondition is thread-safe; it guards no state of its own here.
-    private let condition = NSCondition()
-
-    func signal() {
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    /// Waits until `done()` is true or `deadline` passes; returns whether it became true.
-    func wait(until deadline: Duration, _ done: () -> Bool) -> Bool {
-        let (seconds, attoseconds) = deadline.components
-        let end = Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18)
-        condition.lock()
-        defer { condition.unlock() }
-        while !done() {
-            if !condition.wait(until: end) { return done() }
-        }
-        return true
     }
 }

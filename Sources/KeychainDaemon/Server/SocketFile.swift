@@ -68,7 +68,11 @@ enum SocketFile {
             close(descriptor)
             throw KeychainError.notAvailable("cannot bind \(path) (errno \(error))")
         }
-        if forEveryone { chmod(path, 0o666) }
+        if forEveryone, chmod(path, 0o666) != 0 {
+            let error = errno
+            close(descriptor)
+            throw KeychainError.notAvailable("cannot open \(path) to every user (errno \(error))")
+        }
         guard Glibc.listen(descriptor, 512) == 0 else {
             let error = errno
             close(descriptor)
@@ -97,7 +101,12 @@ enum SocketFile {
         }
         do {
             let made = try SecureFiles.ensureDirectory(directory)
-            if forEveryone { chmod(made, 0o755) }
+            if forEveryone, chmod(made, 0o755) != 0 {
+                throw KeychainError.notAvailable(
+                    "cannot open the socket's directory \(made) to every user (errno \(errno))")
+            }
+        } catch let error as KeychainError {
+            throw error
         } catch {
             throw KeychainError.notAvailable("cannot use the socket's directory: \(error)")
         }

@@ -44,8 +44,9 @@ public enum KeychainServices {
         if let variable { return variable.isEmpty ? nil : variable }
         let runtime = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) }
         let now = monotonicNow
+        // Another thread may have stored a lookup made after `now` was read.
         if let last = lastLookup.withLock({ $0 }), last.variable == variable, last.runtime == runtime,
-            now - last.at < 1_000_000_000
+            now < last.at || now - last.at < 1_000_000_000
         {
             return last.socket
         }
@@ -53,6 +54,14 @@ public enum KeychainServices {
             where: isSocket)
         lastLookup.withLock { $0 = (variable, runtime, now, socket) }
         return socket
+    }
+
+    /// Whether this process's keychain calls go to a daemon running as its own user (not root): one
+    /// that can identify the process only while it is dumpable (see `DaemonConnection`). The `security`
+    /// command asks before it makes itself non-dumpable.
+    public static func servedByDaemonOfThisUser() -> Bool {
+        guard chosen.withLock({ $0 }) == nil, let socket = daemonSocket() else { return false }
+        return DaemonOwner.runsAsThisUser(socketAt: socket)
     }
 
     /// Closes what this process keeps open on its keychains: the embedded databases (so that the last
