@@ -6,6 +6,7 @@ import PackageDescription
 //   CProcessControl            prctl in a form Swift can call (header only)
 //   KeychainCrypto             AES-256-GCM, HMAC, scrypt, randomness, wiped and pinned key buffers
 //   KeychainCore               what a keychain is asked and answers: values, errors, KeychainService
+//   KeychainDBus               a small D-Bus client (the system bus, for systemd-logind's session lock)
 //   KeychainWire               those requests and answers as the daemon's frames (for securityd and its clients)
 //   KeychainStorage            SQLite: connections, cached statements, the item schema
 //   KeychainKeybag             device root, class keys, passcode, lock state, safe files
@@ -48,6 +49,7 @@ let package = Package(
         ),
         // Header-only: fixed-argument forms of prctl, which Swift cannot call (it is variadic).
         .systemLibrary(name: "CProcessControl"),
+        .target(name: "KeychainDBus"),
         .target(name: "KeychainCrypto", dependencies: ["COpenSSL", "CProcessControl"]),
         .target(name: "KeychainCore", dependencies: ["KeychainCrypto"]),
         .target(name: "KeychainWire", dependencies: ["KeychainCore", "KeychainCrypto"]),
@@ -61,9 +63,11 @@ let package = Package(
             name: "KeychainDaemon",
             dependencies: [
                 "CProcessControl", "KeychainCore", "KeychainCrypto", "KeychainWire", "KeychainKeybag", "KeychainEngine",
+                "KeychainDBus",
             ]
         ),
-        .executableTarget(name: "securityd", dependencies: ["KeychainDaemon", "KeychainCrypto", "CProcessControl"]),
+        .executableTarget(
+            name: "securityd", dependencies: ["KeychainDaemon", "KeychainDBus", "KeychainCrypto", "CProcessControl"]),
         .target(name: "KeychainClient", dependencies: ["CProcessControl", "KeychainCore", "KeychainWire"]),
         .target(
             name: "Security", dependencies: ["KeychainCore", "KeychainEngine", "KeychainClient", "KeychainCrypto"]),
@@ -90,6 +94,7 @@ let package = Package(
             name: "KeychainTestSupport", dependencies: ["KeychainClient", "KeychainCore"],
             path: "Tests/KeychainTestSupport"),
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
+        .testTarget(name: "KeychainDBusTests", dependencies: ["KeychainDBus"]),
         .testTarget(name: "KeychainWireTests", dependencies: ["KeychainWire", "KeychainCore", "KeychainCrypto"]),
         .testTarget(name: "KeychainKeybagTests", dependencies: ["KeychainKeybag", "KeychainCore", "KeychainCrypto"]),
         .testTarget(
@@ -109,6 +114,7 @@ let package = Package(
             name: "KeychainDaemonTests",
             dependencies: [
                 "KeychainDaemon", "KeychainClient", "KeychainWire", "KeychainCore", "KeychainCrypto", "Security",
+                "KeychainDBus",
                 "KeychainTestSupport", "securityd", "SecurityCommand", "keychain-test-helper",
             ]),
         .testTarget(

@@ -20,6 +20,9 @@ public struct DaemonConfiguration: Sendable {
     public var socketPath: String
     /// Locks every keychain that has a passcode after this long without an item request.
     public var idleLock: Duration?
+    /// The system bus to follow systemd-logind's sessions on (a D-Bus address): a session that locks
+    /// locks its user's keychain. Nil: sessions are not followed.
+    public var sessionBus: String?
     /// Honour registry entries that trust an executable by path alone (rebuilt test binaries). Never
     /// the default; `security app list` says when it is on.
     public var development: Bool
@@ -31,7 +34,8 @@ public struct DaemonConfiguration: Sendable {
 
     public init(
         mode: Mode, home: String, deviceRootPath: String? = nil, socketPath: String, idleLock: Duration? = nil,
-        development: Bool = false, maximumConnections: Int = 1024, idleTimeout: Duration = .seconds(300),
+        sessionBus: String? = nil, development: Bool = false, maximumConnections: Int = 1024,
+        idleTimeout: Duration = .seconds(300),
         stallTimeout: Duration = .seconds(5)
     ) {
         self.mode = mode
@@ -39,6 +43,7 @@ public struct DaemonConfiguration: Sendable {
         self.deviceRootPath = deviceRootPath
         self.socketPath = socketPath
         self.idleLock = idleLock
+        self.sessionBus = sessionBus
         self.development = development
         self.maximumConnections = maximumConnections
         self.idleTimeout = idleTimeout

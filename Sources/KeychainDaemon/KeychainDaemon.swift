@@ -225,6 +225,17 @@ public final class KeychainDaemon: Sendable {
         }
     }
 
+    /// A login session of `uid` locked: that user's keychain locks, as an iPhone's does with its screen
+    /// (class A keys leave memory). A keychain without a passcode, or not opened yet, has nothing to lock;
+    /// a user-mode daemon ignores other users' sessions.
+    func sessionLocked(uid: uid_t, reason: String) {
+        guard admits(uid: uid), let slot = tenants.withLock({ $0[uid] }), let tenant = slot.tenant.withLock({ $0 }),
+            tenant.keychain.status.lockState == .unlocked
+        else { return }
+        tenant.keychain.lock()
+        DaemonLog.info("locked the keychain of uid \(uid): \(reason)")
+    }
+
     /// Closes the databases on the way out, so the log is folded into them.
     func close() {
         for tenant in openTenants {

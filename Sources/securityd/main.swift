@@ -5,6 +5,7 @@ import CProcessControl
 import Foundation
 import KeychainCore
 import KeychainCrypto
+import KeychainDBus
 import KeychainDaemon
 import Synchronization
 
@@ -13,13 +14,17 @@ import Synchronization
 #endif
 
 let usage = """
-    usage: securityd [--system] [--home DIR] [--socket PATH] [--idle-lock SECONDS] [--development]
+    usage: securityd [--system] [--home DIR] [--socket PATH] [--idle-lock SECONDS] [--follow-session-lock]
+                     [--development]
 
       (default)        serve this user's keychain (KEYCHAIN_HOME, else $XDG_DATA_HOME/keychain, else
                        ~/.local/share/keychain) on KEYCHAIN_SOCKET, else $XDG_RUNTIME_DIR/keychain/securityd.sock
       --system         serve one keychain per client uid under --home (default \(KeychainLocations.systemHome))
                        on a socket every user may connect to (default \(KeychainLocations.systemSocket))
       --idle-lock S    lock keychains with a passcode after S seconds without an item request
+      --follow-session-lock
+                       lock a user's keychain when their login session locks (systemd-logind, on the
+                       system bus: DBUS_SYSTEM_BUS_ADDRESS, else /var/run/dbus/system_bus_socket)
       --development    honour app registry entries trusted by path alone (never for production)
 
     """
@@ -34,6 +39,7 @@ var home: String?
 var socketPath = getenv("KEYCHAIN_SOCKET").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
 var idleLock: Duration?
 var development = false
+var followSessionLock = false
 var stall = Duration.seconds(5)
 var idle = Duration.seconds(300)
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
@@ -50,6 +56,7 @@ while let argument = arguments.next() {
         guard let seconds = Int(value()), seconds > 0 else { fail("--idle-lock takes a number of seconds") }
         idleLock = .seconds(seconds)
     case "--development": development = true
+    case "--follow-session-lock": followSessionLock = true
     case "--exit-with-parent":
         // For a parent that supervises the daemon (tests): a parent that crashes leaves no daemon behind.
         _ = process_control_die_with_parent()
@@ -87,7 +94,8 @@ let configuration = DaemonConfiguration(
     home: home ?? (system ? KeychainLocations.systemHome : KeychainLocations.userDirectory),
     deviceRootPath: system ? nil : getenv("KEYCHAIN_DEVICE_ROOT").map { String(cString: $0) },
     socketPath: resolvedSocketPath,
-    idleLock: idleLock, development: development, idleTimeout: idle, stallTimeout: stall)
+    idleLock: idleLock, sessionBus: followSessionLock ? DBusConnection.systemBusAddress : nil, development: development,
+    idleTimeout: idle, stallTimeout: stall)
 
 // The signals that stop the daemon are taken by the main thread alone (sigwait below): blocked here,
 // before any other thread starts, so that every thread inherits the mask.

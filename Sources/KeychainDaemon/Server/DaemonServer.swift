@@ -20,6 +20,7 @@ public final class DaemonServer: Sendable {
     /// A pipe whose read end wakes the accept loop when `stop` writes to it.
     private let wake: (read: Int32, write: Int32)
     private let stopping = Atomic<Bool>(false)
+    private let sessionFollower = Mutex<SessionLockFollower?>(nil)
     /// Open connections (their descriptors), so that a stop can end their waits, and how many each uid
     /// has open, so that no one user can take every slot.
     private let open = Mutex<(connections: Set<Int32>, perUID: [uid_t: Int])>(([], [:]))
@@ -77,6 +78,13 @@ public final class DaemonServer: Sendable {
             "listening on \(daemon.configuration.socketPath) (\(daemon.configuration.mode.rawValue) mode\(daemon.configuration.development ? ", development: entries trusted by path are honoured" : ""))"
         )
         if daemon.configuration.idleLock != nil { startIdleLockTimer() }
+        if let bus = daemon.configuration.sessionBus {
+            let follower = SessionLockFollower(address: bus) { [daemon] uid, reason in
+                daemon.sessionLocked(uid: uid, reason: reason)
+            }
+            follower.start()
+            sessionFollower.withLock { $0 = follower }
+        }
         var refusedSinceLog = 0
         defer { close(listener) }
         while !stopping.load(ordering: .acquiring) {
@@ -148,6 +156,7 @@ public final class DaemonServer: Sendable {
     /// connections are closed (or after `deadline`). The databases are closed last.
     public func stop(deadline: Duration = .seconds(10)) {
         stopping.store(true, ordering: .releasing)
+        sessionFollower.withLock { $0?.stop() }
         var byte: UInt8 = 1
         _ = write(wake.write, &byte, 1)
         // Ends the wait of every connection between requests; a request already read is still answered.
