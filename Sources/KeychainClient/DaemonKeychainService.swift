@@ -142,6 +142,9 @@ final class DaemonConnection: @unchecked Sendable {
             _ = try Self.checkServer(descriptor, path: path)
         }
         stream = FrameStream(descriptor: descriptor)
+        // Most answers (a lookup) come within tens of microseconds: polling for them is cheaper than
+        // being woken.
+        stream.pollBeforeSleeping = .microseconds(100)
     }
 
     private static func connect(path: String) throws -> Int32 {
