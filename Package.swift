@@ -71,7 +71,7 @@ let package = Package(
         .target(name: "KeychainClient", dependencies: ["CProcessControl", "KeychainCore", "KeychainWire"]),
         .target(
             name: "Security", dependencies: ["KeychainCore", "KeychainEngine", "KeychainClient", "KeychainCrypto"]),
-        .target(name: "LocalAuthentication", dependencies: ["Security"]),
+        .target(name: "LocalAuthentication", dependencies: ["Security", "KeychainCore", "KeychainCrypto"]),
         .executableTarget(
             name: "keychain-bench",
             dependencies: [
@@ -87,7 +87,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "keychain-test-helper",
-            dependencies: ["Security"]
+            dependencies: ["Security", "KeychainCore"]
         ),
         // Test support (not a product): a securityd of its own for tests that need the daemon.
         .target(

@@ -6,9 +6,13 @@ public struct ClientIdentity: Sendable, Equatable, Codable {
     public static let tokenAccessGroup = "com.apple.token"
 
     public var accessGroups: [String]
+    /// Where the client's authentication contexts live: the daemon names the calling process, so that a
+    /// context identifier from another process names nothing. Nil: this process (the embedded keychain).
+    public var contextScope: String?
 
-    public init(accessGroups: [String]) {
+    public init(accessGroups: [String], contextScope: String? = nil) {
         self.accessGroups = accessGroups
+        self.contextScope = contextScope
     }
 
     /// The groups the client may write to, in order.

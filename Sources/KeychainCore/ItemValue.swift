@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCrypto
 
 /// A value in a query or an item, independent of Foundation's bridged object types, so the same
 /// request can be made in-process or carried to the daemon.
@@ -59,12 +60,32 @@ public indirect enum ItemResult: Sendable, Equatable, Codable {
     case array([ItemResult])
 }
 
-/// Names an authentication context (`LAContext`) across the service boundary: the engine asks the
-/// context's owner about it, and an evaluated context satisfies later calls that name it.
+/// Names an authentication context (`LAContext`) across the service boundary, with what the context
+/// says of itself: the service keeps what was evaluated under the identifier (so an evaluated context
+/// satisfies later calls that name it), and never takes the client's word that anything was.
 public struct AuthenticationContextReference: Sendable, Hashable, Codable {
     public let identifier: UUID
+    /// `LAContext.interactionNotAllowed`: evaluating must not ask the user.
+    public var interactionNotAllowed: Bool
+    /// `LAContext.setCredential(_:type: .applicationPassword)`, if set.
+    public var applicationPassword: SecureBytes?
+    /// `LAContext.localizedReason`, shown by a prompt when a call gives no `kSecUseOperationPrompt`.
+    public var localizedReason: String?
 
-    public init(identifier: UUID = UUID()) { self.identifier = identifier }
+    public init(
+        identifier: UUID = UUID(), interactionNotAllowed: Bool = false, applicationPassword: SecureBytes? = nil,
+        localizedReason: String? = nil
+    ) {
+        self.identifier = identifier
+        self.interactionNotAllowed = interactionNotAllowed
+        self.applicationPassword = applicationPassword
+        self.localizedReason = localizedReason
+    }
+
+    // A context is its identifier: what it carries changes as the app sets it up.
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.identifier == rhs.identifier }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(identifier) }
 }
 
 /// A Security object given as `kSecValueRef` or asked for with `kSecReturnRef`: its kind, and what

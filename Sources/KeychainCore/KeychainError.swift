@@ -24,8 +24,10 @@ public struct KeychainError: Error, Sendable, Codable, Equatable, CustomStringCo
         case missingEntitlement
         /// errSecUnimplemented (-4).
         case unimplemented
-        /// errSecAuthFailed (-25293): a wrong passcode.
+        /// errSecAuthFailed (-25293): a wrong passcode, or an access control the user did not satisfy.
         case authenticationFailed
+        /// errSecUserCanceled (-128): the user canceled an authentication an access control asked for.
+        case userCanceled
         /// errSecIO (-36).
         case ioError
         /// errSecReadOnly (-25292).
@@ -67,6 +69,7 @@ public struct KeychainError: Error, Sendable, Codable, Equatable, CustomStringCo
     public static func authenticationFailed(_ reason: String) -> KeychainError {
         .init(.authenticationFailed, reason)
     }
+    public static func userCanceled(_ reason: String) -> KeychainError { .init(.userCanceled, reason) }
     public static func ioError(_ reason: String) -> KeychainError { .init(.ioError, reason) }
     public static func readOnly(_ reason: String) -> KeychainError { .init(.readOnly, reason) }
     public static let diskFull = KeychainError(.diskFull, "the disk is full")

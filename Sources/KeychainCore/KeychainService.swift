@@ -27,6 +27,12 @@ public enum KeychainRequest: Sendable, Codable {
     case registerApp(AppRegistrationRequest)
     case listApps
     case removeApp(executablePath: String, passcode: SecureBytes?)
+    /// `LAContext`: evaluates (or preflights) a policy or an access control for the context named.
+    case authenticate(AuthenticationRequest)
+    /// `LAContext.invalidate()`: the context satisfies nothing from now on.
+    case invalidateContext(AuthenticationContextReference)
+    /// The simulated biometric sensor (`security biometry`).
+    case biometry(BiometryCommand)
 
     /// The request's name, for logs and tests; never its values.
     public var name: String {
@@ -45,6 +51,9 @@ public enum KeychainRequest: Sendable, Codable {
         case .registerApp: "registerApp"
         case .listApps: "listApps"
         case .removeApp: "removeApp"
+        case .authenticate: "authenticate"
+        case .invalidateContext: "invalidateContext"
+        case .biometry: "biometry"
         }
     }
 
@@ -66,6 +75,8 @@ public enum KeychainAnswer: Sendable, Codable, Equatable {
     case location(String)
     /// The app registry, in the order the entries were made.
     case apps([AppRegistration])
+    case authentication(AuthenticationOutcome)
+    case biometry(BiometryStatus)
 }
 
 /// A keychain as its clients see it: the embedded engine in-process, or (later) the daemon over its
@@ -125,6 +136,24 @@ extension KeychainService {
 
     public func removeApp(executablePath: String, passcode: SecureBytes?) throws {
         _ = try perform(.removeApp(executablePath: executablePath, passcode: passcode))
+    }
+
+    public func authenticate(_ request: AuthenticationRequest) throws -> AuthenticationOutcome {
+        guard case .authentication(let outcome) = try perform(.authenticate(request)) else {
+            throw unexpected(.authenticate(request))
+        }
+        return outcome
+    }
+
+    public func invalidate(_ context: AuthenticationContextReference) throws {
+        _ = try perform(.invalidateContext(context))
+    }
+
+    public func biometry(_ command: BiometryCommand) throws -> BiometryStatus {
+        guard case .biometry(let status) = try perform(.biometry(command)) else {
+            throw unexpected(.biometry(command))
+        }
+        return status
     }
 
     private func result(of request: KeychainRequest) throws -> ItemResult? {

@@ -79,9 +79,10 @@ public final class KeychainDaemon: Sendable {
             switch request {
             case .add, .copyMatching, .update, .delete:
                 lastActivity.store(Self.monotonicNow, ordering: .relaxed)
-                let client: ClientIdentity
+                var client: ClientIdentity
                 do {
                     client = try entitlements(of: caller, in: tenant)
+                    client.contextScope = caller.peer.contextScope
                 } catch let refusal as KeychainError {
                     if caller.isNewRefusal(refusal.reason) {
                         DaemonLog.warning("pid \(caller.peer.pid) uid \(caller.peer.uid) refused: \(refusal.reason)")
@@ -111,6 +112,26 @@ public final class KeychainDaemon: Sendable {
                 .perform(request)
                 if request.name != "status" && request.name != "location" {
                     DaemonLog.info("\(request.name) by pid \(caller.peer.pid) uid \(caller.peer.uid)")
+                }
+                return .success(answer)
+            case .authenticate, .invalidateContext, .biometry(.status):
+                // Evaluating asks the daemon's authenticators; it needs no keychain entitlement, and the
+                // contexts it leaves are the calling process's alone.
+                let client = ClientIdentity(accessGroups: [], contextScope: caller.peer.contextScope)
+                return .success(
+                    try InProcessKeychainService(keychain: tenant.keychain, client: client).perform(request))
+            case .biometry(let command):
+                // The simulated sensor answers for the user: in system mode only root may drive it (or
+                // anyone, in development mode), or a process of the user could answer its own prompts.
+                if configuration.mode == .system, caller.peer.uid != 0, !configuration.development {
+                    throw KeychainError.missingEntitlement(
+                        "the simulated biometric sensor of a system daemon is driven by root or in development mode")
+                }
+                let answer = try InProcessKeychainService(
+                    keychain: tenant.keychain, client: ClientIdentity(accessGroups: [])
+                ).perform(request)
+                if command != .status {
+                    DaemonLog.info("biometry \(command) by pid \(caller.peer.pid) uid \(caller.peer.uid)")
                 }
                 return .success(answer)
             case .listApps:

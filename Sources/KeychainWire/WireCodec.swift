@@ -137,7 +137,48 @@ private struct PayloadWriter {
             writer.write(UInt8(14))
             string(path)
             optionalSecret(passcode)
+        case .authenticate(let request):
+            writer.write(UInt8(15))
+            context(request.context)
+            switch request.subject {
+            case .policy(let policy):
+                writer.write(UInt8(1))
+                writer.write(UInt8(policy.rawValue))
+            case .accessControl(let accessControl):
+                writer.write(UInt8(2))
+                writer.write(UInt8(accessControl.protection.rawValue))
+                writer.write(UInt64(accessControl.flags))
+            }
+            writer.write(UInt8(request.preflight ? 1 : 0))
+            string(request.reason)
+        case .invalidateContext(let reference):
+            writer.write(UInt8(16))
+            context(reference)
+        case .biometry(let command):
+            writer.write(UInt8(17))
+            switch command {
+            case .enroll: writer.write(UInt8(1))
+            case .unenroll: writer.write(UInt8(2))
+            case .answer(let answer):
+                writer.write(UInt8(3))
+                string(answer.rawValue)
+            case .standingAnswer(let answer):
+                writer.write(UInt8(4))
+                writer.write(UInt8(answer == nil ? 0 : 1))
+                if let answer { string(answer.rawValue) }
+            case .status: writer.write(UInt8(5))
+            }
         }
+    }
+
+    /// An authentication context: its identifier and what it says of itself (the password is a
+    /// secret, wiped with the frame).
+    mutating func context(_ context: AuthenticationContextReference) {
+        withUnsafeBytes(of: context.identifier.uuid) { writer.writeRaw(Data($0)) }
+        writer.write(UInt8(context.interactionNotAllowed ? 1 : 0))
+        optionalSecret(context.applicationPassword)
+        writer.write(UInt8(context.localizedReason == nil ? 0 : 1))
+        if let reason = context.localizedReason { string(reason) }
     }
 
     mutating func strings(_ values: [String]) {
@@ -174,6 +215,21 @@ private struct PayloadWriter {
             writer.write(UInt8(5))
             writer.write(UInt32(apps.count))
             for app in apps { self.app(app) }
+        case .authentication(let outcome):
+            writer.write(UInt8(6))
+            writer.write(UInt8(outcome.failure == nil ? 0 : 1))
+            if let failure = outcome.failure { writer.write(Int64(failure.rawValue)) }
+            writer.write(UInt8(outcome.domainState == nil ? 0 : 1))
+            if let state = outcome.domainState { writer.writeBytes(state) }
+            writer.write(UInt8(clamping: outcome.biometryType))
+        case .biometry(let status):
+            writer.write(UInt8(7))
+            writer.write(UInt8(status.enrolled ? 1 : 0))
+            strings(status.pendingAnswers.map(\.rawValue))
+            writer.write(UInt8(status.standingAnswer == nil ? 0 : 1))
+            if let answer = status.standingAnswer { string(answer.rawValue) }
+            writer.write(UInt8(status.domainState == nil ? 0 : 1))
+            if let state = status.domainState { writer.writeBytes(state) }
         }
     }
 
@@ -230,7 +286,7 @@ private struct PayloadWriter {
             writer.write(UInt64(policy.flags))
         case .authenticationContext(let context):
             writer.write(UInt8(9))
-            withUnsafeBytes(of: context.identifier.uuid) { writer.writeRaw(Data($0)) }
+            self.context(context)
         case .valueReference(let reference):
             writer.write(UInt8(10))
             string(reference.kind.rawValue)
@@ -334,6 +390,30 @@ private struct PayloadReader {
                     trustPathOnly: try flag(), passcode: try optionalSecret()))
         case 13: return .listApps
         case 14: return .removeApp(executablePath: try string(), passcode: try optionalSecret())
+        case 15:
+            let context = try context()
+            let subject: AuthenticationRequest.Subject
+            switch try byte() {
+            case 1:
+                guard let policy = AuthenticationPolicy(rawValue: Int(try byte())) else {
+                    throw WireError("unknown authentication policy")
+                }
+                subject = .policy(policy)
+            case 2: subject = .accessControl(try accessControl())
+            case let tag: throw WireError("unknown authentication subject \(tag)")
+            }
+            return .authenticate(
+                AuthenticationRequest(context: context, subject: subject, preflight: try flag(), reason: try string()))
+        case 16: return .invalidateContext(try context())
+        case 17:
+            switch try byte() {
+            case 1: return .biometry(.enroll)
+            case 2: return .biometry(.unenroll)
+            case 3: return .biometry(.answer(try sensorAnswer()))
+            case 4: return .biometry(.standingAnswer(try flag() ? try sensorAnswer() : nil))
+            case 5: return .biometry(.status)
+            case let tag: throw WireError("unknown biometry command \(tag)")
+            }
         case let tag: throw WireError("unknown request \(tag)")
         }
     }
@@ -368,8 +448,55 @@ private struct PayloadReader {
                         applicationIdentifier: try string(), accessGroups: try strings()))
             }
             return .apps(apps)
+        case 6:
+            var failure: AuthenticationFailure?
+            if try flag() {
+                let code = try integer { (reader) throws(ByteReader.Truncated) -> Int64 in try reader.read() }
+                guard let known = AuthenticationFailure(rawValue: Int(truncatingIfNeeded: code)),
+                    Int64(known.rawValue) == code
+                else {
+                    throw WireError("unknown authentication failure \(code)")
+                }
+                failure = known
+            }
+            return .authentication(
+                AuthenticationOutcome(
+                    failure: failure, domainState: try flag() ? try bytes() : nil, biometryType: Int(try byte())))
+        case 7:
+            let enrolled = try flag()
+            let pending = try strings().map { (name) throws(WireError) -> SensorAnswer in
+                guard let answer = SensorAnswer(rawValue: name) else { throw WireError("unknown sensor answer") }
+                return answer
+            }
+            return .biometry(
+                BiometryStatus(
+                    enrolled: enrolled, pendingAnswers: pending, standingAnswer: try flag() ? try sensorAnswer() : nil,
+                    domainState: try flag() ? try bytes() : nil))
         case let tag: throw WireError("unknown answer \(tag)")
         }
+    }
+
+    private mutating func sensorAnswer() throws(WireError) -> SensorAnswer {
+        guard let answer = SensorAnswer(rawValue: try string()) else { throw WireError("unknown sensor answer") }
+        return answer
+    }
+
+    private mutating func context() throws(WireError) -> AuthenticationContextReference {
+        let raw: Data
+        do { raw = try reader.readRaw(16) } catch { throw WireError("the payload is truncated") }
+        let uuid = raw.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
+        return AuthenticationContextReference(
+            identifier: UUID(uuid: uuid), interactionNotAllowed: try flag(), applicationPassword: try optionalSecret(),
+            localizedReason: try flag() ? try string() : nil)
+    }
+
+    private mutating func accessControl() throws(WireError) -> AccessControlPolicy {
+        guard let protection = ProtectionClass(rawValue: Int(try byte())) else {
+            throw WireError("unknown protection class")
+        }
+        let flags = try integer { (reader) throws(ByteReader.Truncated) -> UInt64 in try reader.read() }
+        guard let bits = UInt(exactly: flags) else { throw WireError("access-control flags out of range") }
+        return AccessControlPolicy(protection: protection, flags: bits)
     }
 
     private mutating func strings() throws(WireError) -> [String] {
@@ -423,18 +550,8 @@ private struct PayloadReader {
             var values: [ItemValue] = []
             for _ in 0..<count { values.append(try value(depth: depth + 1)) }
             return .array(values)
-        case 8:
-            guard let protection = ProtectionClass(rawValue: Int(try byte())) else {
-                throw WireError("unknown protection class")
-            }
-            let flags = try integer { (reader) throws(ByteReader.Truncated) -> UInt64 in try reader.read() }
-            guard let bits = UInt(exactly: flags) else { throw WireError("access-control flags out of range") }
-            return .accessControl(AccessControlPolicy(protection: protection, flags: bits))
-        case 9:
-            let raw: Data
-            do { raw = try reader.readRaw(16) } catch { throw WireError("the payload is truncated") }
-            let uuid = raw.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
-            return .authenticationContext(AuthenticationContextReference(identifier: UUID(uuid: uuid)))
+        case 8: return .accessControl(try accessControl())
+        case 9: return .authenticationContext(try context())
         case 10:
             guard let kind = ValueReference.Kind(rawValue: try string()) else {
                 throw WireError("unknown value reference")

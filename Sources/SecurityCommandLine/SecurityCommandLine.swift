@@ -38,6 +38,7 @@ public enum SecurityCommandLine {
         case "unlock-keychain": try StateVerbs(session: session).unlock(rest)
         case "show-keychain-info": try StateVerbs(session: session).showInfo(rest)
         case "app": try AppVerbs(session: session).run(rest)
+        case "biometry": try BiometryVerbs(session: session).run(rest)
         case "error":
             guard !rest.isEmpty else { throw .usage(verb: "error", message: "no error code given") }
             for code in rest.map(\.text) {

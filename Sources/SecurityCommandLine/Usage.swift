@@ -156,6 +156,19 @@ enum Usage {
                 -p             the keychain's passcode, which a system daemon asks of a user (prompted on a terminal)
             """
         ),
+        (
+            "biometry",
+            "Drive the simulated biometric sensor (as the iOS Simulator's Face ID menu does).",
+            """
+            Usage: biometry enroll | unenroll | match | nomatch | cancel | policy <match|nomatch|cancel|ask> | status
+                enroll    enroll a new set: items bound to the current set (biometryCurrentSet) no longer open
+                unenroll  remove the enrolled set (biometryCurrentSet items die with it)
+                match, nomatch, cancel
+                          answer the next prompt: one an app is waiting on, or the next to come
+                policy    answer every prompt this way until "policy ask" (for unattended tests)
+                status    show the enrolment, the answers waiting and the standing answer
+            """
+        ),
         ("error", "Display a descriptive message for the given error code(s).", "Usage: error <error code> [...]"),
         ("help", "Show all commands, or the usage of one.", "Usage: help [command]"),
     ]

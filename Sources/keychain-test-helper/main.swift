@@ -13,9 +13,25 @@
 //   keychain-test-helper groups <service>             the access groups of those it can see
 //                                                     (each prints "status <n>" on failure)
 //   keychain-test-helper sleep <seconds> <ignored>    wait, doing nothing
+//   keychain-test-helper read-claiming <service> <account> <uuid>
+//                                                     read naming an authentication context this process
+//                                                     never evaluated (another's identifier), without
+//                                                     allowing a prompt
 
 import Foundation
+import KeychainCore
 import Security
+
+/// A context that claims another context's identifier, as a client faking an authentication would.
+final class ClaimedContext: SecAuthenticationContextObject {
+    let contextIdentifier: UUID
+
+    init(_ identifier: UUID) { contextIdentifier = identifier }
+
+    var authenticationContextReference: AuthenticationContextReference {
+        AuthenticationContextReference(identifier: contextIdentifier, interactionNotAllowed: true)
+    }
+}
 
 /// Writes a line straight to standard output (no buffering), so a parent sees it even if this
 /// process is killed right after.
@@ -76,6 +92,18 @@ case "read", "close":
         say("status \(status)")
     }
     if arguments[1] == "close" { EmbeddedKeychain.closeDatabases() }
+case "read-claiming":
+    guard arguments.count >= 5, let identifier = UUID(uuidString: arguments[4]) else { exit(2) }
+    var query = item(arguments[2], arguments[3])
+    query[kSecReturnData as String] = true
+    query[kSecUseAuthenticationContext as String] = ClaimedContext(identifier)
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(query as CFDictionary, &result)
+    if status == errSecSuccess, let data = result as? Data {
+        say(String(decoding: data, as: UTF8.self))
+    } else {
+        say("status \(status)")
+    }
 case "sleep":
     sleep(UInt32(arguments[2]) ?? 1)
 case "put":

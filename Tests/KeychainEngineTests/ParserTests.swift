@@ -71,12 +71,18 @@ final class ParserTests: XCTestCase {
         // Either value of synchronizable is for searching; an item has one.
         XCTAssertEqual(queryError(["sync": .string("syna")], .copyMatching)?.code, nil)
         XCTAssertEqual(changeError(["sync": .string("syna")])?.code, .invalidParameter)
-        // Constraints are refused for items being written until access control is enforced, and never
-        // with synchronizable.
+        // Constraints are written, but never with synchronizable.
         let constrained = ItemValue.accessControl(AccessControlPolicy(protection: .whenUnlocked, flags: 1 << 3))
-        XCTAssertEqual(changeError(["accc": constrained])?.code, .unimplemented)
+        XCTAssertEqual(changeError(["accc": constrained])?.code, nil)
         XCTAssertEqual(changeError(["accc": constrained, "sync": .bool(true)])?.code, .invalidParameter)
         XCTAssertEqual(queryError(["accc": constrained], .copyMatching)?.code, nil)
+        // An access control that SecAccessControlCreateWithFlags would never make (a frame from the
+        // wire can carry any bits) is refused wherever it appears.
+        for flags: UInt in [1 << 7, 1 << 14 | 1 << 15, 1 << 1 | 1 << 3, 1 << 0 | 1 << 1] {
+            let invalid = ItemValue.accessControl(AccessControlPolicy(protection: .whenUnlocked, flags: flags))
+            XCTAssertEqual(changeError(["accc": invalid])?.code, .invalidParameter, "flags \(flags)")
+            XCTAssertEqual(queryError(["accc": invalid], .copyMatching)?.code, .invalidParameter, "flags \(flags)")
+        }
     }
 
     // MARK: Bad input, once, here (the SecItem tests check that the codes reach the caller)

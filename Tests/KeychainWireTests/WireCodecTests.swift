@@ -26,7 +26,44 @@ final class WireCodecTests: XCTestCase {
             .setPasscode(new: SecureBytes(copying: [1, 2]), current: SecureBytes(copying: [3])),
             .removePasscode(current: SecureBytes(copying: [9])),
             .setEraseAfterFailedAttempts(enabled: true, passcode: nil), .location,
+            .authenticate(
+                AuthenticationRequest(
+                    context: AuthenticationContextReference(
+                        interactionNotAllowed: true, applicationPassword: SecureBytes(copying: Array("pw".utf8)),
+                        localizedReason: "Sign in"),
+                    subject: .policy(.biometricsOrCompanion), preflight: true, reason: "why")),
+            .authenticate(
+                AuthenticationRequest(
+                    context: AuthenticationContextReference(),
+                    subject: .accessControl(AccessControlPolicy(protection: .whenUnlocked, flags: 1 << 31 | 1 << 3)),
+                    preflight: false, reason: "")),
+            .invalidateContext(AuthenticationContextReference()), .biometry(.enroll), .biometry(.unenroll),
+            .biometry(.answer(.cancel)), .biometry(.standingAnswer(.match)), .biometry(.standingAnswer(nil)),
+            .biometry(.status),
         ]
+    }
+
+    func testAContextKeepsWhatItSaysOfItselfOnTheWire() throws {
+        let context = AuthenticationContextReference(
+            interactionNotAllowed: true, applicationPassword: SecureBytes(copying: Array("hunter2".utf8)),
+            localizedReason: "Read")
+        let frame = WireCodec.frame(.copyMatching(query: ["u_AuthCtx": .authenticationContext(context)]), id: 1)
+        guard case .copyMatching(let query) = try WireCodec.request(from: frame).request,
+            case .authenticationContext(let decoded)? = query["u_AuthCtx"]
+        else { return XCTFail("no context") }
+        XCTAssertEqual(decoded.identifier, context.identifier)
+        XCTAssertTrue(decoded.interactionNotAllowed)
+        XCTAssertEqual(decoded.localizedReason, "Read")
+        XCTAssertEqual(
+            decoded.applicationPassword.map { Array($0.withUnsafeBytes { Data($0) }) }, Array("hunter2".utf8))
+        // An authentication failure the protocol does not know is refused, not guessed.
+        var answer = WireCodec.frame(
+            .success(.authentication(AuthenticationOutcome(failure: .userCancel, domainState: nil, biometryType: 2))),
+            id: 2)
+        let codeOffset = WireFormat.headerSize + 2
+        XCTAssertEqual(answer[codeOffset], UInt8(bitPattern: -2))
+        answer[codeOffset] = 0x7f
+        XCTAssertThrowsError(try WireCodec.answer(from: answer))
     }
 
     private func same(_ first: KeychainRequest, _ second: KeychainRequest) -> Bool {
@@ -64,6 +101,13 @@ final class WireCodecTests: XCTestCase {
                 KeybagStatus(
                     lockState: .noPasscode, failedAttempts: 0, nextAttemptAllowed: nil, wipeAfterFailures: false)),
             .location("/home/u/.local/share/keychain/keychain.db"),
+            .authentication(AuthenticationOutcome(failure: nil, domainState: Data([1, 2, 3]), biometryType: 2)),
+            .authentication(AuthenticationOutcome(failure: .notInteractive, domainState: nil, biometryType: 0)),
+            .biometry(
+                BiometryStatus(
+                    enrolled: true, pendingAnswers: [.match, .nomatch], standingAnswer: .cancel, domainState: Data([9]))
+            ),
+            .biometry(BiometryStatus(enrolled: false, pendingAnswers: [], standingAnswer: nil, domainState: nil)),
         ]
         for (index, answer) in answers.enumerated() {
             let decoded = try WireCodec.answer(from: WireCodec.frame(.success(answer), id: UInt32(index)))
@@ -86,8 +130,10 @@ final class WireCodecTests: XCTestCase {
         refused(Data(), "header is truncated")
         refused(Data("GET / HTTP/1.1\r\n\r\n".utf8), "not a keychain frame")
         var version = good
-        version[4] = 2
-        refused(version, "version 2")
+        version[4] = WireFormat.version + 1
+        refused(version, "version \(WireFormat.version + 1)")
+        version[4] = 1  // the protocol before authentication requests
+        refused(version, "version 1")
         var kind = good
         kind[5] = 9
         refused(kind, "unknown frame kind")

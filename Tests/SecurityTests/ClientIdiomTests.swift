@@ -155,7 +155,7 @@ final class ClientIdiomTests: KeychainTestCase {
         context.interactionNotAllowed = true
         var error: NSError?
         XCTAssertFalse(context.canEvaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, error: &error))
-        XCTAssertEqual(error?.code, LAError.biometryNotAvailable.rawValue)
+        XCTAssertEqual(error?.code, LAError.biometryNotEnrolled.rawValue)
         XCTAssertEqual(Item.add(Item.password(service: "la", account: "a")), errSecSuccess)
         let query: [String: Any] = [
             kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "la",

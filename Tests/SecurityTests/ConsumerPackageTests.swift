@@ -80,8 +80,8 @@ final class ConsumerPackageTests: XCTestCase {
                 "KEYCHAIN_LOG": "off",
             ])
         XCTAssertEqual(consumer.status, 0, consumer.output)
-        // Until access control is enforced, a biometry-bound item is refused with errSecUnimplemented.
-        XCTAssertEqual(consumer.output, "token: second\nshared: 0 shared\nbiometry: -4\n")
+        // No biometry is enrolled in the consumer's fresh keychain: an item bound to it cannot be made.
+        XCTAssertEqual(consumer.output, "token: second\nshared: 0 shared\nbiometry: -25293\n")
     }
 
     private func run(_ program: String, _ arguments: [String], environment: [String: String] = [:]) throws

@@ -1,3 +1,4 @@
+import KeychainCore
 import Security
 import XCTest
 
@@ -40,10 +41,21 @@ final class SeedBehaviourTests: KeychainTestCase {
         XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &result), errSecItemNotFound)
     }
 
-    func testBiometryItemIsRefusedUntilAccessControlIsEnforced() {
+    func testBiometryItemNeedsAnEnrolledSetAndThenAMatch() throws {
         XCTAssertThrowsError(try saveWithBiometry(data: Data("x".utf8), key: "bio")) { error in
             guard case KeychainError.unexpectedStatus(let status) = error else { return XCTFail("\(error)") }
-            XCTAssertEqual(status, errSecUnimplemented)
+            XCTAssertEqual(status, errSecAuthFailed)
         }
+        _ = try KeychainServices.current().biometry(.enroll)
+        try saveWithBiometry(data: Data("x".utf8), key: "bio")
+        try saveWithBiometry(data: Data("y".utf8), key: "bio")  // the example deletes first: twice works
+        _ = try KeychainServices.current().biometry(.answer(.match))
+        let query: [String: Any] = [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: "bio",
+            kSecReturnData as String: true,
+        ]
+        var result: CFTypeRef?
+        XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual(result as? Data, Data("y".utf8))
     }
 }

@@ -8,6 +8,7 @@ import XCTest
 final class ThroughDaemonTests: XCTestCase {
     static let suites = [
         "SecItemSemanticsTests", "ClientIdiomTests", "BadInputTests", "ThreadSafetyTests", "SeedBehaviourTests",
+        "AccessControlTests",
     ]
 
     func testTheSecItemSuitesGiveTheSameAnswersThroughTheDaemon() throws {

@@ -15,6 +15,9 @@ final class PeerProcess: @unchecked Sendable {
     let pid: Int32
     let uid: uid_t
     let gid: gid_t
+    /// Names this process among all processes since boot (uid, pid and start time): where its
+    /// authentication contexts live, so that a context identifier from another process names nothing.
+    let contextScope: String
     private let pidfd: Int32
     /// `/proc/<pid>`, opened once: every later read goes through it, so none can reach another
     /// process that is later given the same pid (the directory of an ended process answers ESRCH).
@@ -47,6 +50,7 @@ final class PeerProcess: @unchecked Sendable {
                 throw Failure(description: "pid \(pid) now names a process that started after the connection")
             }
         }
+        contextScope = "\(uid):\(pid):\(Self.startTicks(pid: pid) ?? 0)"
         let directory = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         // Opened after the pidfd: if the pidfd's process is alive now, the directory is that process's.
         guard directory >= 0, process_control_pidfd_alive(descriptor) == 0 else {

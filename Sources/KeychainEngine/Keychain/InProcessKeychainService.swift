@@ -26,6 +26,10 @@ public struct InProcessKeychainService: KeychainService {
         case .setEraseAfterFailedAttempts(let enabled, let passcode):
             try keychain.setEraseAfterFailedAttempts(enabled, passcode: passcode)
         case .location: return .location(keychain.databasePath)
+        case .authenticate(let request):
+            return .authentication(try keychain.authentication.authenticate(request, client: client))
+        case .invalidateContext(let context): keychain.authentication.invalidate(context, client: client)
+        case .biometry(let command): return .biometry(try keychain.authentication.biometry.perform(command))
         case .registerApp, .listApps, .removeApp:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")

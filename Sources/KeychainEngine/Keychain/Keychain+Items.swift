@@ -106,7 +106,11 @@ extension Keychain {
             synchronizable: synchronizable, tombstone: false, attributes: attributes,
             accessControl: query.accessControl, secret: query.valueData)
         try record.updateDigest()
-        return (try ItemSealing.seal(record, classKey: classKey, digests: try digests()), record)
+        var factors: SecretFactors?
+        if let accessControl = record.accessControl, accessControl.guardsSecret {
+            factors = try authentication.factorsForNewItem(accessControl, context: query.authenticationContext)
+        }
+        return (try ItemSealing.seal(record, classKey: classKey, digests: try digests(), factors: factors), record)
     }
 
     /// Inserts a new row; a tombstone or an undecryptable row in the same slot gives way, a live
@@ -147,9 +151,12 @@ extension Keychain {
         let groups = try client.groupsForReading(query.accessGroup)
         // No read transaction: every candidate is re-checked after decryption, so a write landing
         // between two statements cannot make a wrong item match; it can only be seen or not.
+        let access = ItemAccess(query: query, broker: authentication, client: client)
         let matches = try pool.withConnection { connection in
-            try search(query, itemClass: itemClass, groups: groups, store: ItemStore(connection: connection))
-                .run(limit: query.limit.maximum, needSecret: query.returnData, needAttributes: query.returnAttributes)
+            try search(
+                query, itemClass: itemClass, groups: groups, store: ItemStore(connection: connection), access: access
+            )
+            .run(limit: query.limit.maximum, needSecret: query.returnData, needAttributes: query.returnAttributes)
         }
         guard !matches.isEmpty else { throw KeychainError.itemNotFound }
         guard query.returnsAnything else { return nil }
@@ -173,12 +180,20 @@ extension Keychain {
             }
         }
         let digests = try digests()
-        try changingMatches(of: query, itemClass: itemClass, groups: groups, needSecret: true) { store, matches in
+        // An update decrypts and encrypts: a guarded item's access control is satisfied first.
+        let access = ItemAccess(query: query, broker: authentication, client: client)
+        try changingMatches(
+            of: query, itemClass: itemClass, groups: groups, needSecret: true, access: access
+        ) { store, matches in
             for match in matches {
                 var record = match.record
                 try change.apply(to: &record, now: clock.now())
                 let classKey = try keybag.classKey(for: record.protection)
-                var row = try ItemSealing.seal(record, classKey: classKey, digests: digests)
+                var factors: SecretFactors?
+                if let accessControl = record.accessControl, accessControl.guardsSecret {
+                    factors = try authentication.factorsForNewItem(accessControl, context: query.authenticationContext)
+                }
+                var row = try ItemSealing.seal(record, classKey: classKey, digests: digests, factors: factors)
                 row.rowID = match.row.rowID
                 try replace(rowID: match.row.rowID, with: row, store: store)
                 let keyChanged = row.primaryKeyDigest != match.row.primaryKeyDigest
@@ -192,12 +207,12 @@ extension Keychain {
     /// Finds every match inside one write transaction and hands them to `body`, which changes them;
     /// no match is errSecItemNotFound, and a throw from `body` rolls every change back.
     private func changingMatches(
-        of query: Query, itemClass: ItemClass, groups: [String], needSecret: Bool,
+        of query: Query, itemClass: ItemClass, groups: [String], needSecret: Bool, access: ItemAccess? = nil,
         _ body: (ItemStore, [Match]) throws -> Void
     ) throws {
         try pool.writeTransaction { connection in
             let store = ItemStore(connection: connection)
-            let matches = try search(query, itemClass: itemClass, groups: groups, store: store)
+            let matches = try search(query, itemClass: itemClass, groups: groups, store: store, access: access)
                 .run(limit: Int.max, needSecret: needSecret)
             guard !matches.isEmpty else { throw KeychainError.itemNotFound }
             try body(store, matches)
@@ -241,10 +256,11 @@ extension Keychain {
 
     // MARK: Helpers
 
-    private func search(_ query: Query, itemClass: ItemClass, groups: [String], store: ItemStore) throws
-        -> ItemSearch
-    {
+    private func search(
+        _ query: Query, itemClass: ItemClass, groups: [String], store: ItemStore, access: ItemAccess? = nil
+    ) throws -> ItemSearch {
         ItemSearch(
-            store: store, keybag: keybag, digests: try digests(), itemClass: itemClass, query: query, groups: groups)
+            store: store, keybag: keybag, digests: try digests(), itemClass: itemClass, query: query, groups: groups,
+            access: access)
     }
 }

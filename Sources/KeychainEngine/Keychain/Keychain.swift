@@ -15,15 +15,19 @@ public struct KeychainOptions: Sendable {
     /// Database connections kept open for reads between uses: a few for an app, more for the daemon,
     /// whose clients read at once.
     public var idleConnections: Int
+    /// How long a biometry prompt waits for the simulated sensor to be answered when no answer is
+    /// queued or standing (`security biometry`).
+    public var biometryAnswerWait: Duration
 
     public init(
         deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeFunction: PasscodeFunction? = nil,
-        idleConnections: Int = 4
+        idleConnections: Int = 4, biometryAnswerWait: Duration = .seconds(30)
     ) {
         self.deviceRootPath = deviceRootPath
         self.clock = clock
         self.passcodeFunction = passcodeFunction
         self.idleConnections = idleConnections
+        self.biometryAnswerWait = biometryAnswerWait
     }
 }
 
@@ -39,6 +43,7 @@ public final class Keychain: Sendable {
     let pool: ConnectionPool
     let keybag: Keybag
     let clock: any Clock
+    let authentication: AuthenticationBroker
     private let digestCache: Mutex<(SecureBytes, ItemDigests)?> = Mutex(nil)
 
     public static let databaseName = "keychain.db"
@@ -60,6 +65,9 @@ public final class Keychain: Sendable {
         databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
         clock = options.clock
         keybag = try Self.openKeybag(directory: directory, options: options)
+        authentication = AuthenticationBroker(
+            biometry: SimulatedBiometry(directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait),
+            keybag: keybag)
         pool = try Self.openDatabase(databasePath, idleConnections: options.idleConnections)
     }
 

@@ -77,6 +77,10 @@ struct Query: Sendable {
     /// An authentication context given as `kSecUseAuthenticationContext`.
     var authenticationContext: AuthenticationContextReference?
     var skipItemsNeedingAuthentication = false
+    /// False when the query forbids asking the user (`kSecUseAuthenticationUIFail`, `kSecUseNoAuthenticationUI`).
+    var interactionAllowed = true
+    /// `kSecUseOperationPrompt`: the reason a prompt shows.
+    var operationPrompt: String?
 
     var accessGroup: String? { shared.accessGroup }
     var synchronizable: SynchronizableMatch? { shared.synchronizable }
@@ -226,7 +230,8 @@ struct Query: Sendable {
             useTombstones = try AttributeCodec.boolean(value, key: key)
         case "u_AuthUI":
             switch value {
-            case .string("u_AuthUIA"), .string("u_AuthUIF"): break
+            case .string("u_AuthUIA"): break
+            case .string("u_AuthUIF"): interactionAllowed = false
             case .string("u_AuthUIS"):
                 guard operation == .copyMatching else {
                     throw KeychainError.invalidParameter(
@@ -237,14 +242,17 @@ struct Query: Sendable {
                 throw KeychainError.invalidParameter("u_AuthUI must be one of the kSecUseAuthenticationUI values")
             }
         case "u_NoAuthUI":
-            _ = try AttributeCodec.boolean(value, key: key)
+            if try AttributeCodec.boolean(value, key: key) { interactionAllowed = false }
         case "u_AuthCtx":
             guard case .authenticationContext(let context) = value else {
                 throw KeychainError.invalidParameter("u_AuthCtx must be an LAContext, not \(value.typeName)")
             }
             authenticationContext = context
         case "u_OpPrompt":
-            guard case .string = value else { throw KeychainError.invalidParameter("u_OpPrompt must be a string") }
+            guard case .string(let prompt) = value else {
+                throw KeychainError.invalidParameter("u_OpPrompt must be a string")
+            }
+            operationPrompt = prompt
         case "u_CredRef":
             guard case .data = value else { throw KeychainError.invalidParameter("u_CredRef must be data") }
         case "u_ItemList":

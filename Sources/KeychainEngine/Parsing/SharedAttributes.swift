@@ -67,6 +67,9 @@ struct SharedAttributes: Sendable {
                 throw KeychainError.invalidParameter(
                     "accc (kSecAttrAccessControl) must be a SecAccessControl, not \(value.typeName)")
             }
+            if let problem = AccessControlPolicy.problem(withFlags: policy.flags) {
+                throw KeychainError.invalidParameter("accc (kSecAttrAccessControl) is not valid: \(problem)")
+            }
             accessControl = policy
         default:
             return false
@@ -82,14 +85,12 @@ struct SharedAttributes: Sendable {
     }
 
     /// For an item being written (added or updated): an access control with constraints is never
-    /// synchronizable, and is refused until access control is enforced, rather than stored unenforced
-    /// (a policy with no flags is only a protection class). `synchronizable` is the item's.
+    /// synchronizable (a policy with no flags is only a protection class). `synchronizable` is the item's.
     func checkAccessControlForWriting(synchronizable: Bool?) throws {
         guard let accessControl, accessControl.flags != 0 else { return }
         if synchronizable == true {
             throw KeychainError.invalidParameter("an item with kSecAttrAccessControl cannot be synchronizable")
         }
-        throw KeychainError.unimplemented("access-control constraints are not supported yet")
     }
 
     /// The protection class these keys give an item: the access control's, else kSecAttrAccessible's.

@@ -27,29 +27,62 @@ enum ItemCrypto {
     enum Failure: Error {
         /// The blob does not open: tampered, moved, truncated, or made with another key.
         case corrupt(String)
+        /// A guarded blob was opened without its factors.
+        case needsFactors
+        /// A guarded blob did not open with the factors given.
+        case factorsRejected
     }
 
-    static func seal(_ plaintext: Data, part: Part, binding: RowBinding, classKey: SecureBytes) throws -> Data {
+    /// The secret blob of an item whose access control guards it: `version (2) ‖ salt (16) ‖ wrapped item
+    /// key ‖ sealed plaintext`, the plaintext sealed under a key derived from the item key, the salt and
+    /// the factors' secrets (`SecretFactors`), so the blob opens only with them; a blob whose version
+    /// byte is changed no longer opens either way.
+    static let guardedBlobVersion: UInt8 = 2
+
+    static func seal(
+        _ plaintext: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
+    ) throws -> Data {
         let itemKey = try SecureBytes(randomCount: AESGCM.keySize)
         let (wrapAAD, aad) = associatedData(part: part, binding: binding)
         var writer = ByteWriter()
-        writer.write(blobVersion)
-        writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD))
-        writer.writeRaw(try AESGCM.seal(plaintext, key: itemKey, authenticating: aad))
+        if let factors {
+            let salt = try Random.bytes(16)
+            writer.write(guardedBlobVersion)
+            writer.writeRaw(salt)
+            writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD))
+            let contentKey = try factors.contentKey(itemKey: itemKey, salt: salt)
+            writer.writeRaw(try AESGCM.seal(plaintext, key: contentKey, authenticating: aad))
+        } else {
+            writer.write(blobVersion)
+            writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD))
+            writer.writeRaw(try AESGCM.seal(plaintext, key: itemKey, authenticating: aad))
+        }
         return writer.data
     }
 
-    static func open(_ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes) throws -> Data {
+    /// Whether a blob is guarded (opens only with its factors).
+    static func isGuarded(_ blob: Data) -> Bool { blob.first == guardedBlobVersion }
+
+    static func open(
+        _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
+    ) throws -> Data {
         var reader = ByteReader(blob)
-        guard (try? reader.read() as UInt8) == blobVersion, let wrappedKey = try? reader.readBytes(),
+        let version = try? reader.read() as UInt8
+        let salt = version == guardedBlobVersion ? try? reader.readRaw(16) : nil
+        guard version == blobVersion || salt != nil, let wrappedKey = try? reader.readBytes(),
             let sealed = try? reader.readRaw(reader.remaining)
         else { throw Failure.corrupt("malformed blob") }
         let (wrapAAD, aad) = associatedData(part: part, binding: binding)
         do {
             let itemKey = try AESGCM.openSecure(wrappedKey, key: classKey, authenticating: wrapAAD)
-            return try AESGCM.open(sealed, key: itemKey, authenticating: aad)
+            guard let salt else { return try AESGCM.open(sealed, key: itemKey, authenticating: aad) }
+            guard let factors else { throw Failure.needsFactors }
+            return try AESGCM.open(
+                sealed, key: try factors.contentKey(itemKey: itemKey, salt: salt), authenticating: aad)
         } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext, CryptoError.invalidKeySize {
-            throw Failure.corrupt("authentication failed")
+            // A guarded blob that does not open with its factors: a changed enrollment or a wrong
+            // application password, or tampering; callers tell them apart by what the item requires.
+            throw salt == nil ? Failure.corrupt("authentication failed") : Failure.factorsRejected
         }
     }
 

@@ -51,4 +51,25 @@ enum ItemDecryption {
         let bytes = try ItemCrypto.open(row.secret, part: .secret, binding: binding, classKey: classKey)
         return try ItemRecordCoding.decodeSecret(bytes)
     }
+
+    /// The secret of a guarded item (its access control asks for factors), opened with `factors`.
+    /// Throws `ItemCrypto.Failure.factorsRejected` when they do not open it (a changed enrollment, a
+    /// wrong application password); nil when the row is otherwise corrupt (logged).
+    static func openGuardedSecret(
+        _ row: StoredItem, protection: ProtectionClass, classKey: SecureBytes,
+        factors: SecretFactors
+    ) throws -> Data?? {
+        guard let itemClass = ItemClass(rawValue: row.itemClass) else { return nil }
+        let binding = RowBinding(row: row, itemClass: itemClass, protection: protection)
+        do {
+            let bytes = try ItemCrypto.open(
+                row.secret, part: .secret, binding: binding, classKey: classKey, factors: factors)
+            return .some(try ItemRecordCoding.decodeSecret(bytes))
+        } catch ItemCrypto.Failure.factorsRejected {
+            throw ItemCrypto.Failure.factorsRejected
+        } catch {
+            KeychainLog.error("an item failed its integrity check and is treated as corrupt")
+            return nil
+        }
+    }
 }

@@ -1,11 +1,19 @@
 import Foundation
+import KeychainCore
 import KeychainCrypto
 import KeychainStorage
 
 /// Turning an item into the row that stores it; `ItemDecryption` is the way back.
 enum ItemSealing {
     /// Seals a record into a row: encrypted blobs and keyed digests.
-    static func seal(_ record: ItemRecord, classKey: SecureBytes, digests: ItemDigests) throws -> StoredItem {
+    /// A record whose access control guards its secret needs `factors` (`AuthenticationBroker`).
+    static func seal(_ record: ItemRecord, classKey: SecureBytes, digests: ItemDigests, factors: SecretFactors? = nil)
+        throws -> StoredItem
+    {
+        let guarded = record.accessControl?.guardsSecret == true
+        guard !guarded || factors != nil else {
+            throw KeychainError.internalError("a guarded item was sealed without its factors")
+        }
         let lookupDigest = try digests.lookup(
             itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
             synchronizable: record.synchronizable)
@@ -21,7 +29,8 @@ enum ItemSealing {
             metadata: try ItemCrypto.seal(
                 ItemRecordCoding.encodeMetadata(record), part: .metadata, binding: binding, classKey: classKey),
             secret: try ItemCrypto.seal(
-                ItemRecordCoding.encodeSecret(record.secret), part: .secret, binding: binding, classKey: classKey),
+                ItemRecordCoding.encodeSecret(record.secret), part: .secret, binding: binding, classKey: classKey,
+                factors: guarded ? factors : nil),
             indexDigests: try digests.indexEntries(for: record))
     }
 }

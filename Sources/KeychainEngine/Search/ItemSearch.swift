@@ -26,6 +26,8 @@ struct ItemSearch {
     let query: Query
     /// Access groups the caller may see in this operation (already narrowed to an explicit group).
     let groups: [String]
+    /// Who answers for items whose access control guards their secret, when secrets are read.
+    var access: ItemAccess?
 
     /// - Parameter needAttributes: false when the caller uses only the secret and the row's identity;
     ///   a lookup by exact primary key then opens the secret blob alone (see `openSecretOnly`).
@@ -38,7 +40,7 @@ struct ItemSearch {
         var position = 0
         while matches.count < limit, position < found.count {
             defer { position += 1 }
-            let row: StoredItem
+            var row: StoredItem
             switch found {
             case .rows(let rows): row = rows[position]
             case .rowIDs(let rowIDs):
@@ -47,9 +49,15 @@ struct ItemSearch {
             }
             guard columnsMatch(row, groupDigests: groupDigests) else { continue }
             if secretOnly {
-                guard let record = try decrypt(row, secretOnly: true) else { continue }
-                matches.append(Match(row: row, record: record))
-                continue
+                if !ItemCrypto.isGuarded(row.secret) {
+                    guard let record = try decrypt(row, secretOnly: true) else { continue }
+                    matches.append(Match(row: row, record: record))
+                    continue
+                }
+                // A guarded secret is never read on the fast path: its access control is in the
+                // attributes, which the fast path did not fetch.
+                guard let whole = try store.item(rowID: row.rowID) else { continue }
+                row = whole
             }
             guard let record = try decrypt(row, needSecret: needSecret) else { continue }
             guard recordMatches(record, row: row) else {
@@ -178,7 +186,20 @@ struct ItemSearch {
             return nil
         }
         if secretOnly { return ItemDecryption.openSecretOnly(row, protection: protection, classKey: classKey) }
-        return ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: needSecret)
+        guard needSecret, ItemCrypto.isGuarded(row.secret) else {
+            return ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: needSecret)
+        }
+        guard var record = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false)
+        else { return nil }
+        guard let accessControl = record.accessControl, accessControl.guardsSecret else {
+            KeychainLog.error("an item's secret is guarded but its attributes name no access control; skipping it")
+            return nil
+        }
+        guard let access else {
+            throw KeychainError.internalError("a guarded secret was asked for with nobody to authorize it")
+        }
+        return try access.open(row, record: &record, accessControl: accessControl, classKey: classKey)
+            ? record : nil
     }
 
     /// The decrypted contents must agree with the row's clear columns and with every query term. This is

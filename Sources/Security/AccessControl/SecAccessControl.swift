@@ -24,7 +24,8 @@ public struct SecAccessControlCreateFlags: OptionSet, Sendable, Hashable {
 
 /// An access-control object: a protection class plus constraints.
 public final class SecAccessControl: Hashable, @unchecked Sendable {
-    let policy: AccessControlPolicy
+    /// The protection class and flags, as the keychain service receives them (this project's own).
+    public let policy: AccessControlPolicy
 
     init(policy: AccessControlPolicy) { self.policy = policy }
 
@@ -50,13 +51,6 @@ public func SecAccessControlCreateWithFlags(
     guard let protectionName = (protection as? String) ?? (protection as? NSString).map({ String($0) }),
         let protectionClass = ProtectionClass(attributeValue: protectionName)
     else { return fail("invalid protection") }
-    if flags.contains(.or), flags.contains(.and) { return fail("only one logical operation can be set") }
-    if flags.contains(.biometryAny), flags.contains(.biometryCurrentSet) {
-        return fail("only one bio constraint can be set")
-    }
-    if flags.contains(.userPresence) {
-        let others = flags.subtracting([.userPresence, .applicationPassword, .privateKeyUsage])
-        if !others.isEmpty { return fail("user presence cannot be combined with other constraints") }
-    }
-    return SecAccessControl(policy: AccessControlPolicy(protection: protectionClass, flags: flags.rawValue))
+    if let problem = AccessControlPolicy.problem(withFlags: UInt(flags.rawValue)) { return fail(problem) }
+    return SecAccessControl(policy: AccessControlPolicy(protection: protectionClass, flags: UInt(flags.rawValue)))
 }

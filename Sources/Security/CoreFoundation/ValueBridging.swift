@@ -45,7 +45,7 @@ enum ValueBridging {
         case let policy as SecAccessControl: return .accessControl(policy.policy)
         case let array as [Any]: return .array(array.map(itemValue))
         case let context as SecAuthenticationContextObject:
-            return .authenticationContext(AuthenticationContextReference(identifier: context.contextIdentifier))
+            return .authenticationContext(context.authenticationContextReference)
         case is SecKey: return .valueReference(ValueReference(kind: .key))
         case is SecCertificate: return .valueReference(ValueReference(kind: .certificate))
         case is SecIdentity: return .valueReference(ValueReference(kind: .identity))

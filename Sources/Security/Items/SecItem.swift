@@ -76,6 +76,7 @@ extension KeychainError {
         case .missingEntitlement: errSecMissingEntitlement
         case .unimplemented: errSecUnimplemented
         case .authenticationFailed: errSecAuthFailed
+        case .userCanceled: errSecUserCanceled
         case .ioError: errSecIO
         case .readOnly: errSecReadOnly
         case .diskFull: errSecDiskFull

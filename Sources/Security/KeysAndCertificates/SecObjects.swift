@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 
 // The Security object types clients declare, store in collections and compare by type id. Their
 // behaviour (keys, certificates, identities, trust) arrives with the keys-and-certificates work.
@@ -29,8 +30,9 @@ public func SecIdentityGetTypeID() -> CFTypeID { typeID(of: SecIdentity.self) }
 public func SecTrustGetTypeID() -> CFTypeID { typeID(of: SecTrust.self) }
 public func SecPolicyGetTypeID() -> CFTypeID { typeID(of: SecPolicy.self) }
 
-/// Marks objects that stand for an authentication context (`LAContext`) in a query; the identifier
-/// names the context to the keychain service.
+/// Marks objects that stand for an authentication context (`LAContext`) in a query: what it tells the
+/// keychain service about itself (its identifier, whether it may ask the user, its credential).
 public protocol SecAuthenticationContextObject: AnyObject {
     var contextIdentifier: UUID { get }
+    var authenticationContextReference: AuthenticationContextReference { get }
 }

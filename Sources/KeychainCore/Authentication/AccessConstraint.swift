@@ -1,0 +1,84 @@
+/// What an access control asks of the user before its item's secret is used: the constraint tree
+/// that `SecAccessControlCreateFlags` describe (Apple's `kofn`: several factors are all required unless
+/// `.or` says any one will do).
+public indirect enum AccessConstraint: Sendable, Hashable {
+    /// Biometry, or the device passcode when biometry is unavailable (`LAPolicy.deviceOwnerAuthentication`).
+    case userPresence
+    /// Any enrolled biometry, whatever is enrolled later.
+    case biometryAny
+    /// The biometry enrolled when the item was made: a change of the enrolled set makes the item
+    /// unreadable for good.
+    case biometryCurrentSet
+    case devicePasscode
+    /// A paired companion device (Apple's watch).
+    case companion
+    case all([AccessConstraint])
+    case any([AccessConstraint])
+
+    /// Whether the tree names the current biometry set anywhere (the item is bound to it).
+    public var bindsBiometryEnrollment: Bool {
+        switch self {
+        case .biometryCurrentSet: true
+        case .all(let parts), .any(let parts): parts.contains { $0.bindsBiometryEnrollment }
+        default: false
+        }
+    }
+}
+
+extension AccessControlPolicy {
+    /// The flag bits `SecAccessControlCreateFlags` defines (Apple's values).
+    public enum Flag {
+        public static let userPresence: UInt = 1 << 0
+        public static let biometryAny: UInt = 1 << 1
+        public static let biometryCurrentSet: UInt = 1 << 3
+        public static let devicePasscode: UInt = 1 << 4
+        public static let companion: UInt = 1 << 5
+        public static let or: UInt = 1 << 14
+        public static let and: UInt = 1 << 15
+        public static let privateKeyUsage: UInt = 1 << 30
+        public static let applicationPassword: UInt = 1 << 31
+        public static let known: UInt =
+            userPresence | biometryAny | biometryCurrentSet | devicePasscode | companion | or | and | privateKeyUsage
+            | applicationPassword
+    }
+
+    /// Why these flags cannot make an access control (Apple's rules), or nil when they can.
+    public static func problem(withFlags flags: UInt) -> String? {
+        if flags & ~Flag.known != 0 { return "unknown flag bits 0x\(String(flags & ~Flag.known, radix: 16))" }
+        if flags & Flag.or != 0, flags & Flag.and != 0 { return "only one logical operation can be set" }
+        if flags & Flag.biometryAny != 0, flags & Flag.biometryCurrentSet != 0 {
+            return "only one bio constraint can be set"
+        }
+        if flags & Flag.userPresence != 0,
+            flags & ~(Flag.userPresence | Flag.applicationPassword | Flag.privateKeyUsage) != 0
+        {
+            return "user presence cannot be combined with other constraints"
+        }
+        return nil
+    }
+
+    /// The factors the user must present, or nil when the policy asks for none (a protection class
+    /// alone, or only an application password, which is no prompt of the device's).
+    public var constraint: AccessConstraint? {
+        var factors: [AccessConstraint] = []
+        if flags & Flag.userPresence != 0 { factors.append(.userPresence) }
+        if flags & Flag.biometryAny != 0 { factors.append(.biometryAny) }
+        if flags & Flag.biometryCurrentSet != 0 { factors.append(.biometryCurrentSet) }
+        if flags & Flag.devicePasscode != 0 { factors.append(.devicePasscode) }
+        if flags & Flag.companion != 0 { factors.append(.companion) }
+        switch factors.count {
+        case 0: return nil
+        case 1: return factors[0]
+        default: return flags & Flag.or != 0 ? .any(factors) : .all(factors)
+        }
+    }
+
+    /// The item's secret is also sealed under a password the app supplies (`LAContext.setCredential`).
+    public var requiresApplicationPassword: Bool { flags & Flag.applicationPassword != 0 }
+
+    /// For keys: the constraint guards signing and key exchange rather than reading.
+    public var isPrivateKeyUsage: Bool { flags & Flag.privateKeyUsage != 0 }
+
+    /// Whether reading the item's secret asks for anything: a factor or an application password.
+    public var guardsSecret: Bool { constraint != nil || requiresApplicationPassword }
+}

@@ -1,0 +1,242 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+import KeychainKeybag
+import Synchronization
+
+/// Decides whether the user is present: evaluates access-control constraints and `LAContext` policies
+/// against the authenticators (the simulated biometric sensor; the device passcode's prompt is still
+/// to come), and remembers what each authentication context has evaluated, so that an evaluated
+/// context satisfies later calls that name it without asking again.
+///
+/// Contexts are kept per client process (`ClientIdentity.contextScope`): a context identifier from
+/// another process, or from before the service started, names nothing and satisfies nothing. The
+/// client's word that it authenticated is never taken: a context counts as evaluated only when this
+/// broker evaluated it.
+final class AuthenticationBroker: Sendable {
+    let biometry: SimulatedBiometry
+    private let keybag: Keybag
+    private let contexts = Mutex<[ContextKey: EvaluatedContext]>([:])
+
+    /// Contexts remembered at most; the least recently used go first.
+    static let maximumContexts = 4_096
+
+    init(biometry: SimulatedBiometry, keybag: Keybag) {
+        self.biometry = biometry
+        self.keybag = keybag
+    }
+
+    private struct ContextKey: Hashable {
+        var scope: String?
+        var identifier: UUID
+    }
+
+    /// What one context has evaluated.
+    private struct EvaluatedContext {
+        /// The biometry domain state it matched, if it matched.
+        var biometry: Data?
+        var invalidated = false
+        var lastUse: UInt64 = 0
+    }
+
+    // MARK: LAContext
+
+    func authenticate(_ request: AuthenticationRequest, client: ClientIdentity) throws -> AuthenticationOutcome {
+        let enrollment = try biometry.enrollment()
+        let biometryType = enrollment.enrolled ? 2 : 0  // LABiometryType.faceID, as the Simulator's default
+        func outcome(_ failure: AuthenticationFailure?) -> AuthenticationOutcome {
+            AuthenticationOutcome(failure: failure, domainState: enrollment.domainState, biometryType: biometryType)
+        }
+        let key = ContextKey(scope: client.contextScope, identifier: request.context.identifier)
+        if contexts.withLock({ $0[key]?.invalidated == true }) { return outcome(.invalidContext) }
+        let constraint: AccessConstraint?
+        switch request.subject {
+        case .policy(let policy): constraint = policy.constraint
+        case .accessControl(let accessControl):
+            if let problem = AccessControlPolicy.problem(withFlags: accessControl.flags) {
+                throw KeychainError.invalidParameter("invalid access control: \(problem)")
+            }
+            constraint = accessControl.constraint
+        }
+        guard let constraint else { return outcome(nil) }
+        if request.preflight { return outcome(availability(of: constraint, enrolled: enrollment.enrolled)) }
+        return outcome(
+            try satisfy(
+                constraint, key: key, reason: request.reason, interactionAllowed: !request.context.interactionNotAllowed
+            ))
+    }
+
+    func invalidate(_ context: AuthenticationContextReference, client: ClientIdentity) {
+        let key = ContextKey(scope: client.contextScope, identifier: context.identifier)
+        remember(key) { $0.invalidated = true }
+    }
+
+    // MARK: Items
+
+    /// Satisfies an item's constraint for a read or an update, asking the user where it must and may;
+    /// throws the SecItem status when it is not satisfied.
+    func authorize(
+        _ accessControl: AccessControlPolicy, context: AuthenticationContextReference?, client: ClientIdentity,
+        reason: String, interactionAllowed: Bool
+    ) throws {
+        let key = context.map { ContextKey(scope: client.contextScope, identifier: $0.identifier) }
+        if let key, contexts.withLock({ $0[key]?.invalidated == true }) {
+            throw AuthenticationFailure.invalidContext.keychainError
+        }
+        guard let constraint = accessControl.constraint else { return }
+        let allowed = interactionAllowed && context?.interactionNotAllowed != true
+        // With no context of the caller's, the item's prompt is evaluated in one of its own, kept nowhere.
+        let scratch = key ?? ContextKey(scope: "item", identifier: UUID())
+        let failure = try satisfy(constraint, key: scratch, reason: reason, interactionAllowed: allowed)
+        if key == nil { contexts.withLock { _ = $0.removeValue(forKey: scratch) } }
+        if let failure { throw failure.keychainError }
+    }
+
+    /// The factors an existing item's secret opens with: the enrolled set's secret if it is bound to
+    /// it (none enrolled: `.itemNotFound`, the binding is gone), and the application password from the
+    /// context.
+    func factors(
+        for accessControl: AccessControlPolicy, context: AuthenticationContextReference?,
+        interactionAllowed: Bool
+    ) throws -> SecretFactors {
+        var factors = SecretFactors()
+        if accessControl.constraint?.bindsBiometryEnrollment == true {
+            guard let secret = try biometry.enrollmentSecret() else {
+                throw KeychainError.itemNotFound
+            }
+            factors.enrollment = secret
+        }
+        if accessControl.requiresApplicationPassword {
+            guard let password = context?.applicationPassword else {
+                // No prompt for an application password exists here: asking would be the app's.
+                throw interactionAllowed && context?.interactionNotAllowed != true
+                    ? KeychainError.authenticationFailed(
+                        "the item needs its application password (LAContext.setCredential), and none was given")
+                    : AuthenticationFailure.notInteractive.keychainError
+            }
+            factors.applicationPassword = password
+        }
+        return factors
+    }
+
+    /// The factors a new item's secret is sealed under. Adding asks nobody (as on iOS, where an item is
+    /// created under its access control without a prompt), but a binding to biometry needs an enrolled
+    /// set, and an application password must be given.
+    func factorsForNewItem(_ accessControl: AccessControlPolicy, context: AuthenticationContextReference?) throws
+        -> SecretFactors
+    {
+        var factors = SecretFactors()
+        if accessControl.constraint?.bindsBiometryEnrollment == true {
+            guard let secret = try biometry.enrollmentSecret() else {
+                throw KeychainError.authenticationFailed(
+                    "the item is bound to the enrolled biometry, and none is enrolled (security biometry enroll)")
+            }
+            factors.enrollment = secret
+        }
+        if accessControl.requiresApplicationPassword {
+            guard let password = context?.applicationPassword else {
+                throw KeychainError.authenticationFailed(
+                    "an application-password item needs the password (LAContext.setCredential) when it is added")
+            }
+            factors.applicationPassword = password
+        }
+        return factors
+    }
+
+    // MARK: Evaluation
+
+    private func availability(of constraint: AccessConstraint, enrolled: Bool) -> AuthenticationFailure? {
+        switch constraint {
+        case .biometryAny, .biometryCurrentSet: enrolled ? nil : .biometryNotEnrolled
+        case .userPresence: enrolled ? nil : passcodeFailure(interactionAllowed: true)
+        case .devicePasscode: passcodeFailure(interactionAllowed: true)
+        case .companion: .companionNotAvailable
+        case .all(let parts): parts.lazy.compactMap { self.availability(of: $0, enrolled: enrolled) }.first
+        case .any(let parts):
+            parts.contains { availability(of: $0, enrolled: enrolled) == nil }
+                ? nil : parts.lazy.compactMap { self.availability(of: $0, enrolled: enrolled) }.first
+        }
+    }
+
+    /// Why the device passcode cannot be asked for: no passcode set, or (for now) no prompt to ask it
+    /// with.
+    private func passcodeFailure(interactionAllowed: Bool) -> AuthenticationFailure {
+        if keybag.status.lockState == .noPasscode { return .passcodeNotSet }
+        return interactionAllowed ? .authenticationFailed : .notInteractive
+    }
+
+    /// Nil when `constraint` is satisfied (asking the user where it must and may), else why not.
+    private func satisfy(
+        _ constraint: AccessConstraint, key: ContextKey, reason: String, interactionAllowed: Bool
+    ) throws -> AuthenticationFailure? {
+        switch constraint {
+        case .biometryAny, .biometryCurrentSet:
+            return try biometric(
+                key: key, currentSet: constraint == .biometryCurrentSet, reason: reason,
+                interactionAllowed: interactionAllowed)
+        case .userPresence:
+            // Biometry when a set is enrolled, the passcode otherwise (as iOS falls back).
+            guard try biometry.enrollment().enrolled else {
+                return passcodeFailure(interactionAllowed: interactionAllowed)
+            }
+            return try biometric(key: key, currentSet: false, reason: reason, interactionAllowed: interactionAllowed)
+        case .devicePasscode:
+            return passcodeFailure(interactionAllowed: interactionAllowed)
+        case .companion:
+            return .companionNotAvailable
+        case .all(let parts):
+            for part in parts {
+                if let failure = try satisfy(part, key: key, reason: reason, interactionAllowed: interactionAllowed) {
+                    return failure
+                }
+            }
+            return nil
+        case .any(let parts):
+            var last: AuthenticationFailure = .authenticationFailed
+            for part in parts {
+                guard let failure = try satisfy(part, key: key, reason: reason, interactionAllowed: interactionAllowed)
+                else { return nil }
+                // The user canceling ends the evaluation; an unavailable factor lets the next be tried.
+                if failure == .userCancel || failure == .notInteractive { return failure }
+                last = failure
+            }
+            return last
+        }
+    }
+
+    private func biometric(key: ContextKey, currentSet: Bool, reason: String, interactionAllowed: Bool) throws
+        -> AuthenticationFailure?
+    {
+        let enrollment = try biometry.enrollment()
+        guard enrollment.enrolled, let domainState = enrollment.domainState else { return .biometryNotEnrolled }
+        // Evaluated before in this context: any match counts for biometryAny; for the current set it
+        // must have been this enrollment.
+        if let matched = contexts.withLock({ $0[key]?.biometry }), !currentSet || matched == domainState {
+            remember(key) { _ in }
+            return nil
+        }
+        guard interactionAllowed else { return .notInteractive }
+        switch try biometry.prompt(reason: reason) {
+        case .success:
+            remember(key) { $0.biometry = domainState }
+            return nil
+        case .failure(let failure):
+            return failure
+        }
+    }
+
+    private func remember(_ key: ContextKey, _ change: (inout EvaluatedContext) -> Void) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        contexts.withLock { contexts in
+            var context = contexts[key] ?? EvaluatedContext()
+            change(&context)
+            context.lastUse = now
+            contexts[key] = context
+            if contexts.count > Self.maximumContexts,
+                let oldest = contexts.min(by: { $0.value.lastUse < $1.value.lastUse })?.key
+            {
+                contexts[oldest] = nil
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import KeychainCrypto
+
+/// The secrets besides the item key that a guarded item's secret is sealed under: the enrollment
+/// secret of the biometry it is bound to (`biometryCurrentSet`), and the application password
+/// (`applicationPassword`), stretched with scrypt so that guessing it from a copy of the keychain
+/// costs a derivation per guess. A guarded item with neither still has its own blob version, so its
+/// secret never opens on the path for unguarded items.
+struct SecretFactors: Sendable {
+    var enrollment: SecureBytes?
+    var applicationPassword: SecureBytes?
+
+    /// scrypt at N = 2^15, r = 8, p = 1 (about 32 MiB): the item's salt makes every item's derivation
+    /// its own.
+    static let passwordLogN: UInt8 = 15
+
+    func contentKey(itemKey: SecureBytes, salt: Data) throws -> SecureBytes {
+        var tags = "swift-keychain guarded secret v2"
+        var parts: [SecureBytes] = [itemKey]
+        if let enrollment {
+            tags += " enrollment"
+            parts.append(enrollment)
+        }
+        if let applicationPassword {
+            tags += " application-password"
+            parts.append(
+                try KeyDerivation.scrypt(
+                    password: applicationPassword, salt: salt, logN: Self.passwordLogN, r: 8, p: 1))
+        }
+        let total = parts.reduce(salt.count) { $0 + $1.count }
+        let material = try SecureBytes(count: total) { out in
+            var offset = 0
+            salt.withUnsafeBytes { bytes in
+                UnsafeMutableRawBufferPointer(rebasing: out[offset..<offset + bytes.count]).copyMemory(from: bytes)
+                offset += bytes.count
+            }
+            for part in parts {
+                part.withUnsafeBytes { bytes in
+                    UnsafeMutableRawBufferPointer(rebasing: out[offset..<offset + bytes.count]).copyMemory(
+                        from: bytes)
+                    offset += bytes.count
+                }
+            }
+        }
+        return try KeyDerivation.hkdf(key: material, info: tags)
+    }
+}
