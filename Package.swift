@@ -101,7 +101,7 @@ let package = Package(
             name: "KeychainEngineTests",
             dependencies: [
                 "CSQLite", "KeychainCore", "KeychainEngine", "KeychainKeybag", "KeychainStorage", "KeychainCrypto",
-                "keychain-test-helper",
+                "keychain-test-helper", "KeychainTestSupport",
             ]
         ),
         .testTarget(

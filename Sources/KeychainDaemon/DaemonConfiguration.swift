@@ -23,6 +23,9 @@ public struct DaemonConfiguration: Sendable {
     /// The system bus to follow systemd-logind's sessions on (a D-Bus address): a session that locks
     /// locks its user's keychain. Nil: sessions are not followed.
     public var sessionBus: String?
+    /// The `pinentry` program the daemon asks the device passcode with (`--pinentry`); nil: the
+    /// passcode cannot be asked for, and constraints that need it are not satisfied.
+    public var pinentryProgram: String?
     /// Honour registry entries that trust an executable by path alone (rebuilt test binaries). Never
     /// the default; `security app list` says when it is on.
     public var development: Bool
@@ -34,7 +37,8 @@ public struct DaemonConfiguration: Sendable {
 
     public init(
         mode: Mode, home: String, deviceRootPath: String? = nil, socketPath: String, idleLock: Duration? = nil,
-        sessionBus: String? = nil, development: Bool = false, maximumConnections: Int = 1024,
+        sessionBus: String? = nil, pinentryProgram: String? = nil, development: Bool = false,
+        maximumConnections: Int = 1024,
         idleTimeout: Duration = .seconds(300),
         stallTimeout: Duration = .seconds(5)
     ) {
@@ -44,6 +48,7 @@ public struct DaemonConfiguration: Sendable {
         self.socketPath = socketPath
         self.idleLock = idleLock
         self.sessionBus = sessionBus
+        self.pinentryProgram = pinentryProgram
         self.development = development
         self.maximumConnections = maximumConnections
         self.idleTimeout = idleTimeout

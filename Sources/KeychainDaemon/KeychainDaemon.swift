@@ -55,11 +55,13 @@ public final class KeychainDaemon: Sendable {
             switch configuration.mode {
             case .user:
                 tenant = try Tenant(
-                    uid: uid, directory: configuration.home, deviceRootPath: configuration.deviceRootPath)
+                    uid: uid, directory: configuration.home, deviceRootPath: configuration.deviceRootPath,
+                    pinentryProgram: configuration.pinentryProgram)
             case .system:
                 let directory = ((configuration.home as NSString).appendingPathComponent("users") as NSString)
                     .appendingPathComponent(String(uid))
-                tenant = try Tenant(uid: uid, directory: directory, deviceRootPath: nil)
+                tenant = try Tenant(
+                    uid: uid, directory: directory, deviceRootPath: nil, pinentryProgram: configuration.pinentryProgram)
             }
             opened = tenant
             DaemonLog.info("serving the keychain of uid \(uid) in \(tenant.keychain.directory)")

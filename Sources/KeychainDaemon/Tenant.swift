@@ -10,10 +10,12 @@ final class Tenant: Sendable {
     let keychain: Keychain
     let registry: AppRegistry
 
-    init(uid: uid_t, directory: String, deviceRootPath: String?) throws {
+    init(uid: uid_t, directory: String, deviceRootPath: String?, pinentryProgram: String?) throws {
         self.uid = uid
         keychain = try Keychain(
-            directory: directory, options: KeychainOptions(deviceRootPath: deviceRootPath, idleConnections: 64))
+            directory: directory,
+            options: KeychainOptions(
+                deviceRootPath: deviceRootPath, idleConnections: 64, pinentryProgram: pinentryProgram))
         let keychain = keychain
         registry = AppRegistry(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }
     }

@@ -81,9 +81,13 @@ case "churn":
         guard SecItemDelete(item(arguments[2], "churn-\(index)") as CFDictionary) == errSecSuccess else { exit(5) }
     }
     say("churned \(count)")
-case "read", "close":
+case "read", "close", "read-claiming":
     var query = item(arguments[2], arguments[3])
     query[kSecReturnData as String] = true
+    if arguments[1] == "read-claiming" {
+        guard arguments.count >= 5, let identifier = UUID(uuidString: arguments[4]) else { exit(2) }
+        query[kSecUseAuthenticationContext as String] = ClaimedContext(identifier)
+    }
     var result: CFTypeRef?
     let status = SecItemCopyMatching(query as CFDictionary, &result)
     if status == errSecSuccess, let data = result as? Data {
@@ -92,18 +96,6 @@ case "read", "close":
         say("status \(status)")
     }
     if arguments[1] == "close" { EmbeddedKeychain.closeDatabases() }
-case "read-claiming":
-    guard arguments.count >= 5, let identifier = UUID(uuidString: arguments[4]) else { exit(2) }
-    var query = item(arguments[2], arguments[3])
-    query[kSecReturnData as String] = true
-    query[kSecUseAuthenticationContext as String] = ClaimedContext(identifier)
-    var result: CFTypeRef?
-    let status = SecItemCopyMatching(query as CFDictionary, &result)
-    if status == errSecSuccess, let data = result as? Data {
-        say(String(decoding: data, as: UTF8.self))
-    } else {
-        say("status \(status)")
-    }
 case "sleep":
     sleep(UInt32(arguments[2]) ?? 1)
 case "put":

@@ -15,7 +15,7 @@ import Synchronization
 
 let usage = """
     usage: securityd [--system] [--home DIR] [--socket PATH] [--idle-lock SECONDS] [--follow-session-lock]
-                     [--development]
+                     [--pinentry PROGRAM] [--development]
 
       (default)        serve this user's keychain (KEYCHAIN_HOME, else $XDG_DATA_HOME/keychain, else
                        ~/.local/share/keychain) on KEYCHAIN_SOCKET, else $XDG_RUNTIME_DIR/keychain/securityd.sock
@@ -25,7 +25,10 @@ let usage = """
       --follow-session-lock
                        lock a user's keychain when their login session locks (systemd-logind, on the
                        system bus: DBUS_SYSTEM_BUS_ADDRESS, else /var/run/dbus/system_bus_socket)
-      --development    honour app registry entries trusted by path alone (never for production)
+      --pinentry P     ask for the device passcode (access controls with devicePasscode, userPresence
+                       without biometry) with this pinentry program; without it the passcode is never asked
+      --development    honour app registry entries trusted by path alone; let any user drive the
+                       simulated biometric sensor of a system daemon (never for production)
 
     """
 
@@ -40,6 +43,7 @@ var socketPath = getenv("KEYCHAIN_SOCKET").map { String(cString: $0) }.flatMap {
 var idleLock: Duration?
 var development = false
 var followSessionLock = false
+var pinentry: String?
 var stall = Duration.seconds(5)
 var idle = Duration.seconds(300)
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
@@ -57,6 +61,12 @@ while let argument = arguments.next() {
         idleLock = .seconds(seconds)
     case "--development": development = true
     case "--follow-session-lock": followSessionLock = true
+    case "--pinentry":
+        let program = value()
+        guard program.hasPrefix("/"), access(program, X_OK) == 0 else {
+            fail("--pinentry takes the absolute path of an executable program")
+        }
+        pinentry = program
     case "--exit-with-parent":
         // For a parent that supervises the daemon (tests): a parent that crashes leaves no daemon behind.
         _ = process_control_die_with_parent()
@@ -94,7 +104,8 @@ let configuration = DaemonConfiguration(
     home: home ?? (system ? KeychainLocations.systemHome : KeychainLocations.userDirectory),
     deviceRootPath: system ? nil : getenv("KEYCHAIN_DEVICE_ROOT").map { String(cString: $0) },
     socketPath: resolvedSocketPath,
-    idleLock: idleLock, sessionBus: followSessionLock ? DBusConnection.systemBusAddress : nil, development: development,
+    idleLock: idleLock, sessionBus: followSessionLock ? DBusConnection.systemBusAddress : nil,
+    pinentryProgram: pinentry, development: development,
     idleTimeout: idle, stallTimeout: stall)
 
 // The signals that stop the daemon are taken by the main thread alone (sigwait below): blocked here,

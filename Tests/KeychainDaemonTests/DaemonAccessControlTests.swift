@@ -47,6 +47,34 @@ final class DaemonAccessControlTests: XCTestCase {
         }
     }
 
+    func testTheDaemonAsksForThePasscodeWithItsOwnPromptNeverTheClients() throws {
+        let passcodeItem = AccessControlPolicy(
+            protection: .whenUnlocked, flags: AccessControlPolicy.Flag.devicePasscode)
+        let pinentry = try FakePinentry(.passcode("1357"))
+        // A daemon with no prompt program: a client naming one of its own changes nothing.
+        let first = try TestDaemon()
+        let programs = try ClientPrograms()
+        let app = try programs.app("app")
+        try first.register(executable: app, identifier: "TEAM.a", groups: ["TEAM.shared"])
+        try first.register(groups: ["TEAM.shared"])
+        try first.service().setPasscode(SecureBytesHelper.bytes("1357"), current: nil)
+        _ = try first.service().add([
+            "class": .string("genp"), "svce": .string("pc"), "acct": .string("me"),
+            "v_Data": .data(Data("passcode-guarded".utf8)), "accc": .accessControl(passcodeItem),
+        ])
+        let claimed = try ClientPrograms.run(
+            app, ["read", "pc", "me"], daemon: first, environment: ["KEYCHAIN_PINENTRY": pinentry.path])
+        XCTAssertEqual(claimed.output, "status -25293")
+        XCTAssertEqual(pinentry.transcript, "", "the client's prompt program was never run")
+
+        // The daemon's own prompt: it asks, checks the passcode against the keybag, and answers.
+        first.stop()
+        let daemon = try TestDaemon(arguments: ["--pinentry", pinentry.path], home: first.home)
+        try daemon.service().unlock(passcode: SecureBytesHelper.bytes("1357"))  // a restart is a reboot
+        XCTAssertEqual(try ClientPrograms.run(app, ["read", "pc", "me"], daemon: daemon).output, "passcode-guarded")
+        XCTAssertTrue(pinentry.transcript.contains("GETPIN"), pinentry.transcript)
+    }
+
     func testASystemDaemonsSensorIsDrivenOnlyByRootOrInDevelopment() throws {
         guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
         let daemon = try TestDaemon(arguments: ["--system"])

@@ -3,6 +3,7 @@ import Foundation
 import KeychainCore
 import KeychainCrypto
 import KeychainEngine
+import KeychainTestSupport
 import XCTest
 
 /// The engine's side of access control: what is on disk for a guarded item, and a prompt nobody
@@ -93,5 +94,109 @@ final class AuthenticationTests: EngineTestCase {
         XCTAssertEqual(
             sqlite3_exec(handle, "UPDATE items SET secret = X'01' || substr(secret, 2)", nil, nil, nil), SQLITE_OK)
         XCTAssertEqual(scalar("SELECT hex(substr(secret, 1, 1)) = '01' FROM items"), 1)
+    }
+}
+
+/// The device passcode asked for through `pinentry` (a stand-in that answers as told).
+final class PasscodePromptTests: EngineTestCase {
+    private let passcodeItem = AccessControlPolicy(
+        protection: .whenUnlocked, flags: AccessControlPolicy.Flag.devicePasscode)
+
+    private func service(_ pinentry: FakePinentry?) throws -> InProcessKeychainService {
+        keychain = nil
+        let keychain = try Keychain(
+            directory: directory,
+            options: KeychainOptions(
+                clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1), pinentryProgram: pinentry?.path))
+        return InProcessKeychainService(keychain: keychain, client: client)
+    }
+
+    private func addAndRead(_ service: InProcessKeychainService, prompt: String? = nil) throws -> ItemResult? {
+        var item = password("s", "a")
+        item["accc"] = .accessControl(passcodeItem)
+        if (try? service.add(item)) == nil { _ = try? service.delete(password("s", "a", secret: nil)) }
+        _ = try? service.add(item)
+        var query = password("s", "a", secret: nil)
+        query["r_Data"] = .bool(true)
+        if let prompt { query["u_OpPrompt"] = .string(prompt) }
+        return try service.copyMatching(query)
+    }
+
+    private func code(_ body: () throws -> Any?) -> KeychainError.Code? {
+        do {
+            _ = try body()
+            return nil
+        } catch {
+            return (error as? KeychainError)?.code
+        }
+    }
+
+    func testTheRightPasscodeOpensTheItemAndThePromptShowsTheReason() throws {
+        let pinentry = try FakePinentry(.passcode("24%68"))
+        let service = try service(pinentry)
+        try service.setPasscode(SecureBytes(copying: Array("24%68".utf8)), current: nil)
+        XCTAssertEqual(try addAndRead(service, prompt: "Read the token\nnow"), .data(Data("secret".utf8)))
+        let transcript = pinentry.transcript
+        XCTAssertTrue(transcript.contains("SETDESC Read the token%0Anow"), transcript)
+        XCTAssertTrue(transcript.contains("GETPIN"), transcript)
+        XCTAssertFalse(transcript.contains("24"), "the passcode never goes to the prompt program")
+        XCTAssertEqual(try service.status().failedAttempts, 0)
+    }
+
+    func testAWrongPasscodeIsCountedACancelIsACancelAndNoProgramFailsClosed() throws {
+        let wrong = try FakePinentry(.passcode("0000"))
+        var service = try service(wrong)
+        try service.setPasscode(SecureBytes(copying: Array("2468".utf8)), current: nil)
+        XCTAssertEqual(code { try self.addAndRead(service) }, .authenticationFailed)
+        XCTAssertEqual(try service.status().failedAttempts, 1, "a wrong passcode counts as an unlock's does")
+        // Each keychain opened anew starts before its first unlock (a reboot): unlocked first.
+        let right = SecureBytes(copying: Array("2468".utf8))
+        let cancel = try FakePinentry(.cancel)
+        service = try self.service(cancel)
+        try service.unlock(passcode: right)
+        XCTAssertEqual(code { try self.addAndRead(service) }, .userCanceled)
+        let vanish = try FakePinentry(.vanish)
+        service = try self.service(vanish)
+        try service.unlock(passcode: right)
+        XCTAssertEqual(code { try self.addAndRead(service) }, .userCanceled)
+        service = try self.service(nil)
+        try service.unlock(passcode: right)
+        XCTAssertEqual(code { try self.addAndRead(service) }, .authenticationFailed)
+        var query = password("s", "a", secret: nil)
+        query["r_Data"] = .bool(true)
+        query["u_AuthUI"] = .string("u_AuthUIF")
+        XCTAssertEqual(code { try service.copyMatching(query) }, .interactionNotAllowed)
+    }
+
+    func testNoPasscodeSetMeansThePasscodeCannotBeAsked() throws {
+        let pinentry = try FakePinentry(.passcode("1111"))
+        let service = try service(pinentry)
+        XCTAssertEqual(code { try self.addAndRead(service) }, .authenticationFailed)
+        XCTAssertEqual(pinentry.transcript, "", "nobody was asked")
+        let outcome = try service.authenticate(
+            AuthenticationRequest(
+                context: AuthenticationContextReference(), subject: .policy(.ownerAuthentication), preflight: true,
+                reason: ""))
+        XCTAssertEqual(outcome.failure, .passcodeNotSet)
+    }
+
+    func testAContextThatEnteredThePasscodeIsNotAskedAgain() throws {
+        let pinentry = try FakePinentry(.passcode("2468"))
+        let service = try service(pinentry)
+        try service.setPasscode(SecureBytes(copying: Array("2468".utf8)), current: nil)
+        let context = AuthenticationContextReference()
+        let outcome = try service.authenticate(
+            AuthenticationRequest(
+                context: context, subject: .policy(.ownerAuthentication), preflight: false, reason: "x"))
+        XCTAssertNil(outcome.failure)
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 1)
+        var item = password("s", "b")
+        item["accc"] = .accessControl(passcodeItem)
+        _ = try service.add(item)
+        var query = password("s", "b", secret: nil)
+        query["r_Data"] = .bool(true)
+        query["u_AuthCtx"] = .authenticationContext(context)
+        for _ in 0..<2 { XCTAssertEqual(try service.copyMatching(query), .data(Data("secret".utf8))) }
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 1, "asked once in all")
     }
 }

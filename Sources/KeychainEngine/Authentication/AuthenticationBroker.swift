@@ -16,14 +16,17 @@ import Synchronization
 final class AuthenticationBroker: Sendable {
     let biometry: SimulatedBiometry
     private let keybag: Keybag
+    /// Where the device passcode is asked for; nil: nowhere (no program configured), so it cannot be.
+    private let passcodePrompt: PinentryPrompt?
     private let contexts = Mutex<[ContextKey: EvaluatedContext]>([:])
 
     /// Contexts remembered at most; the least recently used go first.
     static let maximumContexts = 4_096
 
-    init(biometry: SimulatedBiometry, keybag: Keybag) {
+    init(biometry: SimulatedBiometry, keybag: Keybag, passcodePrompt: PinentryPrompt?) {
         self.biometry = biometry
         self.keybag = keybag
+        self.passcodePrompt = passcodePrompt
     }
 
     private struct ContextKey: Hashable {
@@ -35,6 +38,8 @@ final class AuthenticationBroker: Sendable {
     private struct EvaluatedContext {
         /// The biometry domain state it matched, if it matched.
         var biometry: Data?
+        /// The device passcode was entered in it.
+        var passcode = false
         var invalidated = false
         var lastUse: UInt64 = 0
     }
@@ -145,11 +150,16 @@ final class AuthenticationBroker: Sendable {
 
     // MARK: Evaluation
 
+    /// Whether a passcode is set (what `canEvaluatePolicy` tells; that a prompt program exists it does not).
+    private var passcodeAvailability: AuthenticationFailure? {
+        keybag.status.lockState == .noPasscode ? .passcodeNotSet : nil
+    }
+
     private func availability(of constraint: AccessConstraint, enrolled: Bool) -> AuthenticationFailure? {
         switch constraint {
         case .biometryAny, .biometryCurrentSet: enrolled ? nil : .biometryNotEnrolled
-        case .userPresence: enrolled ? nil : passcodeFailure(interactionAllowed: true)
-        case .devicePasscode: passcodeFailure(interactionAllowed: true)
+        case .userPresence: enrolled ? nil : passcodeAvailability
+        case .devicePasscode: passcodeAvailability
         case .companion: .companionNotAvailable
         case .all(let parts): parts.lazy.compactMap { self.availability(of: $0, enrolled: enrolled) }.first
         case .any(let parts):
@@ -158,11 +168,35 @@ final class AuthenticationBroker: Sendable {
         }
     }
 
-    /// Why the device passcode cannot be asked for: no passcode set, or (for now) no prompt to ask it
-    /// with.
-    private func passcodeFailure(interactionAllowed: Bool) -> AuthenticationFailure {
+    /// Why the device passcode cannot be asked for now, or nil when it can: no passcode set, asking not
+    /// allowed, or no prompt program configured.
+    private func passcodeFailure(interactionAllowed: Bool) -> AuthenticationFailure? {
         if keybag.status.lockState == .noPasscode { return .passcodeNotSet }
-        return interactionAllowed ? .authenticationFailed : .notInteractive
+        if !interactionAllowed { return .notInteractive }
+        return passcodePrompt == nil ? .authenticationFailed : nil
+    }
+
+    /// The device passcode, asked for through the prompt and checked as an unlock is (counted, under
+    /// the same delays; a right one also unlocks).
+    private func passcode(key: ContextKey, reason: String, interactionAllowed: Bool) -> AuthenticationFailure? {
+        if contexts.withLock({ $0[key]?.passcode == true }) {
+            remember(key) { _ in }
+            return nil
+        }
+        if let failure = passcodeFailure(interactionAllowed: interactionAllowed) { return failure }
+        guard let passcodePrompt else { return .authenticationFailed }
+        switch passcodePrompt.askPasscode(reason: reason) {
+        case .success(let entered):
+            do {
+                try keybag.unlock(passcode: entered)
+            } catch {
+                return .authenticationFailed
+            }
+            remember(key) { $0.passcode = true }
+            return nil
+        case .failure(let failure):
+            return failure
+        }
     }
 
     /// Nil when `constraint` is satisfied (asking the user where it must and may), else why not.
@@ -177,11 +211,12 @@ final class AuthenticationBroker: Sendable {
         case .userPresence:
             // Biometry when a set is enrolled, the passcode otherwise (as iOS falls back).
             guard try biometry.enrollment().enrolled else {
-                return passcodeFailure(interactionAllowed: interactionAllowed)
+                return passcode(key: key, reason: reason, interactionAllowed: interactionAllowed)
             }
+            if contexts.withLock({ $0[key]?.passcode == true }) { return nil }
             return try biometric(key: key, currentSet: false, reason: reason, interactionAllowed: interactionAllowed)
         case .devicePasscode:
-            return passcodeFailure(interactionAllowed: interactionAllowed)
+            return passcode(key: key, reason: reason, interactionAllowed: interactionAllowed)
         case .companion:
             return .companionNotAvailable
         case .all(let parts):

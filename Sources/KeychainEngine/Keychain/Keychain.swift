@@ -18,16 +18,20 @@ public struct KeychainOptions: Sendable {
     /// How long a biometry prompt waits for the simulated sensor to be answered when no answer is
     /// queued or standing (`security biometry`).
     public var biometryAnswerWait: Duration
+    /// The `pinentry` program that asks a person for the device passcode (an access control's
+    /// `devicePasscode`, `userPresence` without biometry); nil: the passcode cannot be asked for.
+    public var pinentryProgram: String?
 
     public init(
         deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeFunction: PasscodeFunction? = nil,
-        idleConnections: Int = 4, biometryAnswerWait: Duration = .seconds(30)
+        idleConnections: Int = 4, biometryAnswerWait: Duration = .seconds(30), pinentryProgram: String? = nil
     ) {
         self.deviceRootPath = deviceRootPath
         self.clock = clock
         self.passcodeFunction = passcodeFunction
         self.idleConnections = idleConnections
         self.biometryAnswerWait = biometryAnswerWait
+        self.pinentryProgram = pinentryProgram
     }
 }
 
@@ -67,7 +71,7 @@ public final class Keychain: Sendable {
         keybag = try Self.openKeybag(directory: directory, options: options)
         authentication = AuthenticationBroker(
             biometry: SimulatedBiometry(directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait),
-            keybag: keybag)
+            keybag: keybag, passcodePrompt: options.pinentryProgram.map { PinentryPrompt(program: $0) })
         pool = try Self.openDatabase(databasePath, idleConnections: options.idleConnections)
     }
 

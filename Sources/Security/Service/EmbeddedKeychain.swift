@@ -75,11 +75,23 @@ public enum EmbeddedKeychain {
                 return keychain
             }
             let keychain = try Keychain(
-                directory: path, options: KeychainOptions(deviceRootPath: variable("KEYCHAIN_DEVICE_ROOT")))
+                directory: path,
+                options: KeychainOptions(
+                    deviceRootPath: variable("KEYCHAIN_DEVICE_ROOT"), pinentryProgram: pinentryProgram()))
             cache[path] = keychain
             if let canonical = canonicalPath(path) { cache[canonical] = keychain }
             return keychain
         }
+    }
+
+    /// The program that asks for the device passcode: `KEYCHAIN_PINENTRY` (empty: none), else
+    /// `/usr/bin/pinentry` when a person could answer it (a terminal on standard input, or a display).
+    private static func pinentryProgram() -> String? {
+        if let chosen = variable("KEYCHAIN_PINENTRY") { return chosen.isEmpty ? nil : chosen }
+        let standard = "/usr/bin/pinentry"
+        guard access(standard, X_OK) == 0 else { return nil }
+        let display = variable("DISPLAY") != nil || variable("WAYLAND_DISPLAY") != nil
+        return isatty(0) == 1 || display ? standard : nil
     }
 
     private static func canonicalPath(_ path: String) -> String? {
