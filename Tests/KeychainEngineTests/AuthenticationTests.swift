@@ -171,13 +171,27 @@ final class PasscodePromptTests: EngineTestCase {
     func testNoPasscodeSetMeansThePasscodeCannotBeAsked() throws {
         let pinentry = try FakePinentry(.passcode("1111"))
         let service = try service(pinentry)
-        XCTAssertEqual(code { try self.addAndRead(service) }, .authenticationFailed)
-        XCTAssertEqual(pinentry.transcript, "", "nobody was asked")
+        var item = password("s", "a")
+        item["accc"] = .accessControl(passcodeItem)
+        XCTAssertEqual(code { try service.add(item) }, .authenticationFailed, "bound to a passcode, and none is set")
         let outcome = try service.authenticate(
             AuthenticationRequest(
                 context: AuthenticationContextReference(), subject: .policy(.ownerAuthentication), preflight: true,
                 reason: ""))
         XCTAssertEqual(outcome.failure, .passcodeNotSet)
+        // Or with biometry, the passcode is an alternative: the item is made, but the passcode not asked.
+        _ = try service.biometry(.enroll)
+        item["accc"] = .accessControl(
+            AccessControlPolicy(
+                protection: .whenUnlocked,
+                flags: AccessControlPolicy.Flag.devicePasscode | AccessControlPolicy.Flag.biometryAny
+                    | AccessControlPolicy.Flag.or))
+        _ = try service.add(item)
+        _ = try service.biometry(.standingAnswer(.nomatch))
+        var query = password("s", "a", secret: nil)
+        query["r_Data"] = .bool(true)
+        XCTAssertEqual(code { try service.copyMatching(query) }, .authenticationFailed)
+        XCTAssertEqual(pinentry.transcript, "", "nobody was asked for a passcode")
     }
 
     func testAContextThatEnteredThePasscodeIsNotAskedAgain() throws {
@@ -198,5 +212,30 @@ final class PasscodePromptTests: EngineTestCase {
         query["u_AuthCtx"] = .authenticationContext(context)
         for _ in 0..<2 { XCTAssertEqual(try service.copyMatching(query), .data(Data("secret".utf8))) }
         XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 1, "asked once in all")
+    }
+
+    func testADevicePasscodeItemSurvivesAChangeAndDiesWithTheRemoval() throws {
+        let old = try FakePinentry(.passcode("1111"))
+        let new = try FakePinentry(.passcode("2222"))
+        var service = try service(nil)
+        var item = password("s", "a")
+        item["accc"] = .accessControl(passcodeItem)
+        XCTAssertEqual(code { try service.add(item) }, .authenticationFailed, "no passcode: cannot be bound")
+        try service.setPasscode(SecureBytes(copying: Array("1111".utf8)), current: nil)
+        service = try self.service(old)
+        try service.unlock(passcode: SecureBytes(copying: Array("1111".utf8)))
+        XCTAssertEqual(try addAndRead(service), .data(Data("secret".utf8)))
+        try service.setPasscode(
+            SecureBytes(copying: Array("2222".utf8)), current: SecureBytes(copying: Array("1111".utf8)))
+        service = try self.service(new)
+        try service.unlock(passcode: SecureBytes(copying: Array("2222".utf8)))
+        var query = password("s", "a", secret: nil)
+        query["r_Data"] = .bool(true)
+        XCTAssertEqual(try service.copyMatching(query), .data(Data("secret".utf8)), "a changed passcode keeps it")
+        try service.removePasscode(current: SecureBytes(copying: Array("2222".utf8)))
+        XCTAssertEqual(code { try service.copyMatching(query) }, .itemNotFound)
+        // A new passcode is not the old one's: the item stays gone.
+        try service.setPasscode(SecureBytes(copying: Array("2222".utf8)), current: nil)
+        XCTAssertEqual(code { try service.copyMatching(query) }, .itemNotFound)
     }
 }

@@ -318,9 +318,8 @@ final class AccessControlTests: KeychainTestCase {
         try sensor(.standingAnswer(.match))
         XCTAssertEqual(add("or", accessControl([.biometryAny, .devicePasscode, .or])), errSecSuccess)
         XCTAssertEqual(read("or").1, "secret-or", "biometry alone satisfies an or")
-        // And: the device passcode is also required, and no passcode is set.
-        XCTAssertEqual(add("and", accessControl([.biometryAny, .devicePasscode, .and])), errSecSuccess)
-        XCTAssertEqual(read("and").0, errSecAuthFailed)
+        // And: the device passcode is also required, so the item is bound to one, and none is set.
+        XCTAssertEqual(add("and", accessControl([.biometryAny, .devicePasscode, .and])), errSecAuthFailed)
         XCTAssertEqual(add("presence", accessControl(.userPresence)), errSecSuccess)
         XCTAssertEqual(read("presence").1, "secret-presence", "user presence is biometry when enrolled")
         try sensor(.standingAnswer(.cancel))

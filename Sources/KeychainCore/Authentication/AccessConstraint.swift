@@ -15,12 +15,20 @@ public indirect enum AccessConstraint: Sendable, Hashable {
     case all([AccessConstraint])
     case any([AccessConstraint])
 
-    /// Whether the tree names the current biometry set anywhere (the item is bound to it).
-    public var bindsBiometryEnrollment: Bool {
+    /// Whether every way of satisfying the tree needs the current biometry set: the item is then bound
+    /// to it, by cryptography (a new enrollment makes it unreadable for good).
+    public var bindsBiometryEnrollment: Bool { requires(.biometryCurrentSet) }
+
+    /// Whether every way of satisfying the tree needs the device passcode: the item is then bound to a
+    /// passcode being set (removing it makes the item unreadable for good). An alternative that does
+    /// without (`.or` with biometry) keeps the item reachable, so it binds nothing.
+    public var bindsDevicePasscode: Bool { requires(.devicePasscode) }
+
+    private func requires(_ factor: AccessConstraint) -> Bool {
         switch self {
-        case .biometryCurrentSet: true
-        case .all(let parts), .any(let parts): parts.contains { $0.bindsBiometryEnrollment }
-        default: false
+        case .all(let parts): parts.contains { $0.requires(factor) }
+        case .any(let parts): !parts.isEmpty && parts.allSatisfy { $0.requires(factor) }
+        default: self == factor
         }
     }
 }

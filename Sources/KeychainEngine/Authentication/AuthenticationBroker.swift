@@ -111,6 +111,9 @@ final class AuthenticationBroker: Sendable {
             }
             factors.enrollment = secret
         }
+        if accessControl.constraint?.bindsDevicePasscode == true {
+            factors.passcodeClass = try passcodeClassKey(missing: KeychainError.itemNotFound)
+        }
         if accessControl.requiresApplicationPassword {
             guard let password = context?.applicationPassword else {
                 // No prompt for an application password exists here: asking would be the app's.
@@ -138,6 +141,11 @@ final class AuthenticationBroker: Sendable {
             }
             factors.enrollment = secret
         }
+        if accessControl.constraint?.bindsDevicePasscode == true {
+            factors.passcodeClass = try passcodeClassKey(
+                missing: KeychainError.authenticationFailed(
+                    "the item is bound to the device passcode, and none is set (security set-keychain-password)"))
+        }
         if accessControl.requiresApplicationPassword {
             guard let password = context?.applicationPassword else {
                 throw KeychainError.authenticationFailed(
@@ -146,6 +154,18 @@ final class AuthenticationBroker: Sendable {
             factors.applicationPassword = password
         }
         return factors
+    }
+
+    /// The passcode class's key: `missing` when no passcode is set (the key does not exist), locked
+    /// when the keychain is.
+    private func passcodeClassKey(missing: KeychainError) throws -> SecureBytes {
+        do {
+            return try keybag.classKey(for: .whenPasscodeSetThisDeviceOnly)
+        } catch KeybagError.classUnavailable {
+            throw missing
+        } catch {
+            throw KeychainError.interactionNotAllowed("the keychain is locked")
+        }
     }
 
     // MARK: Evaluation

@@ -38,7 +38,7 @@ struct ItemAccess {
         } catch let error as KeychainError where skipWhenAsking && error.code == .interactionNotAllowed {
             return false
         } catch let error as KeychainError where error.code == .itemNotFound {
-            return false  // bound to biometry, and none is enrolled now: the binding is gone
+            return false  // bound to an enrolled set or a passcode that is gone: so is the item
         }
         let secret: Data??
         do {
@@ -48,7 +48,7 @@ struct ItemAccess {
             if accessControl.requiresApplicationPassword {
                 throw KeychainError.authenticationFailed("the application password does not open the item")
             }
-            return false  // the enrollment it was bound to is gone: never readable again
+            return false  // the enrollment or passcode it was bound to is gone: never readable again
         }
         guard let secret else { return false }
         do {

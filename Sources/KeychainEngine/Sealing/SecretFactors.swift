@@ -2,13 +2,17 @@ import Foundation
 import KeychainCrypto
 
 /// The secrets besides the item key that a guarded item's secret is sealed under: the enrollment
-/// secret of the biometry it is bound to (`biometryCurrentSet`), and the application password
+/// secret of the biometry it is bound to (`biometryCurrentSet`), the key that exists while a passcode
+/// is set (`devicePasscode`), and the application password
 /// (`applicationPassword`), stretched with scrypt so that guessing it from a copy of the keychain
 /// costs a derivation per guess. A guarded item with neither still has its own blob version, so its
 /// secret never opens on the path for unguarded items.
 struct SecretFactors: Sendable {
     var enrollment: SecureBytes?
     var applicationPassword: SecureBytes?
+    /// The class key of `WhenPasscodeSetThisDeviceOnly`, which exists only while a passcode is set (and
+    /// is destroyed when it is removed), for items whose access control names the device passcode.
+    var passcodeClass: SecureBytes?
 
     /// scrypt at N = 2^15, r = 8, p = 1 (about 32 MiB): the item's salt makes every item's derivation
     /// its own.
@@ -20,6 +24,10 @@ struct SecretFactors: Sendable {
         if let enrollment {
             tags += " enrollment"
             parts.append(enrollment)
+        }
+        if let passcodeClass {
+            tags += " device-passcode"
+            parts.append(passcodeClass)
         }
         if let applicationPassword {
             tags += " application-password"
