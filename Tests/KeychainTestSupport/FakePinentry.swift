@@ -4,9 +4,9 @@ import Foundation
     import Glibc
 #endif
 
-/// A stand-in for `pinentry` that speaks its Assuan protocol and answers GETPIN as told, writing every
-/// command it receives to a transcript: what a person would see (the reason) can be checked, and no
-/// prompt ever appears.
+/// A stand-in for `pinentry` that speaks its Assuan protocol and answers GETPIN as told (the answer can
+/// be changed between prompts), writing every command it receives to a transcript: what a person
+/// would see (the reason) can be checked, and no prompt ever appears.
 public final class FakePinentry {
     public enum Answer {
         case passcode(String)
@@ -18,6 +18,7 @@ public final class FakePinentry {
     public let directory: String
     public let path: String
     public let transcriptPath: String
+    private let answerPath: String
 
     public init(_ answer: Answer) throws {
         directory = NSTemporaryDirectory() + "pinentry-" + UUID().uuidString.prefix(8)
@@ -25,21 +26,20 @@ public final class FakePinentry {
         chmod(directory, 0o755)
         path = directory + "/pinentry"
         transcriptPath = directory + "/transcript"
-        let reply: String
-        switch answer {
-        case .passcode(let passcode):
-            let escaped = passcode.replacingOccurrences(of: "%", with: "%25")
-            reply = "printf 'D %s\\n' '\(escaped)'; echo OK"
-        case .cancel: reply = "echo 'ERR 83886179 Operation cancelled <Pinentry>'"
-        case .vanish: reply = "exit 3"
-        }
+        answerPath = directory + "/answer"
         let script = """
             #!/bin/sh
             echo "OK Pleased to meet you"
             while IFS= read -r line; do
               printf '%s\\n' "$line" >> '\(transcriptPath)'
               case "$line" in
-                GETPIN) \(reply) ;;
+                GETPIN)
+                  answer=$(cat '\(answerPath)')
+                  case "$answer" in
+                    pin\\ *) printf 'D %s\\nOK\\n' "${answer#pin }" ;;
+                    cancel) echo 'ERR 83886179 Operation cancelled <Pinentry>' ;;
+                    *) exit 3 ;;
+                  esac ;;
                 BYE) echo "OK closing connection"; exit 0 ;;
                 *) echo OK ;;
               esac
@@ -47,9 +47,21 @@ public final class FakePinentry {
             """
         try script.write(toFile: path, atomically: true, encoding: .utf8)
         chmod(path, 0o755)
+        try set(answer)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: directory) }
+
+    /// What the next prompts answer.
+    public func set(_ answer: Answer) throws {
+        let text: String
+        switch answer {
+        case .passcode(let passcode): text = "pin " + passcode.replacingOccurrences(of: "%", with: "%25")
+        case .cancel: text = "cancel"
+        case .vanish: text = "vanish"
+        }
+        try text.write(toFile: answerPath, atomically: true, encoding: .utf8)
+    }
 
     /// The commands received so far.
     public var transcript: String { (try? String(contentsOfFile: transcriptPath, encoding: .utf8)) ?? "" }

@@ -141,6 +141,37 @@ final class AccessControlTests: KeychainTestCase {
             errSecItemNotFound)
         // Allowed (the default): the sensor is asked.
         XCTAssertEqual(read("guarded").1, "secret-guarded")
+        // Skip leaves out any item not satisfied already, whatever the reason (here: nothing enrolled).
+        try sensor(.unenroll)
+        XCTAssertEqual(SecItemCopyMatching(all as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual(
+            (result as? [[String: Any]])?.compactMap { $0[kSecAttrAccount as String] as? String }, ["plain"])
+    }
+
+    func testAnApplicationPasswordIsTestedOnlyAfterTheRestIsSatisfied() throws {
+        try sensor(.enroll)
+        let right = LAContext()
+        _ = right.setCredential(Data("right".utf8), type: .applicationPassword)
+        XCTAssertEqual(add("both", accessControl([.biometryAny, .applicationPassword]), context: right), errSecSuccess)
+        let wrong = LAContext()
+        _ = wrong.setCredential(Data("wrong".utf8), type: .applicationPassword)
+        // Without biometry, a wrong and a right password answer the same: the password is not tested.
+        for context in [wrong, right] {
+            XCTAssertEqual(
+                read(
+                    "both",
+                    extra: [
+                        kSecUseAuthenticationContext as String: context,
+                        kSecUseAuthenticationUI as String: kSecUseAuthenticationUIFail,
+                    ]
+                ).0, errSecInteractionNotAllowed)
+            try sensor(.answer(.nomatch))
+            XCTAssertEqual(read("both", extra: [kSecUseAuthenticationContext as String: context]).0, errSecAuthFailed)
+        }
+        try sensor(.answer(.match))
+        XCTAssertEqual(read("both", extra: [kSecUseAuthenticationContext as String: wrong]).0, errSecAuthFailed)
+        try sensor(.answer(.match))
+        XCTAssertEqual(read("both", extra: [kSecUseAuthenticationContext as String: right]).1, "secret-both")
     }
 
     func testAttributesAreReadWithoutAskingAndDeleteAsksNothing() throws {

@@ -50,8 +50,13 @@ final class PeerProcess: @unchecked Sendable {
                 throw Failure(description: "pid \(pid) now names a process that started after the connection")
             }
         }
-        contextScope = "\(uid):\(pid):\(Self.startTicks(pid: pid) ?? 0)"
         let directory = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        // The executable's file too: a program the process execs into starts with no contexts.
+        var executable = stat()
+        let file =
+            directory >= 0 && fstatat(directory, "exe", &executable, 0) == 0
+            ? "\(executable.st_dev):\(executable.st_ino)" : "?"
+        contextScope = "\(uid):\(pid):\(Self.startTicks(pid: pid) ?? 0):\(file)"
         // Opened after the pidfd: if the pidfd's process is alive now, the directory is that process's.
         guard directory >= 0, process_control_pidfd_alive(descriptor) == 0 else {
             if directory >= 0 { close(directory) }

@@ -18,10 +18,17 @@ final class AuthenticationBroker: Sendable {
     private let keybag: Keybag
     /// Where the device passcode is asked for; nil: nowhere (no program configured), so it cannot be.
     private let passcodePrompt: PinentryPrompt?
-    private let contexts = Mutex<[ContextKey: EvaluatedContext]>([:])
+    /// What each process's contexts evaluated, by process: one process cannot push out another's.
+    private let scopes = Mutex<[String: Scope]>([:])
 
-    /// Contexts remembered at most; the least recently used go first.
-    static let maximumContexts = 4_096
+    /// Contexts remembered per process, and processes remembered; the least recently used go first.
+    static let contextsPerScope = 64
+    static let maximumScopes = 1_024
+
+    private struct Scope {
+        var contexts: [UUID: EvaluatedContext] = [:]
+        var lastUse: UInt64 = 0
+    }
 
     init(biometry: SimulatedBiometry, keybag: Keybag, passcodePrompt: PinentryPrompt?) {
         self.biometry = biometry
@@ -53,7 +60,7 @@ final class AuthenticationBroker: Sendable {
             AuthenticationOutcome(failure: failure, domainState: enrollment.domainState, biometryType: biometryType)
         }
         let key = ContextKey(scope: client.contextScope, identifier: request.context.identifier)
-        if contexts.withLock({ $0[key]?.invalidated == true }) { return outcome(.invalidContext) }
+        if context(key)?.invalidated == true { return outcome(.invalidContext) }
         let constraint: AccessConstraint?
         switch request.subject {
         case .policy(let policy): constraint = policy.constraint
@@ -71,6 +78,11 @@ final class AuthenticationBroker: Sendable {
             ))
     }
 
+    /// Forgets what `context` evaluated (a context of one call's own, once the call is done).
+    func forget(_ context: AuthenticationContextReference, client: ClientIdentity) {
+        forget(ContextKey(scope: client.contextScope, identifier: context.identifier))
+    }
+
     func invalidate(_ context: AuthenticationContextReference, client: ClientIdentity) {
         let key = ContextKey(scope: client.contextScope, identifier: context.identifier)
         remember(key) { $0.invalidated = true }
@@ -85,7 +97,7 @@ final class AuthenticationBroker: Sendable {
         reason: String, interactionAllowed: Bool
     ) throws {
         let key = context.map { ContextKey(scope: client.contextScope, identifier: $0.identifier) }
-        if let key, contexts.withLock({ $0[key]?.invalidated == true }) {
+        if let key, self.context(key)?.invalidated == true {
             throw AuthenticationFailure.invalidContext.keychainError
         }
         guard let constraint = accessControl.constraint else { return }
@@ -93,7 +105,7 @@ final class AuthenticationBroker: Sendable {
         // With no context of the caller's, the item's prompt is evaluated in one of its own, kept nowhere.
         let scratch = key ?? ContextKey(scope: "item", identifier: UUID())
         let failure = try satisfy(constraint, key: scratch, reason: reason, interactionAllowed: allowed)
-        if key == nil { contexts.withLock { _ = $0.removeValue(forKey: scratch) } }
+        if key == nil { forget(scratch) }
         if let failure { throw failure.keychainError }
     }
 
@@ -156,6 +168,9 @@ final class AuthenticationBroker: Sendable {
         return factors
     }
 
+    /// Whether items of `protection` can be read now (the keychain did not lock meanwhile).
+    func isAvailable(_ protection: ProtectionClass) -> Bool { (try? keybag.classKey(for: protection)) != nil }
+
     /// The passcode class's key: `missing` when no passcode is set (the key does not exist), locked
     /// when the keychain is.
     private func passcodeClassKey(missing: KeychainError) throws -> SecureBytes {
@@ -199,7 +214,7 @@ final class AuthenticationBroker: Sendable {
     /// The device passcode, asked for through the prompt and checked as an unlock is (counted, under
     /// the same delays; a right one also unlocks).
     private func passcode(key: ContextKey, reason: String, interactionAllowed: Bool) -> AuthenticationFailure? {
-        if contexts.withLock({ $0[key]?.passcode == true }) {
+        if context(key)?.passcode == true {
             remember(key) { _ in }
             return nil
         }
@@ -233,7 +248,7 @@ final class AuthenticationBroker: Sendable {
             guard try biometry.enrollment().enrolled else {
                 return passcode(key: key, reason: reason, interactionAllowed: interactionAllowed)
             }
-            if contexts.withLock({ $0[key]?.passcode == true }) { return nil }
+            if context(key)?.passcode == true { return nil }
             return try biometric(key: key, currentSet: false, reason: reason, interactionAllowed: interactionAllowed)
         case .devicePasscode:
             return passcode(key: key, reason: reason, interactionAllowed: interactionAllowed)
@@ -266,7 +281,7 @@ final class AuthenticationBroker: Sendable {
         guard enrollment.enrolled, let domainState = enrollment.domainState else { return .biometryNotEnrolled }
         // Evaluated before in this context: any match counts for biometryAny; for the current set it
         // must have been this enrollment.
-        if let matched = contexts.withLock({ $0[key]?.biometry }), !currentSet || matched == domainState {
+        if let matched = context(key)?.biometry, !currentSet || matched == domainState {
             remember(key) { _ in }
             return nil
         }
@@ -280,17 +295,37 @@ final class AuthenticationBroker: Sendable {
         }
     }
 
+    private func context(_ key: ContextKey) -> EvaluatedContext? {
+        scopes.withLock { $0[key.scope ?? ""]?.contexts[key.identifier] }
+    }
+
+    private func forget(_ key: ContextKey) {
+        scopes.withLock { scopes in
+            scopes[key.scope ?? ""]?.contexts[key.identifier] = nil
+            if scopes[key.scope ?? ""]?.contexts.isEmpty == true { scopes[key.scope ?? ""] = nil }
+        }
+    }
+
     private func remember(_ key: ContextKey, _ change: (inout EvaluatedContext) -> Void) {
         let now = DispatchTime.now().uptimeNanoseconds
-        contexts.withLock { contexts in
-            var context = contexts[key] ?? EvaluatedContext()
+        scopes.withLock { scopes in
+            let name = key.scope ?? ""
+            var scope = scopes[name] ?? Scope()
+            var context = scope.contexts[key.identifier] ?? EvaluatedContext()
             change(&context)
             context.lastUse = now
-            contexts[key] = context
-            if contexts.count > Self.maximumContexts,
-                let oldest = contexts.min(by: { $0.value.lastUse < $1.value.lastUse })?.key
+            scope.contexts[key.identifier] = context
+            scope.lastUse = now
+            if scope.contexts.count > Self.contextsPerScope,
+                let oldest = scope.contexts.min(by: { $0.value.lastUse < $1.value.lastUse })?.key
             {
-                contexts[oldest] = nil
+                scope.contexts[oldest] = nil
+            }
+            scopes[name] = scope
+            if scopes.count > Self.maximumScopes,
+                let oldest = scopes.min(by: { $0.value.lastUse < $1.value.lastUse })?.key
+            {
+                scopes[oldest] = nil
             }
         }
     }

@@ -112,13 +112,23 @@ final class SimulatedBiometry: Sendable {
                 if !announced {
                     // Says that something waits, never what for beyond the app's own reason.
                     KeychainLog.error(
-                        "biometry prompt (\(reason.isEmpty ? "no reason given" : reason)): waiting for `security biometry match|nomatch|cancel`"
+                        "biometry prompt (\(Self.printable(reason))): waiting for `security biometry match|nomatch|cancel`"
                     )
                     announced = true
                 }
                 Thread.sleep(forTimeInterval: 0.05)
             }
         }
+    }
+
+    /// The app's reason as one short line: a reason is the caller's text, and the log is the operator's.
+    private static func printable(_ reason: String) -> String {
+        guard !reason.isEmpty else { return "no reason given" }
+        let scalars = reason.unicodeScalars.prefix(120).map { scalar -> String in
+            scalar.properties.generalCategory == .control || scalar == "\u{2028}" || scalar == "\u{2029}"
+                ? "?" : String(scalar)
+        }
+        return "\"" + scalars.joined() + (reason.unicodeScalars.count > 120 ? "…" : "") + "\""
     }
 
     // MARK: The file

@@ -180,8 +180,19 @@ extension Keychain {
             }
         }
         let digests = try digests()
-        // An update decrypts and encrypts: a guarded item's access control is satisfied first.
-        let access = ItemAccess(query: query, broker: authentication, client: client)
+        // An update decrypts and encrypts: a guarded item's access control is satisfied first, outside
+        // the write transaction (a prompt may wait for a person), in the caller's context or one of this
+        // call's own; inside it nobody is asked, and what was satisfied counts.
+        let context = query.authenticationContext ?? AuthenticationContextReference()
+        defer { if query.authenticationContext == nil { authentication.forget(context, client: client) } }
+        let asking = ItemAccess(query: query, broker: authentication, client: client, context: context)
+        _ = try pool.withConnection { connection in
+            try search(
+                query, itemClass: itemClass, groups: groups, store: ItemStore(connection: connection), access: asking
+            )
+            .run(limit: Int.max, needSecret: true)
+        }
+        let access = ItemAccess(query: query, broker: authentication, client: client, context: context, asking: false)
         try changingMatches(
             of: query, itemClass: itemClass, groups: groups, needSecret: true, access: access
         ) { store, matches in
@@ -191,7 +202,7 @@ extension Keychain {
                 let classKey = try keybag.classKey(for: record.protection)
                 var factors: SecretFactors?
                 if let accessControl = record.accessControl, accessControl.guardsSecret {
-                    factors = try authentication.factorsForNewItem(accessControl, context: query.authenticationContext)
+                    factors = try authentication.factorsForNewItem(accessControl, context: context)
                 }
                 var row = try ItemSealing.seal(record, classKey: classKey, digests: digests, factors: factors)
                 row.rowID = match.row.rowID

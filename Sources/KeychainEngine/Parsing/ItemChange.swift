@@ -56,6 +56,9 @@ struct ItemChange {
         let previous = record.modificationDate
         let next = now > previous ? now : previous.addingTimeInterval(0.001)
         record.attributes["mdat"] = .date(next)
+        if record.synchronizable, record.accessControl?.flags ?? 0 != 0 {
+            throw KeychainError.invalidParameter("an item with kSecAttrAccessControl cannot be synchronizable")
+        }
         try record.updateDigest()
     }
 }

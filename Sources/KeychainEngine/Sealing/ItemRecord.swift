@@ -33,7 +33,7 @@ struct ItemRecord: Sendable {
         return result
     }
 
-    /// Sets `sha1` (Apple's `kSecAttrSHA1`): SHA-1 over the other attributes and the secret. It is kept
+    /// Sets `sha1` (Apple's `kSecAttrSHA1`): SHA-1 over the other attributes and the (unguarded) secret. It is kept
     /// only inside the sealed metadata and as a keyed digest, never in clear.
     mutating func updateDigest() throws {
         attributes["sha1"] = nil
@@ -42,7 +42,10 @@ struct ItemRecord: Sendable {
         writer.writeString(protection.attributeValue)
         writer.write(UInt8(synchronizable ? 1 : 0))
         ItemRecordCoding.writeAttributes(self, into: &writer)
-        writer.writeBytes(secret ?? Data())
+        // A guarded secret stays out: its digest would be returned and searchable without the user,
+        // letting anyone in the group test guesses of the secret (and skip an application password's
+        // scrypt). So for such items `sha1` covers the attributes alone.
+        if accessControl?.guardsSecret != true { writer.writeBytes(secret ?? Data()) }
         attributes["sha1"] = .data(try Digest.sha1(writer.data))
     }
 }

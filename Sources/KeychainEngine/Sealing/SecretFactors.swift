@@ -18,6 +18,10 @@ struct SecretFactors: Sendable {
     /// its own.
     static let passwordLogN: UInt8 = 15
 
+    /// Derivations at once, in the whole process: each takes 32 MiB, and the daemon must not let a
+    /// user's many connections take its memory (or every core).
+    private static let derivations = DispatchSemaphore(value: max(1, ProcessInfo.processInfo.activeProcessorCount))
+
     func contentKey(itemKey: SecureBytes, salt: Data) throws -> SecureBytes {
         var tags = "swift-keychain guarded secret v2"
         var parts: [SecureBytes] = [itemKey]
@@ -31,6 +35,8 @@ struct SecretFactors: Sendable {
         }
         if let applicationPassword {
             tags += " application-password"
+            Self.derivations.wait()
+            defer { Self.derivations.signal() }
             parts.append(
                 try KeyDerivation.scrypt(
                     password: applicationPassword, salt: salt, logN: Self.passwordLogN, r: 8, p: 1))
