@@ -33,6 +33,8 @@ public enum KeychainRequest: Sendable, Codable {
     case invalidateContext(AuthenticationContextReference)
     /// The simulated biometric sensor (`security biometry`).
     case biometry(BiometryCommand)
+    /// The simulated companion device (`security companion`): enrolled means paired.
+    case companion(BiometryCommand)
 
     /// The request's name, for logs and tests; never its values.
     public var name: String {
@@ -54,6 +56,7 @@ public enum KeychainRequest: Sendable, Codable {
         case .authenticate: "authenticate"
         case .invalidateContext: "invalidateContext"
         case .biometry: "biometry"
+        case .companion: "companion"
         }
     }
 
@@ -152,6 +155,13 @@ extension KeychainService {
     public func biometry(_ command: BiometryCommand) throws -> BiometryStatus {
         guard case .biometry(let status) = try perform(.biometry(command)) else {
             throw unexpected(.biometry(command))
+        }
+        return status
+    }
+
+    public func companion(_ command: BiometryCommand) throws -> BiometryStatus {
+        guard case .biometry(let status) = try perform(.companion(command)) else {
+            throw unexpected(.companion(command))
         }
         return status
     }

@@ -116,13 +116,13 @@ public final class KeychainDaemon: Sendable {
                     DaemonLog.info("\(request.name) by pid \(caller.peer.pid) uid \(caller.peer.uid)")
                 }
                 return .success(answer)
-            case .authenticate, .invalidateContext, .biometry(.status):
+            case .authenticate, .invalidateContext, .biometry(.status), .companion(.status):
                 // Evaluating asks the daemon's authenticators; it needs no keychain entitlement, and the
                 // contexts it leaves are the calling process's alone.
                 let client = ClientIdentity(accessGroups: [], contextScope: caller.peer.contextScope)
                 return .success(
                     try InProcessKeychainService(keychain: tenant.keychain, client: client).perform(request))
-            case .biometry(let command):
+            case .biometry(let command), .companion(let command):
                 // The simulated sensor answers for the user: in system mode only root may drive it (or
                 // anyone, in development mode), or a process of the user could answer its own prompts.
                 if configuration.mode == .system, caller.peer.uid != 0, !configuration.development {
@@ -133,7 +133,7 @@ public final class KeychainDaemon: Sendable {
                     keychain: tenant.keychain, client: ClientIdentity(accessGroups: [])
                 ).perform(request)
                 if command != .status {
-                    DaemonLog.info("biometry \(command) by pid \(caller.peer.pid) uid \(caller.peer.uid)")
+                    DaemonLog.info("\(request.name) \(command) by pid \(caller.peer.pid) uid \(caller.peer.uid)")
                 }
                 return .success(answer)
             case .listApps:

@@ -154,8 +154,8 @@ private struct PayloadWriter {
         case .invalidateContext(let reference):
             writer.write(UInt8(16))
             context(reference)
-        case .biometry(let command):
-            writer.write(UInt8(17))
+        case .biometry(let command), .companion(let command):
+            if case .companion = request { writer.write(UInt8(18)) } else { writer.write(UInt8(17)) }
             switch command {
             case .enroll: writer.write(UInt8(1))
             case .unenroll: writer.write(UInt8(2))
@@ -405,15 +405,8 @@ private struct PayloadReader {
             return .authenticate(
                 AuthenticationRequest(context: context, subject: subject, preflight: try flag(), reason: try string()))
         case 16: return .invalidateContext(try context())
-        case 17:
-            switch try byte() {
-            case 1: return .biometry(.enroll)
-            case 2: return .biometry(.unenroll)
-            case 3: return .biometry(.answer(try sensorAnswer()))
-            case 4: return .biometry(.standingAnswer(try flag() ? try sensorAnswer() : nil))
-            case 5: return .biometry(.status)
-            case let tag: throw WireError("unknown biometry command \(tag)")
-            }
+        case 17: return .biometry(try sensorCommand())
+        case 18: return .companion(try sensorCommand())
         case let tag: throw WireError("unknown request \(tag)")
         }
     }
@@ -473,6 +466,17 @@ private struct PayloadReader {
                     enrolled: enrolled, pendingAnswers: pending, standingAnswer: try flag() ? try sensorAnswer() : nil,
                     domainState: try flag() ? try bytes() : nil))
         case let tag: throw WireError("unknown answer \(tag)")
+        }
+    }
+
+    private mutating func sensorCommand() throws(WireError) -> BiometryCommand {
+        switch try byte() {
+        case 1: return .enroll
+        case 2: return .unenroll
+        case 3: return .answer(try sensorAnswer())
+        case 4: return .standingAnswer(try flag() ? try sensorAnswer() : nil)
+        case 5: return .status
+        case let tag: throw WireError("unknown sensor command \(tag)")
         }
     }
 

@@ -39,6 +39,7 @@ public enum SecurityCommandLine {
         case "show-keychain-info": try StateVerbs(session: session).showInfo(rest)
         case "app": try AppVerbs(session: session).run(rest)
         case "biometry": try BiometryVerbs(session: session).run(rest)
+        case "companion": try BiometryVerbs(session: session, companion: true).run(rest)
         case "error":
             guard !rest.isEmpty else { throw .usage(verb: "error", message: "no error code given") }
             for code in rest.map(\.text) {

@@ -169,6 +169,16 @@ enum Usage {
                 status    show the enrolment, the answers waiting and the standing answer
             """
         ),
+        (
+            "companion",
+            "Drive the simulated companion device (a paired watch) that kSecAccessControlCompanion asks.",
+            """
+            Usage: companion pair | unpair | match | nomatch | cancel | policy <match|nomatch|cancel|ask> | status
+                pair, unpair  pair a companion device, or remove it
+                match, nomatch, cancel, policy, status
+                              as for biometry: the device approves, refuses, or the user cancels
+            """
+        ),
         ("error", "Display a descriptive message for the given error code(s).", "Usage: error <error code> [...]"),
         ("help", "Show all commands, or the usage of one.", "Usage: help [command]"),
     ]

@@ -39,7 +39,7 @@ final class WireCodecTests: XCTestCase {
                     preflight: false, reason: "")),
             .invalidateContext(AuthenticationContextReference()), .biometry(.enroll), .biometry(.unenroll),
             .biometry(.answer(.cancel)), .biometry(.standingAnswer(.match)), .biometry(.standingAnswer(nil)),
-            .biometry(.status),
+            .biometry(.status), .companion(.enroll), .companion(.answer(.match)), .companion(.status),
         ]
     }
 

@@ -359,6 +359,32 @@ final class AccessControlTests: KeychainTestCase {
         XCTAssertEqual(read("companion").0, errSecAuthFailed, "no companion device is paired")
     }
 
+    func testACompanionDeviceApprovesWhenPaired() throws {
+        XCTAssertEqual(add("watch", accessControl(.companion)), errSecSuccess)
+        XCTAssertEqual(read("watch").0, errSecAuthFailed, "no companion is paired")
+        let context = LAContext()
+        var error: NSError?
+        XCTAssertFalse(context.canEvaluatePolicy(.deviceOwnerAuthenticationWithCompanion, error: &error))
+        XCTAssertEqual(error?.code, LAError.companionNotAvailable.rawValue)
+        _ = try service.companion(.enroll)
+        XCTAssertTrue(context.canEvaluatePolicy(.deviceOwnerAuthenticationWithCompanion, error: &error))
+        _ = try service.companion(.answer(.nomatch))
+        XCTAssertEqual(read("watch").0, errSecAuthFailed)
+        _ = try service.companion(.answer(.cancel))
+        XCTAssertEqual(read("watch").0, errSecUserCanceled)
+        _ = try service.companion(.answer(.match))
+        XCTAssertEqual(read("watch").1, "secret-watch")
+        XCTAssertEqual(try service.companion(.status).pendingAnswers, [])
+        // The sensor and the companion are separate: answering one answers nothing of the other.
+        try sensor(.enroll)
+        _ = try service.companion(.standingAnswer(.match))
+        XCTAssertEqual(add("face", accessControl(.biometryAny)), errSecSuccess)
+        try sensor(.answer(.nomatch))
+        XCTAssertEqual(read("face").0, errSecAuthFailed)
+        _ = try service.companion(.unenroll)
+        XCTAssertEqual(read("watch").0, errSecAuthFailed, "unpaired again")
+    }
+
     // MARK: Application passwords
 
     func testApplicationPasswordItemsOpenOnlyWithThePassword() throws {

@@ -15,6 +15,8 @@ import Synchronization
 /// broker evaluated it.
 final class AuthenticationBroker: Sendable {
     let biometry: SimulatedBiometry
+    /// A paired companion device (Apple's watch), simulated as the sensor is.
+    let companion: SimulatedBiometry
     private let keybag: Keybag
     /// Where the device passcode is asked for; nil: nowhere (no program configured), so it cannot be.
     private let passcodePrompt: PinentryPrompt?
@@ -30,8 +32,9 @@ final class AuthenticationBroker: Sendable {
         var lastUse: UInt64 = 0
     }
 
-    init(biometry: SimulatedBiometry, keybag: Keybag, passcodePrompt: PinentryPrompt?) {
+    init(biometry: SimulatedBiometry, companion: SimulatedBiometry, keybag: Keybag, passcodePrompt: PinentryPrompt?) {
         self.biometry = biometry
+        self.companion = companion
         self.keybag = keybag
         self.passcodePrompt = passcodePrompt
     }
@@ -47,6 +50,8 @@ final class AuthenticationBroker: Sendable {
         var biometry: Data?
         /// The device passcode was entered in it.
         var passcode = false
+        /// The companion device approved in it.
+        var companion = false
         var invalidated = false
         var lastUse: UInt64 = 0
     }
@@ -71,7 +76,11 @@ final class AuthenticationBroker: Sendable {
             constraint = accessControl.constraint
         }
         guard let constraint else { return outcome(nil) }
-        if request.preflight { return outcome(availability(of: constraint, enrolled: enrollment.enrolled)) }
+        if request.preflight {
+            return outcome(
+                availability(of: constraint, enrolled: enrollment.enrolled, paired: try companion.enrollment().enrolled)
+            )
+        }
         return outcome(
             try satisfy(
                 constraint, key: key, reason: request.reason, interactionAllowed: !request.context.interactionNotAllowed
@@ -190,16 +199,17 @@ final class AuthenticationBroker: Sendable {
         keybag.status.lockState == .noPasscode ? .passcodeNotSet : nil
     }
 
-    private func availability(of constraint: AccessConstraint, enrolled: Bool) -> AuthenticationFailure? {
+    private func availability(of constraint: AccessConstraint, enrolled: Bool, paired: Bool) -> AuthenticationFailure? {
         switch constraint {
         case .biometryAny, .biometryCurrentSet: enrolled ? nil : .biometryNotEnrolled
         case .userPresence: enrolled ? nil : passcodeAvailability
         case .devicePasscode: passcodeAvailability
-        case .companion: .companionNotAvailable
-        case .all(let parts): parts.lazy.compactMap { self.availability(of: $0, enrolled: enrolled) }.first
+        case .companion: paired ? nil : .companionNotAvailable
+        case .all(let parts):
+            parts.lazy.compactMap { self.availability(of: $0, enrolled: enrolled, paired: paired) }.first
         case .any(let parts):
-            parts.contains { availability(of: $0, enrolled: enrolled) == nil }
-                ? nil : parts.lazy.compactMap { self.availability(of: $0, enrolled: enrolled) }.first
+            parts.contains { availability(of: $0, enrolled: enrolled, paired: paired) == nil }
+                ? nil : parts.lazy.compactMap { self.availability(of: $0, enrolled: enrolled, paired: paired) }.first
         }
     }
 
@@ -253,7 +263,7 @@ final class AuthenticationBroker: Sendable {
         case .devicePasscode:
             return passcode(key: key, reason: reason, interactionAllowed: interactionAllowed)
         case .companion:
-            return .companionNotAvailable
+            return try companionApproval(key: key, reason: reason, interactionAllowed: interactionAllowed)
         case .all(let parts):
             for part in parts {
                 if let failure = try satisfy(part, key: key, reason: reason, interactionAllowed: interactionAllowed) {
@@ -271,6 +281,24 @@ final class AuthenticationBroker: Sendable {
                 last = failure
             }
             return last
+        }
+    }
+
+    private func companionApproval(key: ContextKey, reason: String, interactionAllowed: Bool) throws
+        -> AuthenticationFailure?
+    {
+        guard try companion.enrollment().enrolled else { return .companionNotAvailable }
+        if context(key)?.companion == true {
+            remember(key) { _ in }
+            return nil
+        }
+        guard interactionAllowed else { return .notInteractive }
+        switch try companion.prompt(reason: reason) {
+        case .success:
+            remember(key) { $0.companion = true }
+            return nil
+        case .failure(let failure):
+            return failure == .biometryNotEnrolled ? .companionNotAvailable : failure
         }
     }
 

@@ -21,11 +21,19 @@ final class SimulatedBiometry: Sendable {
     /// How long a prompt with no answer waits for one (a person running `security biometry match`).
     let answerWait: Duration
 
-    static let fileName = "biometry"
+    /// What the simulation stands for: the biometric sensor (file `biometry`), or a paired companion
+    /// device such as a watch (file `companion`; "enrolled" means paired).
+    enum Device: String, Sendable {
+        case biometry
+        case companion
+    }
 
-    init(directory: String, keybag: Keybag, answerWait: Duration) {
+    let device: Device
+
+    init(directory: String, keybag: Keybag, answerWait: Duration, device: Device = .biometry) {
         self.directory = directory
-        self.path = (directory as NSString).appendingPathComponent(Self.fileName)
+        self.device = device
+        self.path = (directory as NSString).appendingPathComponent(device.rawValue)
         self.keybag = keybag
         self.answerWait = answerWait
     }
@@ -46,7 +54,7 @@ final class SimulatedBiometry: Sendable {
             case .enroll:
                 let secret = try SecureBytes(randomCount: 32)
                 state.enrolled = true
-                state.sealedEnrollment = try AESGCM.seal(secret, key: wrapKey, authenticating: Self.enrollmentAAD)
+                state.sealedEnrollment = try AESGCM.seal(secret, key: wrapKey, authenticating: enrollmentAAD)
                 state.pending = []
             case .unenroll:
                 state = State(standing: state.standing)
@@ -77,7 +85,7 @@ final class SimulatedBiometry: Sendable {
         let state = try read()
         guard state.enrolled, let sealed = state.sealedEnrollment else { return nil }
         do {
-            return try AESGCM.openSecure(sealed, key: try enrollmentKey(), authenticating: Self.enrollmentAAD)
+            return try AESGCM.openSecure(sealed, key: try enrollmentKey(), authenticating: enrollmentAAD)
         } catch {
             throw KeychainError.authenticationFailed("the biometry enrollment does not open with this device root")
         }
@@ -112,7 +120,7 @@ final class SimulatedBiometry: Sendable {
                 if !announced {
                     // Says that something waits, never what for beyond the app's own reason.
                     KeychainLog.error(
-                        "biometry prompt (\(Self.printable(reason))): waiting for `security biometry match|nomatch|cancel`"
+                        "\(device.rawValue) prompt (\(Self.printable(reason))): waiting for `security \(device.rawValue) match|nomatch|cancel`"
                     )
                     announced = true
                 }
@@ -133,11 +141,11 @@ final class SimulatedBiometry: Sendable {
 
     // MARK: The file
 
-    private static let enrollmentAAD = Data("swift-keychain biometry enrollment v1".utf8)
+    private var enrollmentAAD: Data { Data("swift-keychain \(device.rawValue) enrollment v1".utf8) }
 
     /// The key the enrollment secret is sealed under: derived by the device root, never stored.
     private func enrollmentKey() throws -> SecureBytes {
-        var mac = try keybag.authenticate(Data("swift-keychain biometry enrollment key v1".utf8))
+        var mac = try keybag.authenticate(Data("swift-keychain \(device.rawValue) enrollment key v1".utf8))
         defer { mac.resetBytes(in: 0..<mac.count) }
         return SecureBytes(copying: mac)
     }
@@ -145,7 +153,7 @@ final class SimulatedBiometry: Sendable {
     /// A digest of the enrolled set that changes with every enrollment and reveals nothing of its secret.
     private func domainState(of state: State, key: SecureBytes) throws -> Data? {
         guard state.enrolled, let sealed = state.sealedEnrollment else { return nil }
-        let secret = try AESGCM.openSecure(sealed, key: key, authenticating: Self.enrollmentAAD)
+        let secret = try AESGCM.openSecure(sealed, key: key, authenticating: enrollmentAAD)
         return try HMACKey(key: secret, pinned: false).authenticationCode(Data("domain state".utf8))
     }
 

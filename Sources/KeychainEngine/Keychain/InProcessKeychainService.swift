@@ -30,6 +30,7 @@ public struct InProcessKeychainService: KeychainService {
             return .authentication(try keychain.authentication.authenticate(request, client: client))
         case .invalidateContext(let context): keychain.authentication.invalidate(context, client: client)
         case .biometry(let command): return .biometry(try keychain.authentication.biometry.perform(command))
+        case .companion(let command): return .biometry(try keychain.authentication.companion.perform(command))
         case .registerApp, .listApps, .removeApp:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")

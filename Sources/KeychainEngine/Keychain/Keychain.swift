@@ -71,6 +71,8 @@ public final class Keychain: Sendable {
         keybag = try Self.openKeybag(directory: directory, options: options)
         authentication = AuthenticationBroker(
             biometry: SimulatedBiometry(directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait),
+            companion: SimulatedBiometry(
+                directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait, device: .companion),
             keybag: keybag, passcodePrompt: options.pinentryProgram.map { PinentryPrompt(program: $0) })
         pool = try Self.openDatabase(databasePath, idleConnections: options.idleConnections)
     }
