@@ -57,7 +57,7 @@ let package = Package(
         .target(name: "KeychainKeybag", dependencies: ["KeychainCore", "KeychainCrypto"]),
         .target(
             name: "KeychainEngine",
-            dependencies: ["KeychainCore", "KeychainCrypto", "KeychainStorage", "KeychainKeybag"]
+            dependencies: ["KeychainCore", "KeychainCrypto", "KeychainStorage", "KeychainKeybag", "KeychainDBus"]
         ),
         .target(
             name: "KeychainDaemon",
@@ -91,7 +91,7 @@ let package = Package(
         ),
         // Test support (not a product): a securityd of its own for tests that need the daemon.
         .target(
-            name: "KeychainTestSupport", dependencies: ["KeychainClient", "KeychainCore"],
+            name: "KeychainTestSupport", dependencies: ["KeychainClient", "KeychainCore", "KeychainDBus"],
             path: "Tests/KeychainTestSupport"),
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
         .testTarget(name: "KeychainDBusTests", dependencies: ["KeychainDBus"]),
@@ -101,7 +101,7 @@ let package = Package(
             name: "KeychainEngineTests",
             dependencies: [
                 "CSQLite", "KeychainCore", "KeychainEngine", "KeychainKeybag", "KeychainStorage", "KeychainCrypto",
-                "keychain-test-helper", "KeychainTestSupport",
+                "keychain-test-helper", "KeychainTestSupport", "KeychainDBus",
             ]
         ),
         .testTarget(

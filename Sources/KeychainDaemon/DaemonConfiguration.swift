@@ -26,6 +26,9 @@ public struct DaemonConfiguration: Sendable {
     /// The `pinentry` program the daemon asks the device passcode with (`--pinentry`); nil: the
     /// passcode cannot be asked for, and constraints that need it are not satisfied.
     public var pinentryProgram: String?
+    /// Biometry from the simulated sensor (default), or from a fingerprint reader through fprintd on
+    /// the system bus (`--biometry fprintd`), verifying the fingers of each keychain's user.
+    public var useFprintd = false
     /// Honour registry entries that trust an executable by path alone (rebuilt test binaries). Never
     /// the default; `security app list` says when it is on.
     public var development: Bool

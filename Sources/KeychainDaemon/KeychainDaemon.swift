@@ -1,6 +1,7 @@
 import Foundation
 import KeychainCore
 import KeychainCrypto
+import KeychainDBus
 import KeychainEngine
 import KeychainKeybag
 import KeychainWire
@@ -56,18 +57,22 @@ public final class KeychainDaemon: Sendable {
             case .user:
                 tenant = try Tenant(
                     uid: uid, directory: configuration.home, deviceRootPath: configuration.deviceRootPath,
-                    pinentryProgram: configuration.pinentryProgram)
+                    pinentryProgram: configuration.pinentryProgram, fprintdBus: fprintdBus)
             case .system:
                 let directory = ((configuration.home as NSString).appendingPathComponent("users") as NSString)
                     .appendingPathComponent(String(uid))
                 tenant = try Tenant(
-                    uid: uid, directory: directory, deviceRootPath: nil, pinentryProgram: configuration.pinentryProgram)
+                    uid: uid, directory: directory, deviceRootPath: nil, pinentryProgram: configuration.pinentryProgram,
+                    fprintdBus: fprintdBus)
             }
             opened = tenant
             DaemonLog.info("serving the keychain of uid \(uid) in \(tenant.keychain.directory)")
             return tenant
         }
     }
+
+    /// The system bus, when biometry comes from fprintd.
+    private var fprintdBus: String? { configuration.useFprintd ? DBusConnection.systemBusAddress : nil }
 
     /// The keychains opened so far.
     private var openTenants: [Tenant] {

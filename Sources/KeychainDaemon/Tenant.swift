@@ -3,6 +3,10 @@ import KeychainCore
 import KeychainEngine
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// One keychain the daemon serves and the apps registered for it: the only one in user mode, one per
 /// client uid in system mode.
 final class Tenant: Sendable {
@@ -10,12 +14,19 @@ final class Tenant: Sendable {
     let keychain: Keychain
     let registry: AppRegistry
 
-    init(uid: uid_t, directory: String, deviceRootPath: String?, pinentryProgram: String?) throws {
+    init(uid: uid_t, directory: String, deviceRootPath: String?, pinentryProgram: String?, fprintdBus: String?)
+        throws
+    {
         self.uid = uid
-        keychain = try Keychain(
-            directory: directory,
-            options: KeychainOptions(
-                deviceRootPath: deviceRootPath, idleConnections: 64, pinentryProgram: pinentryProgram))
+        var options = KeychainOptions(
+            deviceRootPath: deviceRootPath, idleConnections: 64, pinentryProgram: pinentryProgram)
+        if let fprintdBus {
+            guard let user = getpwuid(uid)?.pointee.pw_name.map({ String(cString: $0) }) else {
+                throw KeychainError.notAvailable("uid \(uid) has no user name for fprintd")
+            }
+            options.biometricSensor = .fprintd(bus: fprintdBus, username: user)
+        }
+        keychain = try Keychain(directory: directory, options: options)
         let keychain = keychain
         registry = AppRegistry(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }
     }

@@ -15,7 +15,7 @@ import Synchronization
 
 let usage = """
     usage: securityd [--system] [--home DIR] [--socket PATH] [--idle-lock SECONDS] [--follow-session-lock]
-                     [--pinentry PROGRAM] [--development]
+                     [--pinentry PROGRAM] [--biometry simulated|fprintd] [--development]
 
       (default)        serve this user's keychain (KEYCHAIN_HOME, else $XDG_DATA_HOME/keychain, else
                        ~/.local/share/keychain) on KEYCHAIN_SOCKET, else $XDG_RUNTIME_DIR/keychain/securityd.sock
@@ -27,6 +27,8 @@ let usage = """
                        system bus: DBUS_SYSTEM_BUS_ADDRESS, else /var/run/dbus/system_bus_socket)
       --pinentry P     ask for the device passcode (access controls with devicePasscode, userPresence
                        without biometry) with this pinentry program; without it the passcode is never asked
+      --biometry B     biometry from the simulated sensor (simulated, the default; security biometry drives
+                       it) or from a fingerprint reader through fprintd on the system bus (fprintd)
       --development    honour app registry entries trusted by path alone; let any user drive the
                        simulated biometric sensor of a system daemon (never for production)
 
@@ -44,6 +46,7 @@ var idleLock: Duration?
 var development = false
 var followSessionLock = false
 var pinentry: String?
+var useFprintd = false
 var stall = Duration.seconds(5)
 var idle = Duration.seconds(300)
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
@@ -61,6 +64,12 @@ while let argument = arguments.next() {
         idleLock = .seconds(seconds)
     case "--development": development = true
     case "--follow-session-lock": followSessionLock = true
+    case "--biometry":
+        switch value() {
+        case "simulated": useFprintd = false
+        case "fprintd": useFprintd = true
+        default: fail("--biometry takes simulated or fprintd")
+        }
     case "--pinentry":
         let program = value()
         guard program.hasPrefix("/"), access(program, X_OK) == 0 else {
@@ -99,7 +108,7 @@ if let path = socketPath ?? defaultSocket {
     fail("no socket: set KEYCHAIN_SOCKET or XDG_RUNTIME_DIR, or give --socket")
 }
 
-let configuration = DaemonConfiguration(
+var configuration = DaemonConfiguration(
     mode: system ? .system : .user,
     home: home ?? (system ? KeychainLocations.systemHome : KeychainLocations.userDirectory),
     deviceRootPath: system ? nil : getenv("KEYCHAIN_DEVICE_ROOT").map { String(cString: $0) },
@@ -107,6 +116,7 @@ let configuration = DaemonConfiguration(
     idleLock: idleLock, sessionBus: followSessionLock ? DBusConnection.systemBusAddress : nil,
     pinentryProgram: pinentry, development: development,
     idleTimeout: idle, stallTimeout: stall)
+configuration.useFprintd = useFprintd
 
 // The signals that stop the daemon are taken by the main thread alone (sigwait below): blocked here,
 // before any other thread starts, so that every thread inherits the mask.

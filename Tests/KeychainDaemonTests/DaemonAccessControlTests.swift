@@ -75,6 +75,30 @@ final class DaemonAccessControlTests: XCTestCase {
         XCTAssertTrue(pinentry.transcript.contains("GETPIN"), pinentry.transcript)
     }
 
+    func testADaemonTakesBiometryFromFprintd() throws {
+        let bus = try TestBus()
+        let fprintd = try FakeFprintd(bus: bus)
+        defer { fprintd.stop() }
+        let daemon = try TestDaemon(
+            arguments: ["--biometry", "fprintd"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address])
+        try daemon.register(groups: ["TEAM.shared"])
+        let service = daemon.service()
+        XCTAssertTrue(try service.biometry(.status).enrolled)
+        _ = try service.add([
+            "class": .string("genp"), "svce": .string("fp"), "acct": .string("me"),
+            "v_Data": .data(Data("fingerprint-guarded".utf8)), "accc": .accessControl(guarded),
+        ])
+        let query: [String: ItemValue] = [
+            "class": .string("genp"), "svce": .string("fp"), "acct": .string("me"), "r_Data": .bool(true),
+        ]
+        XCTAssertEqual(try service.copyMatching(query), .data(Data("fingerprint-guarded".utf8)))
+        fprintd.setResults([("verify-no-match", true)])
+        XCTAssertThrowsError(try service.copyMatching(query)) { error in
+            XCTAssertEqual((error as? KeychainError)?.code, .authenticationFailed)
+        }
+        XCTAssertEqual(fprintd.verifications, 2)
+    }
+
     func testASystemDaemonsSensorIsDrivenOnlyByRootOrInDevelopment() throws {
         guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
         let daemon = try TestDaemon(arguments: ["--system"])

@@ -14,7 +14,7 @@ import Synchronization
 /// client's word that it authenticated is never taken: a context counts as evaluated only when this
 /// broker evaluated it.
 final class AuthenticationBroker: Sendable {
-    let biometry: SimulatedBiometry
+    let biometry: any BiometricSensor
     /// A paired companion device (Apple's watch), simulated as the sensor is.
     let companion: SimulatedBiometry
     private let keybag: Keybag
@@ -32,7 +32,9 @@ final class AuthenticationBroker: Sendable {
         var lastUse: UInt64 = 0
     }
 
-    init(biometry: SimulatedBiometry, companion: SimulatedBiometry, keybag: Keybag, passcodePrompt: PinentryPrompt?) {
+    init(
+        biometry: any BiometricSensor, companion: SimulatedBiometry, keybag: Keybag, passcodePrompt: PinentryPrompt?
+    ) {
         self.biometry = biometry
         self.companion = companion
         self.keybag = keybag
@@ -60,7 +62,7 @@ final class AuthenticationBroker: Sendable {
 
     func authenticate(_ request: AuthenticationRequest, client: ClientIdentity) throws -> AuthenticationOutcome {
         let enrollment = try biometry.enrollment()
-        let biometryType = enrollment.enrolled ? 2 : 0  // LABiometryType.faceID, as the Simulator's default
+        let biometryType = enrollment.enrolled ? biometry.biometryType : 0
         func outcome(_ failure: AuthenticationFailure?) -> AuthenticationOutcome {
             AuthenticationOutcome(failure: failure, domainState: enrollment.domainState, biometryType: biometryType)
         }

@@ -21,6 +21,9 @@ public struct KeychainOptions: Sendable {
     /// The `pinentry` program that asks a person for the device passcode (an access control's
     /// `devicePasscode`, `userPresence` without biometry); nil: the passcode cannot be asked for.
     public var pinentryProgram: String?
+    /// What answers for biometry: the simulated sensor (`security biometry`), or a fingerprint reader
+    /// through fprintd.
+    public var biometricSensor: BiometricSensorChoice = .simulated
 
     public init(
         deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeFunction: PasscodeFunction? = nil,
@@ -70,11 +73,24 @@ public final class Keychain: Sendable {
         clock = options.clock
         keybag = try Self.openKeybag(directory: directory, options: options)
         authentication = AuthenticationBroker(
-            biometry: SimulatedBiometry(directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait),
+            biometry: Self.sensor(options.biometricSensor, directory: directory, keybag: keybag, options: options),
             companion: SimulatedBiometry(
                 directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait, device: .companion),
             keybag: keybag, passcodePrompt: options.pinentryProgram.map { PinentryPrompt(program: $0) })
         pool = try Self.openDatabase(databasePath, idleConnections: options.idleConnections)
+    }
+
+    private static func sensor(
+        _ choice: BiometricSensorChoice, directory: String, keybag: Keybag, options: KeychainOptions
+    ) -> any BiometricSensor {
+        switch choice {
+        case .simulated:
+            SimulatedBiometry(directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait)
+        case .fprintd(let bus, let username):
+            FprintdSensor(
+                address: bus, username: username, directory: directory, keybag: keybag,
+                answerWait: options.biometryAnswerWait)
+        }
     }
 
     private static func openKeybag(directory: String, options: KeychainOptions) throws -> Keybag {

@@ -74,10 +74,13 @@ public enum EmbeddedKeychain {
                 cache[path] = keychain
                 return keychain
             }
-            let keychain = try Keychain(
-                directory: path,
-                options: KeychainOptions(
-                    deviceRootPath: variable("KEYCHAIN_DEVICE_ROOT"), pinentryProgram: pinentryProgram()))
+            var options = KeychainOptions(
+                deviceRootPath: variable("KEYCHAIN_DEVICE_ROOT"), pinentryProgram: pinentryProgram())
+            if variable("KEYCHAIN_BIOMETRY") == "fprintd", let user = getpwuid(getuid())?.pointee.pw_name {
+                let bus = variable("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket"
+                options.biometricSensor = .fprintd(bus: bus, username: String(cString: user))
+            }
+            let keychain = try Keychain(directory: path, options: options)
             cache[path] = keychain
             if let canonical = canonicalPath(path) { cache[canonical] = keychain }
             return keychain

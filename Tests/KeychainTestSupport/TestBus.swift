@@ -1,0 +1,58 @@
+import Foundation
+import KeychainDBus
+import XCTest
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A private message bus: `dbus-daemon` on a socket in a temporary directory, anyone may own any name
+/// (as on a session bus), ended when released.
+public final class TestBus {
+    public let directory: String
+    public let address: String
+    private let process: Process
+
+    public init() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon") else {
+            throw XCTSkip("needs dbus-daemon (Debian's dbus-daemon package)")
+        }
+        directory = NSTemporaryDirectory() + "bus-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        address = "unix:path=\(directory)/bus"
+        let configuration = """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <listen>\(address)</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow send_destination="*"/>
+                <allow receive_sender="*"/>
+                <allow own="*"/>
+              </policy>
+            </busconfig>
+            """
+        try configuration.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        process.arguments = ["--config-file=\(directory)/bus.conf", "--nofork", "--nopidfile", "--nosyslog"]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(10)
+        while (try? DBusConnection(address: address)) == nil {
+            guard Date() < deadline, process.isRunning else {
+                throw TestDaemon.Failure(description: "dbus-daemon did not start")
+            }
+            usleep(20_000)
+        }
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
