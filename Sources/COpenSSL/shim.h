@@ -12,3 +12,8 @@
 #include <openssl/core_names.h>
 #include <openssl/params.h>
 #include <openssl/kdf.h>
+#include <openssl/rsa.h>
+#include <openssl/ec.h>
+#include <openssl/bn.h>
+#include <openssl/param_build.h>
+#include <openssl/x509.h>

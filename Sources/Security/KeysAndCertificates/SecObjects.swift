@@ -1,17 +1,18 @@
 import Foundation
 import KeychainCore
 
-// The Security object types clients declare, store in collections and compare by type id. Their
-// behaviour (keys, certificates, identities, trust) arrives with the keys-and-certificates work.
+// The Security object types clients declare, store in collections and compare by type id. `SecKey`
+// is in SecKey.swift; certificates, identities and trust arrive with the rest of that work.
 
 /// What every Security object type shares: identity equality and hashing, as CF objects have.
 public class SecObject: Hashable, @unchecked Sendable {
-    fileprivate init() {}
-    public static func == (lhs: SecObject, rhs: SecObject) -> Bool { lhs === rhs }
+    init() {}
+    public static func == (lhs: SecObject, rhs: SecObject) -> Bool { lhs.isSame(as: rhs) }
+    /// Identity, unless the kind of object says otherwise (keys are equal when they are the same key).
+    func isSame(as other: SecObject) -> Bool { self === other }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
-public final class SecKey: SecObject, @unchecked Sendable {}
 public final class SecCertificate: SecObject, @unchecked Sendable {}
 public final class SecIdentity: SecObject, @unchecked Sendable {}
 public final class SecTrust: SecObject, @unchecked Sendable {}

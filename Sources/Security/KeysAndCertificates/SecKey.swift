@@ -1,0 +1,291 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+
+/// A key: an RSA or elliptic-curve key pair or public key, held by OpenSSL (`AsymmetricKey`). Keys are
+/// equal when they are the same key: the same type, class and external representation.
+public final class SecKey: SecObject, @unchecked Sendable {
+    // Immutable: the key object, and the attributes it was made with.
+    let key: AsymmetricKey
+    /// Attributes given at creation (label, tag, ...), kept for `SecKeyCopyAttributes`.
+    let extraAttributes: [String: ItemValue]
+
+    init(key: AsymmetricKey, attributes: [String: ItemValue] = [:]) {
+        self.key = key
+        extraAttributes = attributes
+    }
+
+    override func isSame(as other: SecObject) -> Bool {
+        guard let other = other as? SecKey else { return false }
+        guard key.isPrivate == other.key.isPrivate, key.kind == other.key.kind else { return false }
+        guard let left = try? key.publicRepresentation(), let right = try? other.key.publicRepresentation() else {
+            return self === other
+        }
+        return left == right
+    }
+
+    public override func hash(into hasher: inout Hasher) {
+        hasher.combine(key.isPrivate)
+        hasher.combine((try? key.publicRepresentation()) ?? Data())
+    }
+}
+
+// MARK: Errors
+
+/// A CFError in Apple's OSStatus domain, as the SecKey functions report failures.
+private func fail(
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ status: OSStatus, _ reason: String
+) {
+    error?.pointee = Unmanaged.passRetained(
+        NSError(
+            domain: String(kCFErrorDomainOSStatus), code: Int(status),
+            userInfo: [NSLocalizedDescriptionKey: reason]))
+}
+
+private func fail(_ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ failure: AsymmetricKey.Failure) {
+    switch failure {
+    case .invalidKey(let reason): fail(error, errSecParam, reason)
+    case .unsupported(let reason): fail(error, errSecParam, reason)
+    case .library(let reason): fail(error, errSecInternalComponent, "OpenSSL: \(reason)")
+    }
+}
+
+// MARK: Creating keys
+
+/// Makes a new key pair and returns its private key. `kSecAttrKeyType` (RSA or EC) and
+/// `kSecAttrKeySizeInBits` are required; RSA sizes from 1024 to 8192 bits in steps of 8, EC 192, 224,
+/// 256, 384 or 521 (else errSecKeySizeNotAllowed). Keys stored in the keychain
+/// (`kSecAttrIsPermanent`) and Secure Enclave keys are not available yet (errSecUnimplemented).
+public func SecKeyCreateRandomKey(
+    _ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> SecKey? {
+    guard let values = try? ValueBridging.dictionary(parameters) else {
+        fail(error, errSecParam, "the parameters' keys must be strings")
+        return nil
+    }
+    guard case .string(let type)? = values["type"], type == "42" || type == "73" else {
+        fail(error, errSecParam, "incorrect or missing kSecAttrKeyType")
+        return nil
+    }
+    let bits: Int
+    switch values["bsiz"] {
+    case .integer(let number)?: bits = Int(number)
+    case .string(let text)?:
+        guard let number = Int(text) else {
+            fail(error, errSecParam, "kSecAttrKeySizeInBits is not a number")
+            return nil
+        }
+        bits = number
+    default:
+        fail(error, errSecParam, "missing kSecAttrKeySizeInBits")
+        return nil
+    }
+    let permanent = [values["perm"], subdictionary(values["private"])?["perm"]].contains {
+        $0 == .bool(true) || $0 == .integer(1)
+    }
+    if permanent || values["tkid"] != nil {
+        fail(error, errSecUnimplemented, "keys stored in the keychain and Secure Enclave keys are not available yet")
+        return nil
+    }
+    let kind: AsymmetricKey.Kind
+    if type == "42" {
+        guard (1024...8192).contains(bits), bits % 8 == 0 else {
+            fail(error, errSecKeySizeNotAllowed, "RSA keys are 1024 to 8192 bits, in steps of 8")
+            return nil
+        }
+        kind = .rsa(bits: bits)
+    } else {
+        guard let curve = AsymmetricKey.Curve(rawValue: bits) else {
+            fail(error, errSecKeySizeNotAllowed, "EC keys are 192, 224, 256, 384 or 521 bits")
+            return nil
+        }
+        kind = .ec(curve)
+    }
+    do {
+        return SecKey(key: try AsymmetricKey.generate(kind), attributes: keyAttributes(values, private: true))
+    } catch let failure {
+        fail(error, failure)
+        return nil
+    }
+}
+
+private func subdictionary(_ value: ItemValue?) -> [String: ItemValue]? {
+    // Sub-dictionaries arrive unbridged (the bridging keeps only known value types): none is read yet.
+    nil
+}
+
+/// The attributes a key keeps from its creation: label and application tag.
+private func keyAttributes(_ values: [String: ItemValue], private: Bool) -> [String: ItemValue] {
+    values.filter { ["labl", "atag"].contains($0.key) }
+}
+
+/// A key from its external representation: `kSecAttrKeyType` and `kSecAttrKeyClass` (public or
+/// private) are required.
+public func SecKeyCreateWithData(
+    _ keyData: CFData, _ attributes: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> SecKey? {
+    guard let values = try? ValueBridging.dictionary(attributes) else {
+        fail(error, errSecParam, "the attributes' keys must be strings")
+        return nil
+    }
+    guard case .string(let type)? = values["type"], type == "42" || type == "73" else {
+        fail(error, errSecParam, "incorrect or missing kSecAttrKeyType")
+        return nil
+    }
+    let isPrivate: Bool
+    switch values["kcls"] {
+    case .string("0")?, .integer(0)?: isPrivate = false
+    case .string("1")?, .integer(1)?: isPrivate = true
+    default:
+        fail(error, errSecParam, "incorrect or missing kSecAttrKeyClass (public or private)")
+        return nil
+    }
+    do {
+        let key = try AsymmetricKey.importing(
+            keyData as Data, kind: type == "42" ? .rsa : .ec, isPrivate: isPrivate)
+        if let expected = values["bsiz"], expected != .integer(Int64(key.bits)), expected != .string("\(key.bits)") {
+            fail(error, errSecParam, "the key is \(key.bits) bits, not the kSecAttrKeySizeInBits given")
+            return nil
+        }
+        return SecKey(key: key, attributes: keyAttributes(values, private: isPrivate))
+    } catch let failure {
+        fail(error, failure)
+        return nil
+    }
+}
+
+public func SecKeyCopyPublicKey(_ key: SecKey) -> SecKey? {
+    guard let publicKey = try? key.key.publicKey() else { return nil }
+    return publicKey === key.key ? key : SecKey(key: publicKey, attributes: key.extraAttributes)
+}
+
+/// PKCS#1 for RSA keys, ANSI X9.63 (`04‖X‖Y`, and `‖K` for a private key) for EC keys.
+public func SecKeyCopyExternalRepresentation(
+    _ key: SecKey, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> CFData? {
+    do {
+        let bytes = try key.key.externalRepresentation()
+        return bytes.withUnsafeBytes { Data($0) } as NSData
+    } catch let failure {
+        fail(error, failure)
+        return nil
+    }
+}
+
+/// Apple's attribute dictionary of a software key (spec §8.1).
+public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
+    let isPrivate = key.key.isPrivate
+    var values: [String: ItemValue] = [
+        "class": .string("keys"), "kcls": .integer(isPrivate ? 1 : 0),
+        "type": .integer(key.key.kind == .rsa(bits: key.key.bits) ? 42 : 73), "bsiz": .integer(Int64(key.key.bits)),
+        "esiz": .integer(Int64(key.key.bits)), "perm": .bool(false), "priv": .bool(true), "modi": .bool(true),
+        "sens": .bool(false), "asen": .bool(false), "extr": .bool(true), "next": .bool(false), "drve": .bool(true),
+        "encr": .bool(!isPrivate), "vrfy": .bool(!isPrivate), "wrap": .bool(!isPrivate), "decr": .bool(isPrivate),
+        "sign": .bool(isPrivate), "unwp": .bool(isPrivate), "snrc": .bool(false), "vyrc": .bool(false),
+    ]
+    if case .rsa = key.key.kind { values["type"] = .integer(42) }
+    if let publicBytes = try? key.key.publicRepresentation(), let label = try? Digest.sha1(publicBytes) {
+        values["klbl"] = .data(label)
+    }
+    if let representation = try? key.key.externalRepresentation() {
+        values["v_Data"] = .data(representation.withUnsafeBytes { Data($0) })
+    }
+    values.merge(key.extraAttributes) { $1 }
+    return ValueBridging.object(.dictionary(values)) as? NSDictionary
+}
+
+/// The key's block size in bytes: the modulus for RSA, the key size for EC.
+public func SecKeyGetBlockSize(_ key: SecKey) -> Int { key.key.blockSize }
+
+// MARK: Operations
+
+public func SecKeyIsAlgorithmSupported(
+    _ key: SecKey, _ operation: SecKeyOperationType, _ algorithm: SecKeyAlgorithm
+) -> Bool {
+    switch operation {
+    case .sign:
+        guard key.key.isPrivate, let scheme = algorithm.signatureScheme else { return false }
+        return key.key.supports(scheme)
+    case .verify:
+        guard let scheme = algorithm.signatureScheme else { return false }
+        return key.key.supports(scheme)
+    case .encrypt:
+        guard case .rsa = key.key.kind else { return false }
+        return algorithm.encryptionScheme != nil
+    case .decrypt:
+        guard case .rsa = key.key.kind, key.key.isPrivate else { return false }
+        return algorithm.encryptionScheme != nil
+    case .keyExchange:
+        return false
+    }
+}
+
+public func SecKeyCreateSignature(
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ dataToSign: CFData,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> CFData? {
+    guard let scheme = algorithm.signatureScheme, key.key.supports(scheme), key.key.isPrivate else {
+        fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
+        return nil
+    }
+    do {
+        return try key.key.sign(dataToSign as Data, scheme) as NSData
+    } catch let failure {
+        fail(error, failure)
+        return nil
+    }
+}
+
+public func SecKeyVerifySignature(
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ signedData: CFData, _ signature: CFData,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> Bool {
+    guard let scheme = algorithm.signatureScheme, key.key.supports(scheme) else {
+        fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
+        return false
+    }
+    do {
+        guard try key.key.verify(signature as Data, of: signedData as Data, scheme) else {
+            fail(error, errSecVerifyFailed, "the signature does not verify")
+            return false
+        }
+        return true
+    } catch let failure {
+        fail(error, failure)
+        return false
+    }
+}
+
+public func SecKeyCreateEncryptedData(
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ plaintext: CFData,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> CFData? {
+    guard let scheme = algorithm.encryptionScheme else {
+        fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
+        return nil
+    }
+    do {
+        let publicKey = try key.key.publicKey()
+        return try publicKey.encrypt(plaintext as Data, scheme) as NSData
+    } catch let failure {
+        fail(error, failure)
+        return nil
+    }
+}
+
+public func SecKeyCreateDecryptedData(
+    _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> CFData? {
+    guard let scheme = algorithm.encryptionScheme else {
+        fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
+        return nil
+    }
+    do {
+        let plaintext = try key.key.decrypt(ciphertext as Data, scheme)
+        return plaintext.withUnsafeBytes { Data($0) } as NSData
+    } catch let failure {
+        fail(error, failure)
+        return nil
+    }
+}

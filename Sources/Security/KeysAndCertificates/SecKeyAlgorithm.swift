@@ -1,0 +1,111 @@
+import Foundation
+import KeychainCrypto
+
+/// `SecKeyAlgorithm`: a CFString naming an algorithm, with Apple's string values (`algid:…`).
+public struct SecKeyAlgorithm: RawRepresentable, Hashable, @unchecked Sendable {
+    // The raw value is an immutable constant string.
+    public let rawValue: CFString
+
+    public init(rawValue: CFString) { self.rawValue = rawValue }
+
+    init(_ value: String) { rawValue = SecConstantString(string: value) }
+
+    public static func == (lhs: SecKeyAlgorithm, rhs: SecKeyAlgorithm) -> Bool {
+        String(describing: lhs.rawValue) == String(describing: rhs.rawValue)
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(String(describing: rawValue)) }
+
+    var name: String { String(describing: rawValue) }
+}
+
+/// `SecKeyOperationType` (Apple's raw values).
+public enum SecKeyOperationType: Int, Sendable {
+    case sign = 0
+    case verify = 1
+    case encrypt = 2
+    case decrypt = 3
+    case keyExchange = 4
+}
+
+extension SecKeyAlgorithm {
+    public static let ecdsaSignatureRFC4754 = SecKeyAlgorithm("algid:sign:ECDSA:RFC4754")
+    public static let ecdsaSignatureDigestX962 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962")
+    public static let ecdsaSignatureDigestX962SHA1 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA1")
+    public static let ecdsaSignatureDigestX962SHA224 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA224")
+    public static let ecdsaSignatureDigestX962SHA256 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA256")
+    public static let ecdsaSignatureDigestX962SHA384 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA384")
+    public static let ecdsaSignatureDigestX962SHA512 = SecKeyAlgorithm("algid:sign:ECDSA:digest-X962:SHA512")
+    public static let ecdsaSignatureMessageX962SHA1 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA1")
+    public static let ecdsaSignatureMessageX962SHA224 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA224")
+    public static let ecdsaSignatureMessageX962SHA256 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA256")
+    public static let ecdsaSignatureMessageX962SHA384 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA384")
+    public static let ecdsaSignatureMessageX962SHA512 = SecKeyAlgorithm("algid:sign:ECDSA:message-X962:SHA512")
+
+    public static let rsaSignatureRaw = SecKeyAlgorithm("algid:sign:RSA:raw")
+    public static let rsaSignatureDigestPKCS1v15Raw = SecKeyAlgorithm("algid:sign:RSA:digest-PKCS1v15")
+    public static let rsaSignatureDigestPKCS1v15SHA1 = SecKeyAlgorithm("algid:sign:RSA:digest-PKCS1v15:SHA1")
+    public static let rsaSignatureDigestPKCS1v15SHA224 = SecKeyAlgorithm("algid:sign:RSA:digest-PKCS1v15:SHA224")
+    public static let rsaSignatureDigestPKCS1v15SHA256 = SecKeyAlgorithm("algid:sign:RSA:digest-PKCS1v15:SHA256")
+    public static let rsaSignatureDigestPKCS1v15SHA384 = SecKeyAlgorithm("algid:sign:RSA:digest-PKCS1v15:SHA384")
+    public static let rsaSignatureDigestPKCS1v15SHA512 = SecKeyAlgorithm("algid:sign:RSA:digest-PKCS1v15:SHA512")
+    public static let rsaSignatureMessagePKCS1v15SHA1 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA1")
+    public static let rsaSignatureMessagePKCS1v15SHA224 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA224")
+    public static let rsaSignatureMessagePKCS1v15SHA256 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA256")
+    public static let rsaSignatureMessagePKCS1v15SHA384 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA384")
+    public static let rsaSignatureMessagePKCS1v15SHA512 = SecKeyAlgorithm("algid:sign:RSA:message-PKCS1v15:SHA512")
+    public static let rsaSignatureDigestPSSSHA1 = SecKeyAlgorithm("algid:sign:RSA:digest-PSS:SHA1:SHA1:20")
+    public static let rsaSignatureDigestPSSSHA224 = SecKeyAlgorithm("algid:sign:RSA:digest-PSS:SHA224:SHA224:24")
+    public static let rsaSignatureDigestPSSSHA256 = SecKeyAlgorithm("algid:sign:RSA:digest-PSS:SHA256:SHA256:32")
+    public static let rsaSignatureDigestPSSSHA384 = SecKeyAlgorithm("algid:sign:RSA:digest-PSS:SHA384:SHA384:48")
+    public static let rsaSignatureDigestPSSSHA512 = SecKeyAlgorithm("algid:sign:RSA:digest-PSS:SHA512:SHA512:64")
+    public static let rsaSignatureMessagePSSSHA1 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA1:SHA1:20")
+    public static let rsaSignatureMessagePSSSHA224 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA224:SHA224:24")
+    public static let rsaSignatureMessagePSSSHA256 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA256:SHA256:32")
+    public static let rsaSignatureMessagePSSSHA384 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA384:SHA384:48")
+    public static let rsaSignatureMessagePSSSHA512 = SecKeyAlgorithm("algid:sign:RSA:message-PSS:SHA512:SHA512:64")
+
+    public static let rsaEncryptionRaw = SecKeyAlgorithm("algid:encrypt:RSA:raw")
+    public static let rsaEncryptionPKCS1 = SecKeyAlgorithm("algid:encrypt:RSA:PKCS1")
+    public static let rsaEncryptionOAEPSHA1 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA1")
+    public static let rsaEncryptionOAEPSHA224 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA224")
+    public static let rsaEncryptionOAEPSHA256 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA256")
+    public static let rsaEncryptionOAEPSHA384 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA384")
+    public static let rsaEncryptionOAEPSHA512 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA512")
+
+    /// The signature scheme this algorithm names, or nil when it is no signature this project makes.
+    var signatureScheme: SignatureScheme? {
+        let hashes: [(String, Hash)] = [
+            ("SHA1", .sha1), ("SHA224", .sha224), ("SHA256", .sha256), ("SHA384", .sha384), ("SHA512", .sha512),
+        ]
+        let parts = name.split(separator: ":").map(String.init)
+        guard parts.count >= 4, parts[0] == "algid", parts[1] == "sign" else { return nil }
+        let input: SignatureInput? =
+            parts[3].hasPrefix("message-") ? .message : parts[3].hasPrefix("digest-") ? .digest : nil
+        let hash = parts.count > 4 ? hashes.first { $0.0 == parts[4] }?.1 : nil
+        guard let input else { return nil }
+        let padding = parts[3].split(separator: "-").last.map(String.init)
+        switch (parts[2], padding, hash) {
+        case ("ECDSA", "X962", let hash?) where parts.count == 5: return .ecdsa(hash, input)
+        case ("RSA", "PKCS1v15", nil) where parts.count == 4 && input == .digest: return .rsaPKCS1v15(nil, .digest)
+        case ("RSA", "PKCS1v15", let hash?) where parts.count == 5: return .rsaPKCS1v15(hash, input)
+        // PSS names repeat the hash (for MGF1) and give the salt's length.
+        case ("RSA", "PSS", let hash?) where parts.count == 7 && parts[5] == parts[4]:
+            guard let salt = Int(parts[6]), (0...hash.length * 2).contains(salt) else { return nil }
+            return .rsaPSS(hash, input, saltLength: salt)
+        default: return nil
+        }
+    }
+
+    var encryptionScheme: EncryptionScheme? {
+        switch name {
+        case "algid:encrypt:RSA:PKCS1": .rsaPKCS1
+        case "algid:encrypt:RSA:OAEP:SHA1": .rsaOAEP(.sha1)
+        case "algid:encrypt:RSA:OAEP:SHA224": .rsaOAEP(.sha224)
+        case "algid:encrypt:RSA:OAEP:SHA256": .rsaOAEP(.sha256)
+        case "algid:encrypt:RSA:OAEP:SHA384": .rsaOAEP(.sha384)
+        case "algid:encrypt:RSA:OAEP:SHA512": .rsaOAEP(.sha512)
+        default: nil
+        }
+    }
+}
