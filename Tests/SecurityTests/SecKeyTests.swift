@@ -250,7 +250,7 @@ final class SecKeyTests: XCTestCase {
         XCTAssertEqual(
             create([
                 kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256,
-                kSecAttrIsPermanent as String: true,
+                kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave,
             ]), Int(errSecUnimplemented))
 
         let ec = try randomKey(kSecAttrKeyTypeEC, 256)

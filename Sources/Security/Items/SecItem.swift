@@ -7,7 +7,7 @@ import KeychainCore
 /// Adds an item. With a kSecReturn* key, `result` receives what SecItemCopyMatching would return.
 @discardableResult
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemCall.run(attributes, result: result) { service, query in try service.add(query) }
+    SecItemCall.run(attributes, result: result, operation: .add) { service, query in try service.add(query) }
 }
 
 /// Finds items; by default the first match, and nothing in `result` unless a kSecReturn* key asks.
@@ -40,15 +40,29 @@ public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
 /// The part every SecItem function shares: bridge the query in, run it on this process's keychain
 /// service, bridge the answer out, and turn failures into OSStatus.
 enum SecItemCall {
+    enum Operation { case add, other }
+
     static func run(
         _ dictionary: CFDictionary, result: UnsafeMutablePointer<CFTypeRef?>?, requirePointerForReturn: Bool = false,
-        _ body: (any KeychainService, [String: ItemValue]) throws -> ItemResult?
+        operation: Operation = .other, _ body: (any KeychainService, [String: ItemValue]) throws -> ItemResult?
     ) -> OSStatus {
-        guard let query = try? ValueBridging.dictionary(dictionary) else { return errSecParam }
+        guard var query = try? ValueBridging.dictionary(dictionary) else { return errSecParam }
         if requirePointerForReturn, result == nil, wantsResult(query) { return errSecParam }
         do {
+            // Key objects in, key objects out (rare: the common calls pass straight through).
+            let asked = query
+            if let key = KeyItems.valueKey(in: dictionary, bridged: query) {
+                query =
+                    operation == .add
+                    ? try KeyItems.addition(of: key, to: query) : try KeyItems.matching(key, in: query)
+            }
+            let keyObjects = KeyItems.wantsKeyObjects(query)
+            if keyObjects { query = KeyItems.askingForKeyMaterial(query) }
             let answer = try body(try KeychainServices.current(), query)
-            if let result, let answer { result.pointee = ValueBridging.object(answer) }
+            if let result, let answer {
+                result.pointee =
+                    keyObjects ? try KeyItems.objects(from: answer, query: asked) : ValueBridging.object(answer)
+            }
             return errSecSuccess
         } catch let error as KeychainError {
             return error.osStatus

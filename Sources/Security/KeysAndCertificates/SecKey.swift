@@ -54,8 +54,9 @@ private func fail(_ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ failure
 
 /// Makes a new key pair and returns its private key. `kSecAttrKeyType` (RSA or EC) and
 /// `kSecAttrKeySizeInBits` are required; RSA sizes from 1024 to 8192 bits in steps of 8, EC 192, 224,
-/// 256, 384 or 521 (else errSecKeySizeNotAllowed). Keys stored in the keychain
-/// (`kSecAttrIsPermanent`) and Secure Enclave keys are not available yet (errSecUnimplemented).
+/// 256, 384 or 521 (else errSecKeySizeNotAllowed). With `kSecAttrIsPermanent` (top level or in
+/// `kSecPrivateKeyAttrs`/`kSecPublicKeyAttrs`) the keys are added to the keychain. Secure Enclave keys
+/// are not available yet (errSecUnimplemented).
 public func SecKeyCreateRandomKey(
     _ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> SecKey? {
@@ -80,11 +81,8 @@ public func SecKeyCreateRandomKey(
         fail(error, errSecParam, "missing kSecAttrKeySizeInBits")
         return nil
     }
-    let permanent = [values["perm"], subdictionary(values["private"])?["perm"]].contains {
-        $0 == .bool(true) || $0 == .integer(1)
-    }
-    if permanent || values["tkid"] != nil {
-        fail(error, errSecUnimplemented, "keys stored in the keychain and Secure Enclave keys are not available yet")
+    if values["tkid"] != nil {
+        fail(error, errSecUnimplemented, "Secure Enclave keys are not available yet")
         return nil
     }
     let kind: AsymmetricKey.Kind
@@ -101,17 +99,49 @@ public func SecKeyCreateRandomKey(
         }
         kind = .ec(curve)
     }
+    let generated: AsymmetricKey
     do {
-        return SecKey(key: try AsymmetricKey.generate(kind), attributes: keyAttributes(values, private: true))
+        generated = try AsymmetricKey.generate(kind)
     } catch let failure {
         fail(error, failure)
         return nil
     }
+    // Each key's attributes: the top level's, under its own sub-dictionary's (which win).
+    let top = (parameters as NSDictionary) as? [String: Any] ?? [:]
+    func merged(_ name: String) -> [String: Any] {
+        var attributes = top.filter { !["type", "bsiz", "private", "public"].contains($0.key) }
+        for (key, value) in (top[name] as? [String: Any]) ?? [:] { attributes[key] = value }
+        return attributes
+    }
+    let privateAttributes = merged("private")
+    let publicAttributes = merged("public")
+    let privateKey = SecKey(key: generated, attributes: keyAttributes(bridgedKeys(privateAttributes), private: true))
+    // Permanent keys are added to the keychain as kSecValueRef items (the public key too when its
+    // attributes say so); a failed add fails the call with its status.
+    for (key, attributes) in [(privateKey, privateAttributes), (SecKeyCopyPublicKey(privateKey), publicAttributes)] {
+        guard let key, isTrue(attributes["perm"]) else { continue }
+        var item = attributes.filter { $0.key != "perm" }
+        item["class"] = "keys"
+        item["v_Ref"] = key
+        let status = SecItemAdd(item as CFDictionary, nil)
+        guard status == errSecSuccess else {
+            fail(error, status, "the key could not be stored in the keychain")
+            return nil
+        }
+    }
+    return privateKey
 }
 
-private func subdictionary(_ value: ItemValue?) -> [String: ItemValue]? {
-    // Sub-dictionaries arrive unbridged (the bridging keeps only known value types): none is read yet.
-    nil
+private func isTrue(_ value: Any?) -> Bool {
+    switch value {
+    case let flag as Bool: flag
+    case let number as NSNumber: number.boolValue
+    default: false
+    }
+}
+
+private func bridgedKeys(_ attributes: [String: Any]) -> [String: ItemValue] {
+    (try? ValueBridging.dictionary(attributes.filter { ["labl", "atag"].contains($0.key) } as CFDictionary)) ?? [:]
 }
 
 /// The attributes a key keeps from its creation: label and application tag.

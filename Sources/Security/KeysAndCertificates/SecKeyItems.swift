@@ -1,0 +1,118 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+
+/// Keys in the keychain: a `SecKey` given as `kSecValueRef` is stored as a key item (its external
+/// representation as the item's data, Apple's key attributes beside it), and `kSecReturnRef` on key
+/// items gives `SecKey` objects back. The keychain service sees plain attribute-and-data items; the
+/// objects are made here, on either side of it.
+enum KeyItems {
+    /// The `SecKey` a dictionary holds as `kSecValueRef`, found only when the bridged query says there
+    /// is one (the common calls never walk the dictionary twice).
+    static func valueKey(in dictionary: CFDictionary, bridged: [String: ItemValue]) -> SecKey? {
+        guard case .valueReference(let reference)? = bridged["v_Ref"], reference.kind == .key else { return nil }
+        var found: SecKey?
+        dictionary.enumerateKeysAndObjects { key, value, stop in
+            let name = (key as? String) ?? (key as? SecConstantString)?.value
+            if name == "v_Ref", let key = value as? SecKey {
+                found = key
+                stop.pointee = true
+            }
+        }
+        return found
+    }
+
+    /// An add of `key`: the item's class is `kSecClassKey` (another class is errSecParam), its data the
+    /// key's external representation, and Apple's attributes of the key fill what the caller left out.
+    static func addition(of key: SecKey, to query: [String: ItemValue]) throws -> [String: ItemValue] {
+        var item = query
+        item["v_Ref"] = nil
+        if let itemClass = item["class"], itemClass != .string("keys") {
+            throw KeychainError.invalidParameter("a SecKey is added as kSecClassKey")
+        }
+        item["class"] = .string("keys")
+        if item["v_Data"] != nil { throw KeychainError.invalidParameter("kSecValueRef and kSecValueData together") }
+        for (name, value) in try attributes(of: key) where item[name] == nil { item[name] = value }
+        return item
+    }
+
+    /// A query naming a key by `kSecValueRef`: it matches the item of that key (its class, label and type).
+    static func matching(_ key: SecKey, in query: [String: ItemValue]) throws -> [String: ItemValue] {
+        var terms = query
+        terms["v_Ref"] = nil
+        terms["class"] = .string("keys")
+        let attributes = try attributes(of: key)
+        for name in ["kcls", "klbl", "type"] { terms[name] = attributes[name] }
+        return terms
+    }
+
+    /// What the service is asked instead of `kSecReturnRef` on key items: the data and the attributes,
+    /// from which the key objects are made.
+    static func wantsKeyObjects(_ query: [String: ItemValue]) -> Bool {
+        query["r_Ref"] == .bool(true) && query["class"] == .string("keys")
+    }
+
+    static func askingForKeyMaterial(_ query: [String: ItemValue]) -> [String: ItemValue] {
+        var asked = query
+        asked["r_Ref"] = nil
+        asked["r_Data"] = .bool(true)
+        asked["r_Attributes"] = .bool(true)
+        return asked
+    }
+
+    /// The answer in the shape the caller asked for, with `SecKey` objects: the key alone, or a
+    /// dictionary with `v_Ref` beside what else was asked for; an array for a match limit above one.
+    static func objects(from answer: ItemResult, query: [String: ItemValue]) throws -> AnyObject {
+        let wantData = query["r_Data"] == .bool(true)
+        let wantAttributes = query["r_Attributes"] == .bool(true)
+        let wantPersistent = query["r_PersistentRef"] == .bool(true)
+        func shape(_ result: ItemResult) throws -> AnyObject {
+            guard case .dictionary(var values) = result, case .data(let material)? = values["v_Data"] else {
+                throw KeychainError.internalError("a key item came back without its data")
+            }
+            let key = try makeKey(material, attributes: values)
+            guard wantData || wantAttributes || wantPersistent else { return key }
+            if !wantData { values["v_Data"] = nil }
+            if !wantAttributes { values = values.filter { $0.key == "v_Data" || $0.key == "v_PersistentRef" } }
+            let dictionary = NSMutableDictionary()
+            if let bridged = ValueBridging.object(.dictionary(values)) as? NSDictionary {
+                dictionary.addEntries(from: bridged as? [AnyHashable: Any] ?? [:])
+            }
+            dictionary["v_Ref"] = key
+            return dictionary
+        }
+        if case .array(let results) = answer { return try results.map(shape) as NSArray }
+        return try shape(answer)
+    }
+
+    private static func makeKey(_ material: Data, attributes: [String: ItemValue]) throws -> SecKey {
+        let isPrivate: Bool
+        switch attributes["kcls"] {
+        case .integer(1)?, .string("1")?: isPrivate = true
+        case .integer(0)?, .string("0")?: isPrivate = false
+        default: throw KeychainError.invalidParameter("only public and private keys are made into SecKey objects")
+        }
+        let hint: AsymmetricKey.KindHint
+        switch attributes["type"] {
+        case .integer(42)?, .string("42")?: hint = .rsa
+        case .integer(73)?, .string("73")?: hint = .ec
+        default: throw KeychainError.invalidParameter("only RSA and EC keys are made into SecKey objects")
+        }
+        do {
+            let key = try AsymmetricKey.importing(material, kind: hint, isPrivate: isPrivate)
+            return SecKey(key: key, attributes: attributes.filter { ["labl", "atag"].contains($0.key) })
+        } catch {
+            throw KeychainError.invalidParameter("the key item's data is not a key of its type")
+        }
+    }
+
+    /// Apple's attributes of a software key (spec §8.1), its data included.
+    static func attributes(of key: SecKey) throws -> [String: ItemValue] {
+        guard let dictionary = SecKeyCopyAttributes(key) else {
+            throw KeychainError.invalidParameter("the key has no attributes")
+        }
+        var values = try ValueBridging.dictionary(dictionary)
+        values["class"] = nil
+        return values
+    }
+}
