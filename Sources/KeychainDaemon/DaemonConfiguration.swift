@@ -29,6 +29,8 @@ public struct DaemonConfiguration: Sendable {
     /// Biometry from the simulated sensor (default), or from a fingerprint reader through fprintd on
     /// the system bus (`--biometry fprintd`), verifying the fingers of each keychain's user.
     public var useFprintd = false
+    /// A simulated companion device (`--companion simulated`); none otherwise.
+    public var simulatedCompanion = false
     /// Honour registry entries that trust an executable by path alone (rebuilt test binaries). Never
     /// the default; `security app list` says when it is on.
     public var development: Bool

@@ -57,13 +57,14 @@ public final class KeychainDaemon: Sendable {
             case .user:
                 tenant = try Tenant(
                     uid: uid, directory: configuration.home, deviceRootPath: configuration.deviceRootPath,
-                    pinentryProgram: configuration.pinentryProgram, fprintdBus: fprintdBus)
+                    pinentryProgram: configuration.pinentryProgram, fprintdBus: fprintdBus,
+                    simulatedCompanion: configuration.simulatedCompanion)
             case .system:
                 let directory = ((configuration.home as NSString).appendingPathComponent("users") as NSString)
                     .appendingPathComponent(String(uid))
                 tenant = try Tenant(
                     uid: uid, directory: directory, deviceRootPath: nil, pinentryProgram: configuration.pinentryProgram,
-                    fprintdBus: fprintdBus)
+                    fprintdBus: fprintdBus, simulatedCompanion: configuration.simulatedCompanion)
             }
             opened = tenant
             DaemonLog.info("serving the keychain of uid \(uid) in \(tenant.keychain.directory)")

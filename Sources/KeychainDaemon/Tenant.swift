@@ -14,12 +14,14 @@ final class Tenant: Sendable {
     let keychain: Keychain
     let registry: AppRegistry
 
-    init(uid: uid_t, directory: String, deviceRootPath: String?, pinentryProgram: String?, fprintdBus: String?)
-        throws
-    {
+    init(
+        uid: uid_t, directory: String, deviceRootPath: String?, pinentryProgram: String?, fprintdBus: String?,
+        simulatedCompanion: Bool
+    ) throws {
         self.uid = uid
         var options = KeychainOptions(
             deviceRootPath: deviceRootPath, idleConnections: 64, pinentryProgram: pinentryProgram)
+        options.simulatedCompanion = simulatedCompanion
         if let fprintdBus {
             guard let user = getpwuid(uid)?.pointee.pw_name.map({ String(cString: $0) }) else {
                 throw KeychainError.notAvailable("uid \(uid) has no user name for fprintd")

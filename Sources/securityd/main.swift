@@ -15,7 +15,7 @@ import Synchronization
 
 let usage = """
     usage: securityd [--system] [--home DIR] [--socket PATH] [--idle-lock SECONDS] [--follow-session-lock]
-                     [--pinentry PROGRAM] [--biometry simulated|fprintd] [--development]
+                     [--pinentry PROGRAM] [--biometry simulated|fprintd] [--companion simulated] [--development]
 
       (default)        serve this user's keychain (KEYCHAIN_HOME, else $XDG_DATA_HOME/keychain, else
                        ~/.local/share/keychain) on KEYCHAIN_SOCKET, else $XDG_RUNTIME_DIR/keychain/securityd.sock
@@ -29,6 +29,9 @@ let usage = """
                        without biometry) with this pinentry program; without it the passcode is never asked
       --biometry B     biometry from the simulated sensor (simulated, the default; security biometry drives
                        it) or from a fingerprint reader through fprintd on the system bus (fprintd)
+      --companion simulated
+                       a simulated companion device (security companion) for kSecAccessControlCompanion;
+                       without it no companion exists (anyone who drives it satisfies such ACLs)
       --development    honour app registry entries trusted by path alone; let any user drive the
                        simulated biometric sensor of a system daemon (never for production)
 
@@ -47,6 +50,7 @@ var development = false
 var followSessionLock = false
 var pinentry: String?
 var useFprintd = false
+var simulatedCompanion = false
 var stall = Duration.seconds(5)
 var idle = Duration.seconds(300)
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
@@ -64,6 +68,9 @@ while let argument = arguments.next() {
         idleLock = .seconds(seconds)
     case "--development": development = true
     case "--follow-session-lock": followSessionLock = true
+    case "--companion":
+        guard value() == "simulated" else { fail("--companion takes simulated") }
+        simulatedCompanion = true
     case "--biometry":
         switch value() {
         case "simulated": useFprintd = false
@@ -117,6 +124,7 @@ var configuration = DaemonConfiguration(
     pinentryProgram: pinentry, development: development,
     idleTimeout: idle, stallTimeout: stall)
 configuration.useFprintd = useFprintd
+configuration.simulatedCompanion = simulatedCompanion
 
 // The signals that stop the daemon are taken by the main thread alone (sigwait below): blocked here,
 // before any other thread starts, so that every thread inherits the mask.

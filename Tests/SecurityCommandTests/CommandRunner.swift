@@ -38,6 +38,7 @@ final class CommandRunner {
         environment["KEYCHAIN_ACCESS_GROUPS"] = accessGroups
         environment["KEYCHAIN_LOG"] = "off"
         environment["KEYCHAIN_SOCKET"] = ""  // the embedded keychain unless a test names a daemon
+        environment["KEYCHAIN_COMPANION"] = nil  // set by other suites in this process
         environment.merge(extraEnvironment) { $1 }
         return environment
     }

@@ -35,6 +35,11 @@ final class SensorVerbTests: XCTestCase {
     }
 
     func testTheCompanionIsPairedSeparately() throws {
+        // No companion unless one is simulated on purpose.
+        let refused = try cli.run("companion", "pair")
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.stderr.contains("no companion device is simulated here"), refused.stderr)
+        cli.extraEnvironment["KEYCHAIN_COMPANION"] = "simulated"
         XCTAssertEqual(try cli.run("companion", "pair").status, 0)
         XCTAssertTrue(try cli.run("companion", "status").stdout.hasPrefix("paired: yes\n"))
         XCTAssertTrue(try cli.run("biometry", "status").stdout.hasPrefix("enrolled: no\n"))

@@ -111,6 +111,28 @@ final class AccessControlTests: KeychainTestCase {
         XCTAssertEqual(SecItemDelete(delete as CFDictionary), errSecSuccess)
     }
 
+    func testACurrentSetAlternativeIsNotSatisfiedByASetEnrolledLater() throws {
+        try sensor(.enroll)
+        try sensor(.standingAnswer(.match))
+        XCTAssertEqual(add("either", accessControl([.biometryCurrentSet, .or, .companion])), errSecSuccess)
+        XCTAssertEqual(read("either").1, "secret-either", "the set it was made under")
+        try sensor(.enroll)
+        // Another set now: the biometry alternative is gone, and no companion is paired.
+        XCTAssertEqual(read("either").0, errSecAuthFailed)
+        // Made with nothing enrolled, no later set satisfies it either.
+        try sensor(.unenroll)
+        XCTAssertEqual(add("later", accessControl([.biometryCurrentSet, .or, .companion])), errSecSuccess)
+        try sensor(.enroll)
+        XCTAssertEqual(read("later").0, errSecAuthFailed)
+        // An update that sets a new access control binds it to the set enrolled now.
+        let query: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: "later"]
+        let changes: [String: Any] = [
+            kSecAttrAccessControl as String: accessControl([.biometryCurrentSet, .or, .devicePasscode])
+        ]
+        XCTAssertEqual(
+            SecItemUpdate(query as CFDictionary, changes as CFDictionary), errSecAuthFailed, "it must open first")
+    }
+
     // MARK: Asking the user, or not
 
     func testAuthenticationUIFailAndSkipAndNonInteractiveContexts() throws {

@@ -228,6 +228,49 @@ final class SecKeyTests: XCTestCase {
         XCTAssertEqual(decrypted.output, secret)
     }
 
+    func testECDHAgreesOnBothSidesAndWithOpenSSL() throws {
+        let alice = try randomKey(kSecAttrKeyTypeEC, 256)
+        let bob = try randomKey(kSecAttrKeyTypeEC, 256)
+        let alicePublic = try XCTUnwrap(SecKeyCopyPublicKey(alice))
+        let bobPublic = try XCTUnwrap(SecKeyCopyPublicKey(bob))
+        XCTAssertTrue(SecKeyIsAlgorithmSupported(alice, .keyExchange, .ecdhKeyExchangeStandard))
+        let empty = [String: Any]() as CFDictionary
+        let one = try XCTUnwrap(
+            SecKeyCopyKeyExchangeResult(alice, .ecdhKeyExchangeStandard, bobPublic, empty, nil) as Data?)
+        let two = try XCTUnwrap(
+            SecKeyCopyKeyExchangeResult(bob, .ecdhKeyExchangeCofactor, alicePublic, empty, nil) as Data?)
+        XCTAssertEqual(one, two)
+        XCTAssertEqual(one.count, 32)
+        let parameters =
+            [
+                kSecKeyKeyExchangeParameterRequestedSize as String: 16,
+                kSecKeyKeyExchangeParameterSharedInfo as String: Data([0xaa, 0xbb]),
+            ] as CFDictionary
+        let derived = try XCTUnwrap(
+            SecKeyCopyKeyExchangeResult(alice, .ecdhKeyExchangeStandardX963SHA256, bobPublic, parameters, nil) as Data?)
+        XCTAssertEqual(
+            derived,
+            SecKeyCopyKeyExchangeResult(bob, .ecdhKeyExchangeCofactorX963SHA256, alicePublic, parameters, nil) as Data?)
+        XCTAssertEqual(derived.count, 16)
+        // openssl derives the same secret from the exported keys, and its X9.63 KDF the same bytes.
+        let hex = one.map { String(format: "%02x", $0) }.joined()
+        let kdf = try openssl([
+            "kdf", "-keylen", "16", "-kdfopt", "digest:SHA256", "-kdfopt", "hexkey:\(hex)", "-kdfopt", "hexinfo:aabb",
+            "X963KDF",
+        ])
+        XCTAssertEqual(kdf.status, 0)
+        XCTAssertEqual(
+            String(decoding: kdf.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines),
+            derived.map { String(format: "%02X", $0) }.joined(separator: ":"))
+        // Without a requested size an X9.63 exchange is refused; another curve's key too.
+        XCTAssertEqual(
+            status { SecKeyCopyKeyExchangeResult(alice, .ecdhKeyExchangeStandardX963SHA256, bobPublic, empty, $0) },
+            Int(errSecParam))
+        let other = try XCTUnwrap(SecKeyCopyPublicKey(try randomKey(kSecAttrKeyTypeEC, 384)))
+        XCTAssertEqual(
+            status { SecKeyCopyKeyExchangeResult(alice, .ecdhKeyExchangeStandard, other, empty, $0) }, Int(errSecParam))
+    }
+
     // MARK: Bad input
 
     func testBadParametersAndBlobsAreRefusedWithTheirCodes() throws {

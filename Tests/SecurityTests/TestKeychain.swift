@@ -15,9 +15,10 @@ final class TemporaryKeychain {
         directory = NSTemporaryDirectory() + "keychain-test-" + UUID().uuidString
         setenv("KEYCHAIN_HOME", directory, 1)
         setenv("KEYCHAIN_LOG", "off", 1)
+        setenv("KEYCHAIN_COMPANION", "simulated", 1)
         if throughDaemon {
             do {
-                let daemon = try TestDaemon(home: directory)
+                let daemon = try TestDaemon(arguments: ["--companion", "simulated"], home: directory)
                 self.daemon = daemon
                 setenv("KEYCHAIN_SOCKET", daemon.socket, 1)
             } catch {

@@ -24,6 +24,17 @@ public indirect enum AccessConstraint: Sendable, Hashable {
     /// without (`.or` with biometry) keeps the item reachable, so it binds nothing.
     public var bindsDevicePasscode: Bool { requires(.devicePasscode) }
 
+    /// Whether the tree names the current biometry set as one alternative without every alternative
+    /// needing it: the item records which set it was made under (`ItemRecord.biometryBinding`).
+    public var offersBiometryCurrentSet: Bool { mentions(.biometryCurrentSet) && !bindsBiometryEnrollment }
+
+    private func mentions(_ factor: AccessConstraint) -> Bool {
+        switch self {
+        case .all(let parts), .any(let parts): parts.contains { $0.mentions(factor) }
+        default: self == factor
+        }
+    }
+
     private func requires(_ factor: AccessConstraint) -> Bool {
         switch self {
         case .all(let parts): parts.contains { $0.requires(factor) }

@@ -15,8 +15,8 @@ import Synchronization
 /// broker evaluated it.
 final class AuthenticationBroker: Sendable {
     let biometry: any BiometricSensor
-    /// A paired companion device (Apple's watch), simulated as the sensor is.
-    let companion: SimulatedBiometry
+    /// A paired companion device (Apple's watch), simulated as the sensor is; nil when none is.
+    let companion: SimulatedBiometry?
     private let keybag: Keybag
     /// Where the device passcode is asked for; nil: nowhere (no program configured), so it cannot be.
     private let passcodePrompt: PinentryPrompt?
@@ -33,7 +33,7 @@ final class AuthenticationBroker: Sendable {
     }
 
     init(
-        biometry: any BiometricSensor, companion: SimulatedBiometry, keybag: Keybag, passcodePrompt: PinentryPrompt?
+        biometry: any BiometricSensor, companion: SimulatedBiometry?, keybag: Keybag, passcodePrompt: PinentryPrompt?
     ) {
         self.biometry = biometry
         self.companion = companion
@@ -80,7 +80,9 @@ final class AuthenticationBroker: Sendable {
         guard let constraint else { return outcome(nil) }
         if request.preflight {
             return outcome(
-                availability(of: constraint, enrolled: enrollment.enrolled, paired: try companion.enrollment().enrolled)
+                availability(
+                    of: constraint, enrolled: enrollment.enrolled, paired: try companion?.enrollment().enrolled ?? false
+                )
             )
         }
         return outcome(
@@ -105,7 +107,7 @@ final class AuthenticationBroker: Sendable {
     /// throws the SecItem status when it is not satisfied.
     func authorize(
         _ accessControl: AccessControlPolicy, context: AuthenticationContextReference?, client: ClientIdentity,
-        reason: String, interactionAllowed: Bool
+        reason: String, interactionAllowed: Bool, boundSet: Data? = nil
     ) throws {
         let key = context.map { ContextKey(scope: client.contextScope, identifier: $0.identifier) }
         if let key, self.context(key)?.invalidated == true {
@@ -115,7 +117,12 @@ final class AuthenticationBroker: Sendable {
         let allowed = interactionAllowed && context?.interactionNotAllowed != true
         // With no context of the caller's, the item's prompt is evaluated in one of its own, kept nowhere.
         let scratch = key ?? ContextKey(scope: "item", identifier: UUID())
-        let failure = try satisfy(constraint, key: scratch, reason: reason, interactionAllowed: allowed)
+        let failure = try satisfy(
+            constraint, key: scratch, reason: reason, interactionAllowed: allowed, boundSet: boundSet)
+        // Invalidated while the user was asked: the answer counts for nothing.
+        if let key, self.context(key)?.invalidated == true {
+            throw AuthenticationFailure.invalidContext.keychainError
+        }
         if key == nil { forget(scratch) }
         if let failure { throw failure.keychainError }
     }
@@ -177,6 +184,12 @@ final class AuthenticationBroker: Sendable {
             factors.applicationPassword = password
         }
         return factors
+    }
+
+    /// What an item whose access control offers the current set as one alternative records at sealing:
+    /// the set's domain state, or zeros when none is enrolled (no later set then matches).
+    func currentSetBinding() throws -> Data {
+        try biometry.enrollment().domainState ?? Data(count: 32)
     }
 
     /// Whether items of `protection` can be read now (the keychain did not lock meanwhile).
@@ -248,13 +261,13 @@ final class AuthenticationBroker: Sendable {
 
     /// Nil when `constraint` is satisfied (asking the user where it must and may), else why not.
     private func satisfy(
-        _ constraint: AccessConstraint, key: ContextKey, reason: String, interactionAllowed: Bool
+        _ constraint: AccessConstraint, key: ContextKey, reason: String, interactionAllowed: Bool, boundSet: Data? = nil
     ) throws -> AuthenticationFailure? {
         switch constraint {
         case .biometryAny, .biometryCurrentSet:
             return try biometric(
                 key: key, currentSet: constraint == .biometryCurrentSet, reason: reason,
-                interactionAllowed: interactionAllowed)
+                interactionAllowed: interactionAllowed, boundSet: constraint == .biometryCurrentSet ? boundSet : nil)
         case .userPresence:
             // Biometry when a set is enrolled, the passcode otherwise (as iOS falls back).
             guard try biometry.enrollment().enrolled else {
@@ -268,7 +281,9 @@ final class AuthenticationBroker: Sendable {
             return try companionApproval(key: key, reason: reason, interactionAllowed: interactionAllowed)
         case .all(let parts):
             for part in parts {
-                if let failure = try satisfy(part, key: key, reason: reason, interactionAllowed: interactionAllowed) {
+                if let failure = try satisfy(
+                    part, key: key, reason: reason, interactionAllowed: interactionAllowed, boundSet: boundSet)
+                {
                     return failure
                 }
             }
@@ -276,7 +291,9 @@ final class AuthenticationBroker: Sendable {
         case .any(let parts):
             var last: AuthenticationFailure = .authenticationFailed
             for part in parts {
-                guard let failure = try satisfy(part, key: key, reason: reason, interactionAllowed: interactionAllowed)
+                guard
+                    let failure = try satisfy(
+                        part, key: key, reason: reason, interactionAllowed: interactionAllowed, boundSet: boundSet)
                 else { return nil }
                 // The user canceling ends the evaluation; an unavailable factor lets the next be tried.
                 if failure == .userCancel || failure == .notInteractive { return failure }
@@ -289,7 +306,7 @@ final class AuthenticationBroker: Sendable {
     private func companionApproval(key: ContextKey, reason: String, interactionAllowed: Bool) throws
         -> AuthenticationFailure?
     {
-        guard try companion.enrollment().enrolled else { return .companionNotAvailable }
+        guard let companion, try companion.enrollment().enrolled else { return .companionNotAvailable }
         if context(key)?.companion == true {
             remember(key) { _ in }
             return nil
@@ -304,11 +321,13 @@ final class AuthenticationBroker: Sendable {
         }
     }
 
-    private func biometric(key: ContextKey, currentSet: Bool, reason: String, interactionAllowed: Bool) throws
-        -> AuthenticationFailure?
-    {
+    private func biometric(
+        key: ContextKey, currentSet: Bool, reason: String, interactionAllowed: Bool, boundSet: Data? = nil
+    ) throws -> AuthenticationFailure? {
         let enrollment = try biometry.enrollment()
         guard enrollment.enrolled, let domainState = enrollment.domainState else { return .biometryNotEnrolled }
+        // An item made under another set: this alternative is gone (another one may still do).
+        if let boundSet, boundSet != domainState { return .biometryNotEnrolled }
         // Evaluated before in this context: any match counts for biometryAny; for the current set it
         // must have been this enrollment.
         if let matched = context(key)?.biometry, !currentSet || matched == domainState {

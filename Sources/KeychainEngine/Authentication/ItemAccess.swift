@@ -47,7 +47,8 @@ struct ItemAccess {
             return false
         }
         let passwordFirst = accessControl.requiresApplicationPassword
-        if passwordFirst, try !authorized(accessControl) { return false }
+        let boundSet = record.biometryBinding
+        if passwordFirst, try !authorized(accessControl, boundSet: boundSet) { return false }
         let factors: SecretFactors
         do {
             factors = try broker.factors(for: accessControl, context: context, interactionAllowed: interactionAllowed)
@@ -67,7 +68,7 @@ struct ItemAccess {
             return false  // the enrollment or passcode it was bound to is gone: never readable again
         }
         guard let secret else { return false }
-        if !passwordFirst, try !authorized(accessControl) { return false }
+        if !passwordFirst, try !authorized(accessControl, boundSet: boundSet) { return false }
         // The keychain may have locked while the user was asked: then the item is not available.
         guard broker.isAvailable(record.protection) else {
             throw KeychainError.interactionNotAllowed("the keychain locked while the user was asked")
@@ -78,10 +79,11 @@ struct ItemAccess {
 
     /// Whether the access control is satisfied (asking where it must and may); false when asking is
     /// skipped (`kSecUseAuthenticationUISkip` leaves out every item that is not satisfied already).
-    private func authorized(_ accessControl: AccessControlPolicy) throws -> Bool {
+    private func authorized(_ accessControl: AccessControlPolicy, boundSet: Data?) throws -> Bool {
         do {
             try broker.authorize(
-                accessControl, context: context, client: client, reason: reason, interactionAllowed: interactionAllowed)
+                accessControl, context: context, client: client, reason: reason, interactionAllowed: interactionAllowed,
+                boundSet: boundSet)
             return true
         } catch let error as KeychainError where skipWhenAsking && error.code != .ioError {
             return false

@@ -30,7 +30,13 @@ public struct InProcessKeychainService: KeychainService {
             return .authentication(try keychain.authentication.authenticate(request, client: client))
         case .invalidateContext(let context): keychain.authentication.invalidate(context, client: client)
         case .biometry(let command): return .biometry(try keychain.authentication.biometry.perform(command))
-        case .companion(let command): return .biometry(try keychain.authentication.companion.perform(command))
+        case .companion(let command):
+            guard let companion = keychain.authentication.companion else {
+                throw KeychainError.invalidParameter(
+                    "no companion device is simulated here (securityd --companion simulated, or KEYCHAIN_COMPANION=simulated)"
+                )
+            }
+            return .biometry(try companion.perform(command))
         case .registerApp, .listApps, .removeApp:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")

@@ -109,6 +109,9 @@ extension Keychain {
         var factors: SecretFactors?
         if let accessControl = record.accessControl, accessControl.guardsSecret {
             factors = try authentication.factorsForNewItem(accessControl, context: query.authenticationContext)
+            if accessControl.constraint?.offersBiometryCurrentSet == true {
+                record.biometryBinding = try authentication.currentSetBinding()
+            }
         }
         return (try ItemSealing.seal(record, classKey: classKey, digests: try digests(), factors: factors), record)
     }
@@ -199,6 +202,12 @@ extension Keychain {
             for match in matches {
                 var record = match.record
                 try change.apply(to: &record, now: clock.now())
+                // A new access control is bound to the set enrolled now; an unchanged one keeps its set.
+                if record.accessControl != match.record.accessControl {
+                    record.biometryBinding =
+                        record.accessControl?.constraint?.offersBiometryCurrentSet == true
+                        ? try authentication.currentSetBinding() : nil
+                }
                 let classKey = try keybag.classKey(for: record.protection)
                 var factors: SecretFactors?
                 if let accessControl = record.accessControl, accessControl.guardsSecret {

@@ -24,6 +24,9 @@ public struct KeychainOptions: Sendable {
     /// What answers for biometry: the simulated sensor (`security biometry`), or a fingerprint reader
     /// through fprintd.
     public var biometricSensor: BiometricSensorChoice = .simulated
+    /// A simulated companion device (`security companion`) answers `kSecAccessControlCompanion`. Off
+    /// unless asked for: anyone who can drive it satisfies every ACL with a companion alternative.
+    public var simulatedCompanion = false
 
     public init(
         deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeFunction: PasscodeFunction? = nil,
@@ -74,8 +77,10 @@ public final class Keychain: Sendable {
         keybag = try Self.openKeybag(directory: directory, options: options)
         authentication = AuthenticationBroker(
             biometry: Self.sensor(options.biometricSensor, directory: directory, keybag: keybag, options: options),
-            companion: SimulatedBiometry(
-                directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait, device: .companion),
+            companion: options.simulatedCompanion
+                ? SimulatedBiometry(
+                    directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait, device: .companion)
+                : nil,
             keybag: keybag, passcodePrompt: options.pinentryProgram.map { PinentryPrompt(program: $0) })
         pool = try Self.openDatabase(databasePath, idleConnections: options.idleConnections)
     }

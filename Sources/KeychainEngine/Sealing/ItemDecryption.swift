@@ -20,6 +20,7 @@ enum ItemDecryption {
                 accessGroup: metadata.accessGroup, synchronizable: metadata.synchronizable,
                 tombstone: metadata.tombstone, attributes: metadata.attributes,
                 accessControl: metadata.accessControl, secret: nil)
+            record.biometryBinding = metadata.biometryBinding
             if needSecret { record.secret = try openSecret(row, binding: binding, classKey: classKey) }
             return record
         } catch {

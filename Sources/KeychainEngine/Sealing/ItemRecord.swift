@@ -13,6 +13,11 @@ struct ItemRecord: Sendable {
     /// Class attributes (and cdat/mdat), normalized.
     var attributes: [String: ItemValue]
     var accessControl: AccessControlPolicy?
+    /// For an access control that names `biometryCurrentSet` as one alternative among others: the
+    /// domain state of the set enrolled when the item was made (zeros when none was), so that a set
+    /// enrolled later never satisfies that alternative. (Where every alternative needs the set, the
+    /// item is bound to it by cryptography instead.)
+    var biometryBinding: Data? = nil
     /// The secret (`kSecValueData`); nil when the item was stored without one.
     var secret: Data?
 
@@ -61,9 +66,10 @@ enum ItemRecordCoding {
         writer.write(UInt8(record.synchronizable ? 1 : 0))
         writer.write(UInt8(record.tombstone ? 1 : 0))
         if let accessControl = record.accessControl {
-            writer.write(UInt8(1))
+            writer.write(UInt8(record.biometryBinding == nil ? 1 : 2))
             writer.writeString(accessControl.protection.attributeValue)
             writer.write(UInt64(accessControl.flags))
+            if let binding = record.biometryBinding { writer.writeBytes(binding) }
         } else {
             writer.write(UInt8(0))
         }
@@ -86,6 +92,7 @@ enum ItemRecordCoding {
         var synchronizable: Bool
         var tombstone: Bool
         var accessControl: AccessControlPolicy?
+        var biometryBinding: Data?
         var attributes: [String: ItemValue]
     }
 
@@ -96,11 +103,16 @@ enum ItemRecordCoding {
         let synchronizable = try reader.read() as UInt8 == 1
         let tombstone = try reader.read() as UInt8 == 1
         var accessControl: AccessControlPolicy?
-        if try reader.read() as UInt8 == 1 {
+        var biometryBinding: Data?
+        let marker: UInt8 = try reader.read()
+        if marker == 1 || marker == 2 {
             let name = try reader.readString()
             let flags: UInt64 = try reader.read()
             guard let protection = ProtectionClass(attributeValue: name) else { throw ByteReader.Truncated() }
             accessControl = AccessControlPolicy(protection: protection, flags: UInt(flags))
+            if marker == 2 { biometryBinding = try reader.readBytes() }
+        } else if marker != 0 {
+            throw ByteReader.Truncated()
         }
         let count: UInt32 = try reader.read()
         guard Int(count) <= reader.remaining else { throw ByteReader.Truncated() }
@@ -112,7 +124,7 @@ enum ItemRecordCoding {
         guard reader.isAtEnd else { throw ByteReader.Truncated() }
         return Metadata(
             accessGroup: accessGroup, synchronizable: synchronizable, tombstone: tombstone,
-            accessControl: accessControl, attributes: attributes)
+            accessControl: accessControl, biometryBinding: biometryBinding, attributes: attributes)
     }
 
     static func encodeSecret(_ secret: Data?) -> Data {

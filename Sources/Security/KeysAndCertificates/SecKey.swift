@@ -246,7 +246,8 @@ public func SecKeyIsAlgorithmSupported(
         guard case .rsa = key.key.kind, key.key.isPrivate else { return false }
         return algorithm.encryptionScheme != nil
     case .keyExchange:
-        return false
+        guard case .ec = key.key.kind, key.key.isPrivate else { return false }
+        return algorithm.keyExchangeKDF != nil
     }
 }
 
@@ -316,6 +317,47 @@ public func SecKeyCreateDecryptedData(
         return plaintext.withUnsafeBytes { Data($0) } as NSData
     } catch let failure {
         fail(error, failure)
+        return nil
+    }
+}
+
+/// ECDH between `privateKey` and `publicKey`: the raw shared secret, or (with an X9.63 algorithm)
+/// `kSecKeyKeyExchangeParameterRequestedSize` bytes of the X9.63 KDF over it with the
+/// `kSecKeyKeyExchangeParameterSharedInfo` given.
+public func SecKeyCopyKeyExchangeResult(
+    _ privateKey: SecKey, _ algorithm: SecKeyAlgorithm, _ publicKey: SecKey, _ parameters: CFDictionary,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> CFData? {
+    guard let kdf = algorithm.keyExchangeKDF, case .ec = privateKey.key.kind, privateKey.key.isPrivate else {
+        fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
+        return nil
+    }
+    let values = (try? ValueBridging.dictionary(parameters)) ?? [:]
+    let shared: SecureBytes
+    do {
+        shared = try privateKey.key.sharedSecret(with: publicKey.key)
+    } catch let failure {
+        fail(error, failure)
+        return nil
+    }
+    guard let hash = kdf else { return shared.withUnsafeBytes { Data($0) } as NSData }
+    guard case .integer(let size)? = values["requestedSize"], (1...4096).contains(size) else {
+        fail(error, errSecParam, "an X9.63 key exchange needs kSecKeyKeyExchangeParameterRequestedSize (1 to 4096)")
+        return nil
+    }
+    var sharedInfo = Data()
+    switch values["sharedInfo"] {
+    case nil: break
+    case .data(let info)?: sharedInfo = info
+    default:
+        fail(error, errSecParam, "kSecKeyKeyExchangeParameterSharedInfo must be data")
+        return nil
+    }
+    do {
+        let derived = try KeyDerivation.x963(secret: shared, sharedInfo: sharedInfo, hash: hash, length: Int(size))
+        return derived.withUnsafeBytes { Data($0) } as NSData
+    } catch _ {
+        fail(error, errSecInternalComponent, "the X9.63 KDF failed")
         return nil
     }
 }

@@ -109,3 +109,37 @@ extension SecKeyAlgorithm {
         }
     }
 }
+
+extension SecKeyAlgorithm {
+    public static let ecdhKeyExchangeStandard = SecKeyAlgorithm("algid:keyexchange:ECDH")
+    public static let ecdhKeyExchangeCofactor = SecKeyAlgorithm("algid:keyexchange:ECDHC")
+    public static let ecdhKeyExchangeStandardX963SHA1 = SecKeyAlgorithm("algid:keyexchange:ECDH:KDFX963:SHA1")
+    public static let ecdhKeyExchangeStandardX963SHA224 = SecKeyAlgorithm("algid:keyexchange:ECDH:KDFX963:SHA224")
+    public static let ecdhKeyExchangeStandardX963SHA256 = SecKeyAlgorithm("algid:keyexchange:ECDH:KDFX963:SHA256")
+    public static let ecdhKeyExchangeStandardX963SHA384 = SecKeyAlgorithm("algid:keyexchange:ECDH:KDFX963:SHA384")
+    public static let ecdhKeyExchangeStandardX963SHA512 = SecKeyAlgorithm("algid:keyexchange:ECDH:KDFX963:SHA512")
+    public static let ecdhKeyExchangeCofactorX963SHA1 = SecKeyAlgorithm("algid:keyexchange:ECDHC:KDFX963:SHA1")
+    public static let ecdhKeyExchangeCofactorX963SHA224 = SecKeyAlgorithm("algid:keyexchange:ECDHC:KDFX963:SHA224")
+    public static let ecdhKeyExchangeCofactorX963SHA256 = SecKeyAlgorithm("algid:keyexchange:ECDHC:KDFX963:SHA256")
+    public static let ecdhKeyExchangeCofactorX963SHA384 = SecKeyAlgorithm("algid:keyexchange:ECDHC:KDFX963:SHA384")
+    public static let ecdhKeyExchangeCofactorX963SHA512 = SecKeyAlgorithm("algid:keyexchange:ECDHC:KDFX963:SHA512")
+
+    /// An ECDH algorithm: nil when it is none; `.some(nil)` for the raw shared secret, else the KDF's hash.
+    var keyExchangeKDF: Hash?? {
+        let parts = name.split(separator: ":").map(String.init)
+        guard parts.count >= 3, parts[0] == "algid", parts[1] == "keyexchange", ["ECDH", "ECDHC"].contains(parts[2])
+        else { return nil }
+        if parts.count == 3 { return .some(nil) }
+        let hashes: [String: Hash] = [
+            "SHA1": .sha1, "SHA224": .sha224, "SHA256": .sha256, "SHA384": .sha384, "SHA512": .sha512,
+        ]
+        guard parts.count == 5, parts[3] == "KDFX963", let hash = hashes[parts[4]] else { return nil }
+        return .some(hash)
+    }
+}
+
+/// `kSecKeyKeyExchangeParameterRequestedSize` and `kSecKeyKeyExchangeParameterSharedInfo`.
+nonisolated(unsafe) public let kSecKeyKeyExchangeParameterRequestedSize: CFString = SecConstantString(
+    string: "requestedSize")
+nonisolated(unsafe) public let kSecKeyKeyExchangeParameterSharedInfo: CFString = SecConstantString(
+    string: "sharedInfo")

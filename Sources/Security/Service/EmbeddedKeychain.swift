@@ -80,6 +80,7 @@ public enum EmbeddedKeychain {
                 let bus = variable("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket"
                 options.biometricSensor = .fprintd(bus: bus, username: String(cString: user))
             }
+            options.simulatedCompanion = variable("KEYCHAIN_COMPANION") == "simulated"
             let keychain = try Keychain(directory: path, options: options)
             cache[path] = keychain
             if let canonical = canonicalPath(path) { cache[canonical] = keychain }
