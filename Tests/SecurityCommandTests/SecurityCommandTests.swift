@@ -345,9 +345,7 @@ final class SecurityCommandTests: XCTestCase {
     /// The README's main-job command, run as written (after the install and build steps, which CI did).
     func testReadmeMainJobCommand() throws {
         let readme = try String(contentsOfFile: Self.packageRoot + "/README.md", encoding: .utf8)
-        guard
-            let line = readme.split(separator: "\n").first(where: { $0.hasPrefix("apt-get update && apt-get install") })
-        else {
+        guard let line = readme.split(separator: "\n").first(where: { $0.hasPrefix("apt-get update && apt-get install") }) else {
             return XCTFail("the README has no set-up and main-job command")
         }
         let steps = line.components(separatedBy: " && ")
