@@ -30,3 +30,15 @@ public enum KeychainLocations {
 
     private static func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
 }
+
+extension KeychainLocations {
+    /// The user name of `uid` (getpwuid_r: the daemon looks users up from several threads at once).
+    public static func userName(of uid: uid_t) -> String? {
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let name = entry.pw_name
+        else { return nil }
+        return String(cString: name)
+    }
+}

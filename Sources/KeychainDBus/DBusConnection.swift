@@ -100,6 +100,10 @@ public final class DBusConnection: @unchecked Sendable {
         return try read(timeout: timeout)
     }
 
+    /// Drops the messages that arrived while calls waited for their replies (signals from before a
+    /// point the caller cares about).
+    public func discardPending() { pending.removeAll() }
+
     /// Adds a match rule: the bus then routes the signals it describes here.
     public func addMatch(_ rule: String) throws(DBusError) {
         _ = try call(

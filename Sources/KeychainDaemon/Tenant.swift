@@ -23,7 +23,7 @@ final class Tenant: Sendable {
             deviceRootPath: deviceRootPath, idleConnections: 64, pinentryProgram: pinentryProgram)
         options.simulatedCompanion = simulatedCompanion
         if let fprintdBus {
-            guard let user = getpwuid(uid)?.pointee.pw_name.map({ String(cString: $0) }) else {
+            guard let user = KeychainLocations.userName(of: uid) else {
                 throw KeychainError.notAvailable("uid \(uid) has no user name for fprintd")
             }
             options.biometricSensor = .fprintd(bus: fprintdBus, username: user)

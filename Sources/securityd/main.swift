@@ -79,8 +79,13 @@ while let argument = arguments.next() {
         }
     case "--pinentry":
         let program = value()
-        guard program.hasPrefix("/"), access(program, X_OK) == 0 else {
+        var info = stat()
+        guard program.hasPrefix("/"), access(program, X_OK) == 0, stat(program, &info) == 0 else {
             fail("--pinentry takes the absolute path of an executable program")
+        }
+        // The daemon runs it: a program that someone else could change would run as the daemon.
+        guard info.st_uid == 0 || info.st_uid == getuid(), info.st_mode & 0o022 == 0 else {
+            fail("--pinentry \(program) must belong to root or this user and be writable by no one else")
         }
         pinentry = program
     case "--exit-with-parent":

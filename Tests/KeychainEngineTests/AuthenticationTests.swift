@@ -238,4 +238,32 @@ final class PasscodePromptTests: EngineTestCase {
         try service.setPasscode(SecureBytes(copying: Array("2222".utf8)), current: nil)
         XCTAssertEqual(code { try service.copyMatching(query) }, .itemNotFound)
     }
+
+    func testAnEmptyAnswerIsACancelAndAProgramThatStaysIsEnded() throws {
+        let pinentry = try FakePinentry(.empty)
+        let service = try service(pinentry)
+        try service.setPasscode(SecureBytes(copying: Array("2468".utf8)), current: nil)
+        XCTAssertEqual(code { try self.addAndRead(service) }, .userCanceled)
+        XCTAssertEqual(try service.status().failedAttempts, 0, "an empty passcode is no attempt")
+        try pinentry.set(.leaveAtOnce)
+        XCTAssertEqual(code { try self.addAndRead(service) }, .userCanceled)
+        // A program that answers and then stays, ignoring SIGTERM and its closed input, is killed.
+        try pinentry.set(.linger)
+        let start = ContinuousClock.now
+        XCTAssertEqual(code { try self.addAndRead(service) }, .userCanceled, "an empty answer")
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(10))
+        XCTAssertEqual(try childrenNamed("pinentry"), [], "no pinentry is left running")
+    }
+
+    /// The pids of this process's children running `name`.
+    private func childrenNamed(_ name: String) throws -> [String] {
+        let me = getpid()
+        return try FileManager.default.contentsOfDirectory(atPath: "/proc").filter { entry in
+            guard Int32(entry) != nil, let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8)
+            else { return false }
+            let fields = stat.split(separator: ")").last?.split(separator: " ") ?? []
+            let parent = fields.count > 2 ? Int32(fields[1]) : nil
+            return parent == me && stat.contains("(\(name))")
+        }
+    }
 }

@@ -13,6 +13,12 @@ public final class FakePinentry {
         case cancel
         /// Exits without answering (a prompt program that crashes).
         case vanish
+        /// Answers OK with no passcode (a person pressing Enter).
+        case empty
+        /// Greets, then exits before anything is asked.
+        case leaveAtOnce
+        /// Answers, then stays after BYE, ignoring SIGTERM and the end of its input.
+        case linger
     }
 
     public let directory: String
@@ -30,6 +36,7 @@ public final class FakePinentry {
         let script = """
             #!/bin/sh
             echo "OK Pleased to meet you"
+            [ "$(cat '\(answerPath)')" = leave ] && exit 0
             while IFS= read -r line; do
               printf '%s\\n' "$line" >> '\(transcriptPath)'
               case "$line" in
@@ -38,9 +45,16 @@ public final class FakePinentry {
                   case "$answer" in
                     pin\\ *) printf 'D %s\\nOK\\n' "${answer#pin }" ;;
                     cancel) echo 'ERR 83886179 Operation cancelled <Pinentry>' ;;
+                    empty|linger) echo OK ;;
                     *) exit 3 ;;
                   esac ;;
-                BYE) echo "OK closing connection"; exit 0 ;;
+                BYE)
+                  if [ "$(cat '\(answerPath)')" = linger ]; then
+                    trap '' TERM HUP PIPE
+                    while :; do sleep 1; done
+                  fi
+                  echo "OK closing connection"
+                  exit 0 ;;
                 *) echo OK ;;
               esac
             done
@@ -59,6 +73,9 @@ public final class FakePinentry {
         case .passcode(let passcode): text = "pin " + passcode.replacingOccurrences(of: "%", with: "%25")
         case .cancel: text = "cancel"
         case .vanish: text = "vanish"
+        case .empty: text = "empty"
+        case .leaveAtOnce: text = "leave"
+        case .linger: text = "linger"
         }
         try text.write(toFile: answerPath, atomically: true, encoding: .utf8)
     }

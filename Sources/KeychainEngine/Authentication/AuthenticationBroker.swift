@@ -245,6 +245,9 @@ final class AuthenticationBroker: Sendable {
         }
         if let failure = passcodeFailure(interactionAllowed: interactionAllowed) { return failure }
         guard let passcodePrompt else { return .authenticationFailed }
+        // While the delay after failed attempts runs, no passcode is taken (as an unlock): nobody is
+        // asked for one that would be thrown away.
+        if keybag.status.nextAttemptAllowed != nil { return .notInteractive }
         switch passcodePrompt.askPasscode(reason: reason) {
         case .success(let entered):
             do {

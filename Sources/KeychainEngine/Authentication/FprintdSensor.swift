@@ -166,6 +166,9 @@ final class FprintdSensor: BiometricSensor, Sendable {
             _ = try? connection.call(
                 .call(destination: Self.service, path: device, interface: Self.deviceInterface, member: "VerifyStop"))
         }
+        // Only what fprintd says about this verification counts: statuses from before it started (another
+        // client's, sent while this one claimed the device) are dropped.
+        connection.discardPending()
         let deadline = ContinuousClock.now + answerWait
         while ContinuousClock.now < deadline {
             guard let message = try? connection.receive(timeout: .milliseconds(200)) else { continue }

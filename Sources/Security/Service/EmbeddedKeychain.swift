@@ -76,9 +76,9 @@ public enum EmbeddedKeychain {
             }
             var options = KeychainOptions(
                 deviceRootPath: variable("KEYCHAIN_DEVICE_ROOT"), pinentryProgram: pinentryProgram())
-            if variable("KEYCHAIN_BIOMETRY") == "fprintd", let user = getpwuid(getuid())?.pointee.pw_name {
+            if variable("KEYCHAIN_BIOMETRY") == "fprintd", let user = KeychainLocations.userName(of: getuid()) {
                 let bus = variable("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket"
-                options.biometricSensor = .fprintd(bus: bus, username: String(cString: user))
+                options.biometricSensor = .fprintd(bus: bus, username: user)
             }
             options.simulatedCompanion = variable("KEYCHAIN_COMPANION") == "simulated"
             let keychain = try Keychain(directory: path, options: options)
@@ -91,7 +91,7 @@ public enum EmbeddedKeychain {
     /// The program that asks for the device passcode: `KEYCHAIN_PINENTRY` (empty: none), else
     /// `/usr/bin/pinentry` when a person could answer it (a terminal on standard input, or a display).
     private static func pinentryProgram() -> String? {
-        if let chosen = variable("KEYCHAIN_PINENTRY") { return chosen.isEmpty ? nil : chosen }
+        if let chosen = variable("KEYCHAIN_PINENTRY") { return chosen.hasPrefix("/") ? chosen : nil }
         let standard = "/usr/bin/pinentry"
         guard access(standard, X_OK) == 0 else { return nil }
         let display = variable("DISPLAY") != nil || variable("WAYLAND_DISPLAY") != nil
