@@ -248,7 +248,7 @@ final class AuthenticationBroker: Sendable {
         // While the delay after failed attempts runs, no passcode is taken (as an unlock): nobody is
         // asked for one that would be thrown away.
         if keybag.status.nextAttemptAllowed != nil { return .notInteractive }
-        switch passcodePrompt.askPasscode(reason: reason) {
+        switch oneAtATime({ passcodePrompt.askPasscode(reason: reason) }) ?? .failure(.systemCancel) {
         case .success(let entered):
             do {
                 try keybag.unlock(passcode: entered)
@@ -315,7 +315,7 @@ final class AuthenticationBroker: Sendable {
             return nil
         }
         guard interactionAllowed else { return .notInteractive }
-        switch try companion.prompt(reason: reason) {
+        switch try oneAtATime({ try companion.prompt(reason: reason) }) ?? .failure(.systemCancel) {
         case .success:
             remember(key) { $0.companion = true }
             return nil
@@ -338,13 +338,25 @@ final class AuthenticationBroker: Sendable {
             return nil
         }
         guard interactionAllowed else { return .notInteractive }
-        switch try biometry.prompt(reason: reason) {
+        switch try oneAtATime({ try biometry.prompt(reason: reason) }) ?? .failure(.systemCancel) {
         case .success:
             remember(key) { $0.biometry = domainState }
             return nil
         case .failure(let failure):
             return failure
         }
+    }
+
+    /// One prompt at a time per keychain, as a device shows one: another waits its turn for as long as a
+    /// prompt may take (then it is a system cancel, nil), so that prompts cannot pile up.
+    private let promptTurn = DispatchSemaphore(value: 1)
+
+    private func oneAtATime<T>(_ prompt: () throws -> Result<T, AuthenticationFailure>) rethrows
+        -> Result<T, AuthenticationFailure>?
+    {
+        guard promptTurn.wait(timeout: .now() + 150) == .success else { return nil }
+        defer { promptTurn.signal() }
+        return try prompt()
     }
 
     private func context(_ key: ContextKey) -> EvaluatedContext? {
