@@ -291,16 +291,8 @@ public func SecKeyCreateEncryptedData(
     _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ plaintext: CFData,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
-    guard let scheme = algorithm.encryptionScheme else {
-        fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
-        return nil
-    }
-    do {
-        let publicKey = try key.key.publicKey()
-        return try publicKey.encrypt(plaintext as Data, scheme) as NSData
-    } catch let failure {
-        fail(error, failure)
-        return nil
+    cipher(algorithm, error) { scheme throws(AsymmetricKey.Failure) in
+        try key.key.publicKey().encrypt(plaintext as Data, scheme)
     }
 }
 
@@ -308,13 +300,22 @@ public func SecKeyCreateDecryptedData(
     _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
+    cipher(algorithm, error) { scheme throws(AsymmetricKey.Failure) in
+        try key.key.decrypt(ciphertext as Data, scheme).withUnsafeBytes { Data($0) }
+    }
+}
+
+/// An encryption or decryption under `algorithm`, its failures as the CFError.
+private func cipher(
+    _ algorithm: SecKeyAlgorithm, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?,
+    _ body: (EncryptionScheme) throws(AsymmetricKey.Failure) -> Data
+) -> CFData? {
     guard let scheme = algorithm.encryptionScheme else {
         fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
         return nil
     }
     do {
-        let plaintext = try key.key.decrypt(ciphertext as Data, scheme)
-        return plaintext.withUnsafeBytes { Data($0) } as NSData
+        return try body(scheme) as NSData
     } catch let failure {
         fail(error, failure)
         return nil
