@@ -76,7 +76,7 @@ let package = Package(
             name: "keychain-bench",
             dependencies: [
                 "KeychainEngine", "KeychainCrypto", "KeychainKeybag", "KeychainStorage", "Security", "KeychainClient",
-                "KeychainCore",
+                "KeychainCore", "COpenSSL",
             ]
         ),
         .target(name: "SecurityCommandLine", dependencies: ["Security", "KeychainCore", "KeychainCrypto"]),

@@ -17,3 +17,4 @@
 #include <openssl/bn.h>
 #include <openssl/param_build.h>
 #include <openssl/x509.h>
+#include <openssl/decoder.h>

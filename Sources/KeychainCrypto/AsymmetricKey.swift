@@ -178,25 +178,36 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     private static func importRSA(_ bytes: Data, isPrivate: Bool) throws(Failure) -> AsymmetricKey {
         guard !bytes.isEmpty, bytes.count <= 16_384 else { throw .invalidKey("an RSA key of \(bytes.count) bytes") }
-        let parsed: OpaquePointer? = bytes.withUnsafeBytes { raw in
-            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
-            var cursor: UnsafePointer<UInt8>? = base
-            if isPrivate { return d2i_PrivateKey(EVP_PKEY_RSA, nil, &cursor, raw.count) }
-            if let key = d2i_PublicKey(EVP_PKEY_RSA, nil, &cursor, raw.count), cursor == base + raw.count {
-                return key
-            }
-            cursor = base
-            guard let key = d2i_PUBKEY(nil, &cursor, raw.count) else { return nil }
-            guard EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA else {
-                EVP_PKEY_free(key)
-                return nil
-            }
-            return key
+        // Decoded by OpenSSL's provider decoders, so that the key is a provider key from the start
+        // (a legacy key is converted again at every use).
+        var parsed = decode(bytes, structure: "type-specific", keyType: "RSA", selection: isPrivate ? 0x87 : 0x86)
+        if parsed == nil, !isPrivate {
+            parsed = decode(bytes, structure: "SubjectPublicKeyInfo", keyType: "RSA", selection: 0x86)
         }
         ERR_clear_error()
         guard let parsed else { throw .invalidKey("not a PKCS#1 RSA \(isPrivate ? "private" : "public") key") }
         let bits = Int(EVP_PKEY_get_bits(parsed))
         return AsymmetricKey(adopting: parsed, kind: .rsa(bits: bits), isPrivate: isPrivate)
+    }
+
+    /// One whole DER structure as a key; nil unless it decodes and nothing is left over.
+    private static func decode(_ bytes: Data, structure: String, keyType: String, selection: Int32) -> OpaquePointer? {
+        var key: OpaquePointer?
+        guard let decoder = OSSL_DECODER_CTX_new_for_pkey(&key, "DER", structure, keyType, selection, nil, nil) else {
+            return nil
+        }
+        defer { OSSL_DECODER_CTX_free(decoder) }
+        let decoded = bytes.withUnsafeBytes { raw -> Bool in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
+            var cursor: UnsafePointer<UInt8>? = base
+            var left = raw.count
+            return OSSL_DECODER_from_data(decoder, &cursor, &left) == 1 && left == 0
+        }
+        guard decoded, let key else {
+            if let key { EVP_PKEY_free(key) }
+            return nil
+        }
+        return key
     }
 
     private static func importEC(_ bytes: Data, isPrivate: Bool) throws(Failure) -> AsymmetricKey {

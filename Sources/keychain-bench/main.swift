@@ -7,6 +7,7 @@
 //   keychain-bench --passcode-only      the passcode KDF alone: unlock cost and offline guess rates
 //   keychain-bench --profile-lookups N | --profile-secitem N    N lookups alone, engine or SecItem, for perf
 //   keychain-bench --daemon-only        securityd's figures alone (round trips, group commit, the command)
+//   keychain-bench --keys-only          SecKey signing and verifying beside OpenSSL directly
 
 import Foundation
 import KeychainCrypto
@@ -27,6 +28,8 @@ struct Options {
     var profileSecItem: Int?
     /// Only measure the passcode KDF.
     var passcodeOnly = false
+    /// Only measure SecKey signing and verifying.
+    var keysOnly = false
     /// Only measure securityd (and the embedded command it is compared with).
     var daemonOnly = false
     /// Only run this many copy-matching round trips through securityd, for a profiler.
@@ -49,6 +52,7 @@ struct Options {
                 writeSamples = Int(iterator.next() ?? "") ?? writeSamples
             case "--passcode-only": passcodeOnly = true
             case "--daemon-only": daemonOnly = true
+            case "--keys-only": keysOnly = true
             case "--profile-daemon": profileDaemon = Int(iterator.next() ?? "")
             case "--engine-adds": engineAddThreads = Int(iterator.next() ?? "")
             case "--profile-lookups":
@@ -98,6 +102,7 @@ func check(_ status: OSStatus, _ what: String) {
 
 let options = Options(arguments: CommandLine.arguments)
 if options.passcodeOnly {
+    KeyBenchmark(samples: min(options.samples, 500)).run()
     measurePasscode()
     exit(0)
 }
@@ -215,6 +220,11 @@ if let threads = options.engineAddThreads {
 if let lookups = options.profileDaemon {
     DaemonBenchmark(root: root + "/securityd", samples: 0, writeSamples: 0).run(
         embeddedCommandMedian: nil, commandSamples: 0, profileOnly: lookups)
+    exit(0)
+}
+
+if options.keysOnly {
+    KeyBenchmark(samples: min(options.samples, 500)).run()
     exit(0)
 }
 
