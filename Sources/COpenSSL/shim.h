@@ -18,3 +18,4 @@
 #include <openssl/param_build.h>
 #include <openssl/x509.h>
 #include <openssl/decoder.h>
+#include <openssl/x509v3.h>

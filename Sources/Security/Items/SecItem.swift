@@ -55,6 +55,11 @@ enum SecItemCall {
                 query =
                     operation == .add
                     ? try KeyItems.addition(of: key, to: query) : try KeyItems.matching(key, in: query)
+            } else if let certificate = KeyItems.valueCertificate(in: dictionary, bridged: query) {
+                guard operation == .add else {
+                    throw KeychainError.invalidParameter("kSecValueRef names certificates only when adding, for now")
+                }
+                query = try KeyItems.addition(of: certificate, to: query)
             }
             let keyObjects = KeyItems.wantsKeyObjects(query)
             if keyObjects { query = KeyItems.askingForKeyMaterial(query) }

@@ -10,16 +10,54 @@ enum KeyItems {
     /// The `SecKey` a dictionary holds as `kSecValueRef`, found only when the bridged query says there
     /// is one (the common calls never walk the dictionary twice).
     static func valueKey(in dictionary: CFDictionary, bridged: [String: ItemValue]) -> SecKey? {
-        guard case .valueReference(let reference)? = bridged["v_Ref"], reference.kind == .key else { return nil }
-        var found: SecKey?
+        valueObject(in: dictionary, bridged: bridged, kind: .key) as? SecKey
+    }
+
+    /// The `SecCertificate` a dictionary holds as `kSecValueRef`.
+    static func valueCertificate(in dictionary: CFDictionary, bridged: [String: ItemValue]) -> SecCertificate? {
+        valueObject(in: dictionary, bridged: bridged, kind: .certificate) as? SecCertificate
+    }
+
+    private static func valueObject(
+        in dictionary: CFDictionary, bridged: [String: ItemValue], kind: ValueReference.Kind
+    ) -> SecObject? {
+        guard case .valueReference(let reference)? = bridged["v_Ref"], reference.kind == kind else { return nil }
+        var found: SecObject?
         dictionary.enumerateKeysAndObjects { key, value, stop in
             let name = (key as? String) ?? (key as? SecConstantString)?.value
-            if name == "v_Ref", let key = value as? SecKey {
-                found = key
+            if name == "v_Ref", let object = value as? SecObject {
+                found = object
                 stop.pointee = true
             }
         }
         return found
+    }
+
+    /// An add of `certificate`: a `kSecClassCertificate` item whose data is the DER, with the
+    /// attributes Apple computes (spec §8.1): `ctyp`, `cenc`, `subj`, `issr`, `slnr`, `skid`, `pkhh`
+    /// (the SHA-1 of the public key, which is the private key's `klbl`) and the subject summary as the
+    /// default label.
+    static func addition(of certificate: SecCertificate, to query: [String: ItemValue]) throws -> [String: ItemValue] {
+        var item = query
+        item["v_Ref"] = nil
+        if let itemClass = item["class"], itemClass != .string("cert") {
+            throw KeychainError.invalidParameter("a SecCertificate is added as kSecClassCertificate")
+        }
+        if item["v_Data"] != nil { throw KeychainError.invalidParameter("kSecValueRef and kSecValueData together") }
+        let x509 = certificate.certificate
+        item["class"] = .string("cert")
+        item["v_Data"] = .data(x509.der)
+        var computed: [String: ItemValue] = [
+            "ctyp": .integer(Int64(x509.version)), "cenc": .integer(3), "subj": .data(x509.subjectDER),
+            "issr": .data(x509.issuerDER), "slnr": .data(x509.serialNumber),
+        ]
+        if let identifier = x509.subjectKeyIdentifier { computed["skid"] = .data(identifier) }
+        if let key = x509.publicKey(), let bytes = try? key.publicRepresentation() {
+            computed["pkhh"] = .data(try Digest.sha1(bytes))
+        }
+        if let summary = SecCertificateCopySubjectSummary(certificate) { computed["labl"] = .string(summary as String) }
+        for (name, value) in computed where item[name] == nil { item[name] = value }
+        return item
     }
 
     /// An add of `key`: the item's class is `kSecClassKey` (another class is errSecParam), its data the
@@ -49,7 +87,7 @@ enum KeyItems {
     /// What the service is asked instead of `kSecReturnRef` on key items: the data and the attributes,
     /// from which the key objects are made.
     static func wantsKeyObjects(_ query: [String: ItemValue]) -> Bool {
-        query["r_Ref"] == .bool(true) && query["class"] == .string("keys")
+        query["r_Ref"] == .bool(true) && (query["class"] == .string("keys") || query["class"] == .string("cert"))
     }
 
     static func askingForKeyMaterial(_ query: [String: ItemValue]) -> [String: ItemValue] {
@@ -70,7 +108,9 @@ enum KeyItems {
             guard case .dictionary(var values) = result, case .data(let material)? = values["v_Data"] else {
                 throw KeychainError.internalError("a key item came back without its data")
             }
-            let key = try makeKey(material, attributes: values)
+            let key: SecObject =
+                values["class"] == .string("cert") || query["class"] == .string("cert")
+                ? try makeCertificate(material) : try makeKey(material, attributes: values)
             guard wantData || wantAttributes || wantPersistent else { return key }
             if !wantData { values["v_Data"] = nil }
             if !wantAttributes { values = values.filter { $0.key == "v_Data" || $0.key == "v_PersistentRef" } }
@@ -83,6 +123,13 @@ enum KeyItems {
         }
         if case .array(let results) = answer { return try results.map(shape) as NSArray }
         return try shape(answer)
+    }
+
+    private static func makeCertificate(_ der: Data) throws -> SecCertificate {
+        guard let certificate = SecCertificateCreateWithData(nil, der as CFData) else {
+            throw KeychainError.invalidParameter("the certificate item's data is not a certificate")
+        }
+        return certificate
     }
 
     private static func makeKey(_ material: Data, attributes: [String: ItemValue]) throws -> SecKey {

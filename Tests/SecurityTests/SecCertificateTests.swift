@@ -1,0 +1,167 @@
+import Foundation
+import Security
+import XCTest
+
+/// `SecCertificate` against certificates the `openssl` command makes: a CA and leaf certificates, read
+/// back as `openssl x509` reads them; malformed and mutated DER refused without a crash.
+final class SecCertificateTests: XCTestCase {
+    private var work: String!
+
+    override func setUpWithError() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
+            throw XCTSkip("needs the openssl command (Debian's openssl package)")
+        }
+        work = NSTemporaryDirectory() + "seccert-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() { if let work { try? FileManager.default.removeItem(atPath: work) } }
+
+    @discardableResult
+    private func openssl(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: work)
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "openssl \(arguments.joined(separator: " "))")
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    private func der(_ name: String) throws -> Data {
+        try openssl(["x509", "-in", name + ".pem", "-outform", "DER", "-out", name + ".der"])
+        return try Data(contentsOf: URL(fileURLWithPath: work + "/" + name + ".der"))
+    }
+
+    /// A CA, and a leaf it signs with an email in its subject and in its alternative names.
+    private func makeCertificates() throws -> (ca: SecCertificate, leaf: SecCertificate) {
+        try openssl([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "30",
+            "-subj", "/O=Example Corp/CN=Example Root CA",
+        ])
+        try openssl([
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "leaf.key", "-out",
+            "leaf.csr", "-subj", "/O=Example Corp/OU=Apps/CN=app.example.com/emailAddress=ops@example.com",
+        ])
+        try "subjectAltName=email:alt@example.com,DNS:app.example.com\nsubjectKeyIdentifier=hash\n".write(
+            toFile: work + "/ext.cnf", atomically: true, encoding: .utf8)
+        try openssl([
+            "x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "0x8a1b2c3d4e",
+            "-days", "30", "-extfile", "ext.cnf", "-out", "leaf.pem",
+        ])
+        let ca = try XCTUnwrap(SecCertificateCreateWithData(nil, try der("ca") as CFData))
+        let leaf = try XCTUnwrap(SecCertificateCreateWithData(nil, try der("leaf") as CFData))
+        return (ca, leaf)
+    }
+
+    func testCertificatesReadAsOpenSSLReadsThem() throws {
+        let (ca, leaf) = try makeCertificates()
+        XCTAssertEqual(CFGetTypeID(leaf), SecCertificateGetTypeID())
+        XCTAssertEqual(SecCertificateCopyData(leaf) as Data, try der("leaf"))
+        XCTAssertEqual(SecCertificateCopySubjectSummary(leaf) as String?, "app.example.com")
+        XCTAssertEqual(SecCertificateCopySubjectSummary(ca) as String?, "Example Root CA")
+        var name: CFString?
+        XCTAssertEqual(SecCertificateCopyCommonName(leaf, &name), errSecSuccess)
+        XCTAssertEqual(name as String?, "app.example.com")
+        var emails: CFArray?
+        XCTAssertEqual(SecCertificateCopyEmailAddresses(leaf, &emails), errSecSuccess)
+        XCTAssertEqual(emails as? [String], ["ops@example.com", "alt@example.com"])
+        // The serial as openssl prints it.
+        let serial = try XCTUnwrap(SecCertificateCopySerialNumberData(leaf, nil) as Data?)
+        let printed = try openssl(["x509", "-in", "leaf.pem", "-noout", "-serial"])
+        // openssl prints the number; the data keeps the DER INTEGER's leading zero.
+        XCTAssertEqual(
+            "serial=" + serial.drop { $0 == 0 }.map { String(format: "%02X", $0) }.joined(),
+            printed.trimmingCharacters(in: .newlines))
+        XCTAssertEqual(serial, Data([0x00, 0x8a, 0x1b, 0x2c, 0x3d, 0x4e]), "a positive INTEGER keeps its leading zero")
+        // The leaf's issuer is the CA's subject.
+        XCTAssertEqual(
+            SecCertificateCopyNormalizedIssuerSequence(leaf) as Data?,
+            SecCertificateCopyNormalizedSubjectSequence(ca) as Data?)
+        // The key: the leaf's EC public key verifies what its private key signed.
+        let key = try XCTUnwrap(SecCertificateCopyKey(leaf))
+        XCTAssertEqual((SecKeyCopyAttributes(key) as? [String: Any])?[kSecAttrKeySizeInBits as String] as? Int, 256)
+        try Data("to sign".utf8).write(to: URL(fileURLWithPath: work + "/m"))
+        try openssl(["dgst", "-sha256", "-sign", "leaf.key", "-out", "m.sig", "m"])
+        let signature = try Data(contentsOf: URL(fileURLWithPath: work + "/m.sig"))
+        XCTAssertTrue(
+            SecKeyVerifySignature(
+                key, .ecdsaSignatureMessageX962SHA256, Data("to sign".utf8) as CFData, signature as CFData, nil))
+        let caKey = try XCTUnwrap(SecCertificateCopyKey(ca))
+        XCTAssertEqual(SecKeyGetBlockSize(caKey), 256)
+        // Equal when the DER is.
+        XCTAssertEqual(SecCertificateCreateWithData(nil, try der("leaf") as CFData), leaf)
+        XCTAssertNotEqual(ca, leaf)
+    }
+
+    func testMalformedAndMutatedDERIsRefusedWithoutACrash() throws {
+        let (_, leaf) = try makeCertificates()
+        let der = SecCertificateCopyData(leaf) as Data
+        XCTAssertNil(SecCertificateCreateWithData(nil, Data() as CFData))
+        XCTAssertNil(SecCertificateCreateWithData(nil, Data("not a certificate".utf8) as CFData))
+        XCTAssertNil(SecCertificateCreateWithData(nil, der.dropLast() as CFData), "truncated")
+        XCTAssertNil(SecCertificateCreateWithData(nil, (der + Data([0])) as CFData), "bytes after it")
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<3_000 {
+            var bytes = der
+            switch Int.random(in: 0..<3, using: &generator) {
+            case 0: bytes = bytes.prefix(Int.random(in: 0..<bytes.count, using: &generator))
+            case 1:
+                for _ in 0..<Int.random(in: 1...6, using: &generator) {
+                    bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(
+                        in: 0...255, using: &generator)
+                }
+            default:
+                bytes = Data((0..<Int.random(in: 0...400, using: &generator)).map { _ in UInt8.random(in: 0...255) })
+            }
+            // Whatever parses is read through every accessor without a crash.
+            if let certificate = SecCertificateCreateWithData(nil, bytes as CFData) {
+                _ = SecCertificateCopySubjectSummary(certificate)
+                _ = SecCertificateCopyKey(certificate)
+                _ = SecCertificateCopySerialNumberData(certificate, nil)
+                var emails: CFArray?
+                _ = SecCertificateCopyEmailAddresses(certificate, &emails)
+            }
+        }
+    }
+
+    func testACertificateInTheKeychainCarriesApplesAttributes() throws {
+        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
+        defer { withExtendedLifetime(keychain) {} }
+        let (_, leaf) = try makeCertificates()
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: leaf] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: leaf] as CFDictionary, nil), errSecDuplicateItem)
+        var result: CFTypeRef?
+        let query: [String: Any] = [
+            kSecClass as String: kSecClassCertificate, kSecReturnRef as String: true,
+            kSecReturnAttributes as String: true,
+        ]
+        XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &result), errSecSuccess)
+        let attributes = try XCTUnwrap(result as? [String: Any])
+        XCTAssertEqual(attributes[kSecValueRef as String] as? SecCertificate, leaf)
+        XCTAssertEqual(attributes[kSecAttrCertificateType as String] as? Int, 3)
+        XCTAssertEqual(attributes[kSecAttrCertificateEncoding as String] as? Int, 3)
+        XCTAssertEqual(attributes[kSecAttrLabel as String] as? String, "app.example.com")
+        XCTAssertEqual(
+            attributes[kSecAttrSubject as String] as? Data, SecCertificateCopyNormalizedSubjectSequence(leaf) as Data?)
+        XCTAssertEqual(
+            attributes[kSecAttrSerialNumber as String] as? Data, SecCertificateCopySerialNumberData(leaf, nil) as Data?)
+        // pkhh is the SHA-1 of the public key: the klbl its private key has in the keychain.
+        let key = try XCTUnwrap(SecCertificateCopyKey(leaf))
+        XCTAssertEqual(
+            attributes[kSecAttrPublicKeyHash as String] as? Data,
+            (SecKeyCopyAttributes(key) as? [String: Any])?[kSecAttrApplicationLabel as String] as? Data)
+        // Found by its serial number and issuer, as Apple's certificate primary key names it.
+        let byIssuer: [String: Any] = [
+            kSecClass as String: kSecClassCertificate, kSecAttrIssuer as String: attributes[kSecAttrIssuer as String]!,
+            kSecAttrSerialNumber as String: attributes[kSecAttrSerialNumber as String]!, kSecReturnRef as String: true,
+        ]
+        XCTAssertEqual(SecItemCopyMatching(byIssuer as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual(result as? SecCertificate, leaf)
+    }
+}
