@@ -19,3 +19,4 @@
 #include <openssl/x509.h>
 #include <openssl/decoder.h>
 #include <openssl/x509v3.h>
+#include <openssl/pkcs12.h>

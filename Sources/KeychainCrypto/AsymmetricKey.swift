@@ -61,6 +61,11 @@ public final class AsymmetricKey: @unchecked Sendable {
         case library(String)
     }
 
+    /// Takes over a reference the caller already holds.
+    convenience init(retained key: OpaquePointer, kind: Kind, isPrivate: Bool) {
+        self.init(adopting: key, kind: kind, isPrivate: isPrivate)
+    }
+
     private init(adopting key: OpaquePointer, kind: Kind, isPrivate: Bool) {
         self.key = key
         self.kind = kind

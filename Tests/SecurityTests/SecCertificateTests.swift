@@ -164,4 +164,56 @@ final class SecCertificateTests: XCTestCase {
         XCTAssertEqual(SecItemCopyMatching(byIssuer as CFDictionary, &result), errSecSuccess)
         XCTAssertEqual(result as? SecCertificate, leaf)
     }
+
+    func testPKCS12ImportGivesAnIdentityThatTheKeychainPairsAgain() throws {
+        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
+        defer { withExtendedLifetime(keychain) {} }
+        let (ca, leaf) = try makeCertificates()
+        try openssl([
+            "pkcs12", "-export", "-inkey", "leaf.key", "-in", "leaf.pem", "-certfile", "ca.pem", "-passout",
+            "pass:open sesame", "-name", "app identity", "-out", "id.p12",
+        ])
+        let p12 = try Data(contentsOf: URL(fileURLWithPath: work + "/id.p12"))
+        var items: CFArray?
+        XCTAssertEqual(
+            SecPKCS12Import(p12 as CFData, [kSecImportExportPassphrase as String: "wrong"] as CFDictionary, &items),
+            errSecAuthFailed)
+        XCTAssertEqual(
+            SecPKCS12Import(Data("no p12".utf8) as CFData, [:] as CFDictionary, &items), errSecDecode)
+        XCTAssertEqual(
+            SecPKCS12Import(
+                p12 as CFData, [kSecImportExportPassphrase as String: "open sesame"] as CFDictionary, &items),
+            errSecSuccess)
+        let item = try XCTUnwrap((items as? [[String: Any]])?.first)
+        let identity = try XCTUnwrap(item[kSecImportItemIdentity as String] as? SecIdentity)
+        XCTAssertEqual(item[kSecImportItemLabel as String] as? String, "app identity")
+        XCTAssertEqual(item[kSecImportItemCertChain as String] as? [SecCertificate], [leaf, ca])
+        var certificate: SecCertificate?
+        var key: SecKey?
+        XCTAssertEqual(SecIdentityCopyCertificate(identity, &certificate), errSecSuccess)
+        XCTAssertEqual(SecIdentityCopyPrivateKey(identity, &key), errSecSuccess)
+        XCTAssertEqual(certificate, leaf)
+        let message = Data("signed with the identity".utf8) as CFData
+        let signature = try XCTUnwrap(
+            SecKeyCreateSignature(try XCTUnwrap(key), .ecdsaSignatureMessageX962SHA256, message, nil))
+        XCTAssertTrue(
+            SecKeyVerifySignature(
+                SecCertificateCopyKey(leaf)!, .ecdsaSignatureMessageX962SHA256, message, signature, nil))
+
+        // In the keychain: the certificate and the key are stored; an identity query pairs them again.
+        var result: CFTypeRef?
+        let query: [String: Any] = [kSecClass as String: kSecClassIdentity, kSecReturnRef as String: true]
+        XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &result), errSecItemNotFound)
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: identity] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual(result as? SecIdentity, identity)
+        // A certificate without its key is no identity.
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: ca] as CFDictionary, nil), errSecSuccess)
+        let all: [String: Any] = [
+            kSecClass as String: kSecClassIdentity, kSecReturnRef as String: true,
+            kSecMatchLimit as String: kSecMatchLimitAll,
+        ]
+        XCTAssertEqual(SecItemCopyMatching(all as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual((result as? [SecIdentity])?.count, 1)
+    }
 }

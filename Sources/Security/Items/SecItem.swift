@@ -13,7 +13,7 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 /// Finds items; by default the first match, and nothing in `result` unless a kSecReturn* key asks.
 @discardableResult
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    SecItemCall.run(query, result: result, requirePointerForReturn: true) { service, query in
+    SecItemCall.run(query, result: result, requirePointerForReturn: true, operation: .copy) { service, query in
         try service.copyMatching(query)
     }
 }
@@ -40,7 +40,7 @@ public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
 /// The part every SecItem function shares: bridge the query in, run it on this process's keychain
 /// service, bridge the answer out, and turn failures into OSStatus.
 enum SecItemCall {
-    enum Operation { case add, other }
+    enum Operation { case add, copy, other }
 
     static func run(
         _ dictionary: CFDictionary, result: UnsafeMutablePointer<CFTypeRef?>?, requirePointerForReturn: Bool = false,
@@ -49,6 +49,18 @@ enum SecItemCall {
         guard var query = try? ValueBridging.dictionary(dictionary) else { return errSecParam }
         if requirePointerForReturn, result == nil, wantsResult(query) { return errSecParam }
         do {
+            // Identities are certificates paired with keys, found and added here (rare paths).
+            if operation == .copy, IdentityItems.isIdentityQuery(query) {
+                let found = try IdentityItems.copyMatching(query, service: try KeychainServices.current())
+                if let result, let found { result.pointee = found }
+                return errSecSuccess
+            }
+            if operation == .add, case .valueReference(let reference)? = query["v_Ref"], reference.kind == .identity,
+                let identity = IdentityItems.valueIdentity(in: dictionary)
+            {
+                try IdentityItems.add(identity, query: query, service: try KeychainServices.current())
+                return errSecSuccess
+            }
             // Key objects in, key objects out (rare: the common calls pass straight through).
             let asked = query
             if let key = KeyItems.valueKey(in: dictionary, bridged: query) {

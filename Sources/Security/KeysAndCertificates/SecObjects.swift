@@ -13,7 +13,6 @@ public class SecObject: Hashable, @unchecked Sendable {
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
-public final class SecIdentity: SecObject, @unchecked Sendable {}
 public final class SecTrust: SecObject, @unchecked Sendable {}
 public final class SecPolicy: SecObject, @unchecked Sendable {}
 

@@ -1,0 +1,89 @@
+import COpenSSL
+import Foundation
+
+/// The contents of a PKCS#12 (`.p12`) file: a private key, its certificate and the chain, decrypted with
+/// the file's password by OpenSSL.
+public struct PKCS12Bundle: Sendable {
+    public let key: AsymmetricKey
+    public let certificate: X509Certificate
+    public let chain: [X509Certificate]
+    /// The friendly name the file gives the certificate, if any.
+    public let label: String?
+
+    public enum Failure: Error, Equatable, Sendable {
+        /// Not a PKCS#12 structure.
+        case malformed
+        /// The password does not open it (its MAC does not verify).
+        case wrongPassword
+        /// It opens but holds no key and certificate of the kinds supported (RSA, EC).
+        case unsupported
+    }
+
+    public static func open(_ data: Data, password: String) throws(Failure) -> PKCS12Bundle {
+        guard !data.isEmpty, data.count <= 16 << 20 else { throw .malformed }
+        let parsed: OpaquePointer? = data.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
+            var cursor: UnsafePointer<UInt8>? = base
+            return d2i_PKCS12(nil, &cursor, raw.count)
+        }
+        defer { ERR_clear_error() }
+        guard let parsed else { throw .malformed }
+        defer { PKCS12_free(parsed) }
+        guard PKCS12_verify_mac(parsed, password, -1) == 1 else { throw .wrongPassword }
+        var key: OpaquePointer?
+        var certificate: OpaquePointer?
+        var chain: OpaquePointer?
+        guard PKCS12_parse(parsed, password, &key, &certificate, &chain) == 1 else { throw .wrongPassword }
+        defer {
+            if let key { EVP_PKEY_free(key) }
+            if let certificate { X509_free(certificate) }
+            if let chain { OPENSSL_sk_pop_free(chain) { X509_free(OpaquePointer($0)) } }
+        }
+        guard let key, let certificate, let certificateObject = Self.copy(certificate),
+            let keyObject = AsymmetricKey.adopting(copyOf: key)
+        else { throw .unsupported }
+        var label: String?
+        var length: Int32 = 0
+        if let alias = X509_alias_get0(certificate, &length), length > 0 {
+            label = String(decoding: UnsafeBufferPointer(start: alias, count: Int(length)), as: UTF8.self)
+        }
+        var others: [X509Certificate] = []
+        if let chain {
+            for index in 0..<OPENSSL_sk_num(chain) {
+                if let raw = OPENSSL_sk_value(chain, index), let copy = Self.copy(OpaquePointer(raw)) {
+                    others.append(copy)
+                }
+            }
+        }
+        return PKCS12Bundle(key: keyObject, certificate: certificateObject, chain: others, label: label)
+    }
+
+    private static func copy(_ certificate: OpaquePointer) -> X509Certificate? {
+        var buffer: UnsafeMutablePointer<UInt8>?
+        let length = i2d_X509(certificate, &buffer)
+        guard length > 0, let buffer else { return nil }
+        defer { CRYPTO_free(buffer, #fileID, #line) }
+        return X509Certificate(der: Data(bytes: buffer, count: Int(length)))
+    }
+}
+
+extension AsymmetricKey {
+    /// A private key OpenSSL parsed elsewhere (a PKCS#12 file), kept by taking a reference of our own.
+    static func adopting(copyOf key: OpaquePointer) -> AsymmetricKey? {
+        let kind: Kind
+        switch EVP_PKEY_get_base_id(key) {
+        case EVP_PKEY_RSA: kind = .rsa(bits: Int(EVP_PKEY_get_bits(key)))
+        case EVP_PKEY_EC:
+            var name = [CChar](repeating: 0, count: 64)
+            var length = 0
+            guard EVP_PKEY_get_utf8_string_param(key, "group", &name, name.count, &length) == 1,
+                let curve = Curve(
+                    groupName: String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            else { return nil }
+            kind = .ec(curve)
+        default: return nil
+        }
+        guard EVP_PKEY_up_ref(key) == 1 else { return nil }
+        return AsymmetricKey(retained: key, kind: kind, isPrivate: true)
+    }
+}
