@@ -271,6 +271,42 @@ final class SecKeyTests: XCTestCase {
             status { SecKeyCopyKeyExchangeResult(alice, .ecdhKeyExchangeStandard, other, empty, $0) }, Int(errSecParam))
     }
 
+    func testECIESRoundTripsInApplesLayout() throws {
+        let message = Data("sealed for the holder of the private key".utf8)
+        for (bits, point) in [(256, 65), (384, 97), (521, 133)] {
+            let key = try randomKey(kSecAttrKeyTypeEC, bits)
+            let publicKey = try XCTUnwrap(SecKeyCopyPublicKey(key))
+            for algorithm: SecKeyAlgorithm in [
+                .eciesEncryptionStandardX963SHA256AESGCM, .eciesEncryptionCofactorX963SHA256AESGCM,
+                .eciesEncryptionStandardVariableIVX963SHA256AESGCM, .eciesEncryptionCofactorVariableIVX963SHA512AESGCM,
+            ] {
+                XCTAssertTrue(SecKeyIsAlgorithmSupported(publicKey, .encrypt, algorithm))
+                XCTAssertFalse(SecKeyIsAlgorithmSupported(publicKey, .decrypt, algorithm))
+                let sealed = try XCTUnwrap(
+                    SecKeyCreateEncryptedData(publicKey, algorithm, message as CFData, nil) as Data?)
+                // ephemeral public key ‖ ciphertext ‖ 16-byte tag
+                XCTAssertEqual(sealed.count, point + message.count + 16)
+                XCTAssertEqual(sealed.first, 4)
+                XCTAssertEqual(SecKeyCreateDecryptedData(key, algorithm, sealed as CFData, nil) as Data?, message)
+                var tampered = sealed
+                tampered[point + 3] ^= 1
+                XCTAssertEqual(
+                    status { SecKeyCreateDecryptedData(key, algorithm, tampered as CFData, $0) }, Int(errSecParam))
+                // The ephemeral key's ECDH with the recipient, through the X9.63 KDF with the ephemeral key
+                // as shared info, is what the two ends agree on: a fresh key each time.
+                let again = try XCTUnwrap(
+                    SecKeyCreateEncryptedData(publicKey, algorithm, message as CFData, nil) as Data?)
+                XCTAssertNotEqual(again.prefix(point), sealed.prefix(point))
+            }
+            XCTAssertEqual(
+                status {
+                    SecKeyCreateDecryptedData(
+                        key, .eciesEncryptionStandardX963SHA256AESGCM, Data(count: 20) as CFData, $0)
+                },
+                Int(errSecParam), "shorter than a point and a tag")
+        }
+    }
+
     // MARK: Bad input
 
     func testBadParametersAndBlobsAreRefusedWithTheirCodes() throws {

@@ -240,10 +240,11 @@ public func SecKeyIsAlgorithmSupported(
         guard let scheme = algorithm.signatureScheme else { return false }
         return key.key.supports(scheme)
     case .encrypt:
-        guard case .rsa = key.key.kind else { return false }
+        if case .ec = key.key.kind { return algorithm.eciesScheme != nil }
         return algorithm.encryptionScheme != nil
     case .decrypt:
-        guard case .rsa = key.key.kind, key.key.isPrivate else { return false }
+        guard key.key.isPrivate else { return false }
+        if case .ec = key.key.kind { return algorithm.eciesScheme != nil }
         return algorithm.encryptionScheme != nil
     case .keyExchange:
         guard case .ec = key.key.kind, key.key.isPrivate else { return false }
@@ -291,7 +292,10 @@ public func SecKeyCreateEncryptedData(
     _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ plaintext: CFData,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
-    cipher(algorithm, error) { scheme throws(AsymmetricKey.Failure) in
+    if let ecies = algorithm.eciesScheme {
+        return run(error) { () throws(AsymmetricKey.Failure) in try key.key.eciesEncrypt(plaintext as Data, ecies) }
+    }
+    return cipher(algorithm, error) { scheme throws(AsymmetricKey.Failure) in
         try key.key.publicKey().encrypt(plaintext as Data, scheme)
     }
 }
@@ -300,8 +304,25 @@ public func SecKeyCreateDecryptedData(
     _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
-    cipher(algorithm, error) { scheme throws(AsymmetricKey.Failure) in
+    if let ecies = algorithm.eciesScheme {
+        return run(error) { () throws(AsymmetricKey.Failure) in
+            try key.key.eciesDecrypt(ciphertext as Data, ecies).withUnsafeBytes { Data($0) }
+        }
+    }
+    return cipher(algorithm, error) { scheme throws(AsymmetricKey.Failure) in
         try key.key.decrypt(ciphertext as Data, scheme).withUnsafeBytes { Data($0) }
+    }
+}
+
+/// An operation's bytes, its failures as the CFError.
+private func run(
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ body: () throws(AsymmetricKey.Failure) -> Data
+) -> CFData? {
+    do {
+        return try body() as NSData
+    } catch let failure {
+        fail(error, failure)
+        return nil
     }
 }
 

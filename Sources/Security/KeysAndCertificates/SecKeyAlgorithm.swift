@@ -143,3 +143,55 @@ nonisolated(unsafe) public let kSecKeyKeyExchangeParameterRequestedSize: CFStrin
     string: "requestedSize")
 nonisolated(unsafe) public let kSecKeyKeyExchangeParameterSharedInfo: CFString = SecConstantString(
     string: "sharedInfo")
+
+extension SecKeyAlgorithm {
+    public static let eciesEncryptionStandardX963SHA1AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA1:AESGCM")
+    public static let eciesEncryptionStandardX963SHA224AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA224:AESGCM")
+    public static let eciesEncryptionStandardX963SHA256AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA256:AESGCM")
+    public static let eciesEncryptionStandardX963SHA384AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA384:AESGCM")
+    public static let eciesEncryptionStandardX963SHA512AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA512:AESGCM")
+    public static let eciesEncryptionCofactorX963SHA1AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA1:AESGCM")
+    public static let eciesEncryptionCofactorX963SHA224AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA224:AESGCM")
+    public static let eciesEncryptionCofactorX963SHA256AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM")
+    public static let eciesEncryptionCofactorX963SHA384AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA384:AESGCM")
+    public static let eciesEncryptionCofactorX963SHA512AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA512:AESGCM")
+    public static let eciesEncryptionStandardVariableIVX963SHA224AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA224:AESGCM-KDFIV")
+    public static let eciesEncryptionStandardVariableIVX963SHA256AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA256:AESGCM-KDFIV")
+    public static let eciesEncryptionStandardVariableIVX963SHA384AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA384:AESGCM-KDFIV")
+    public static let eciesEncryptionStandardVariableIVX963SHA512AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDH:KDFX963:SHA512:AESGCM-KDFIV")
+    public static let eciesEncryptionCofactorVariableIVX963SHA224AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA224:AESGCM-KDFIV")
+    public static let eciesEncryptionCofactorVariableIVX963SHA256AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA256:AESGCM-KDFIV")
+    public static let eciesEncryptionCofactorVariableIVX963SHA384AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA384:AESGCM-KDFIV")
+    public static let eciesEncryptionCofactorVariableIVX963SHA512AESGCM = SecKeyAlgorithm(
+        "algid:encrypt:ECIES:ECDHC:KDFX963:SHA512:AESGCM-KDFIV")
+
+    /// The ECIES scheme this algorithm names, or nil.
+    var eciesScheme: ECIESScheme? {
+        let parts = name.split(separator: ":").map(String.init)
+        let hashes: [String: Hash] = [
+            "SHA1": .sha1, "SHA224": .sha224, "SHA256": .sha256, "SHA384": .sha384, "SHA512": .sha512,
+        ]
+        guard parts.count == 7, parts[0] == "algid", parts[1] == "encrypt", parts[2] == "ECIES",
+            ["ECDH", "ECDHC"].contains(parts[3]), parts[4] == "KDFX963", let hash = hashes[parts[5]],
+            ["AESGCM", "AESGCM-KDFIV"].contains(parts[6])
+        else { return nil }
+        return ECIESScheme(hash: hash, variableIV: parts[6] == "AESGCM-KDFIV")
+    }
+}
