@@ -192,13 +192,52 @@ public final class AsymmetricKey: @unchecked Sendable {
         ERR_clear_error()
         guard let parsed else { throw .invalidKey("not a PKCS#1 RSA \(isPrivate ? "private" : "public") key") }
         let bits = Int(EVP_PKEY_get_bits(parsed))
-        return AsymmetricKey(adopting: parsed, kind: .rsa(bits: bits), isPrivate: isPrivate)
+        let key = AsymmetricKey(adopting: parsed, kind: .rsa(bits: bits), isPrivate: isPrivate)
+        // Bounded before any use: a huge exponent or prime would make every operation take minutes.
+        guard (512...8192).contains(bits) else {
+            throw .invalidKey("an RSA key of \(bits) bits (512 to 8192 are used)")
+        }
+        guard let exponent = key.bigNumberBits("e", odd: true), (2...64).contains(exponent) else {
+            throw .invalidKey("an RSA public exponent must be odd, at least 3 and under 2^64")
+        }
+        if isPrivate {
+            for factor in ["rsa-factor1", "rsa-factor2"] {
+                guard let size = key.bigNumberBits(factor, odd: true), size <= bits / 2 + 1 else {
+                    throw .invalidKey("an RSA private key whose primes do not fit its modulus")
+                }
+            }
+            for (exponentName, factor) in [("rsa-exponent1", "rsa-factor1"), ("rsa-exponent2", "rsa-factor2")] {
+                guard let size = key.bigNumberBits(exponentName, odd: nil),
+                    let limit = key.bigNumberBits(factor, odd: nil),
+                    size <= limit
+                else { throw .invalidKey("an RSA private key whose CRT exponents do not fit its primes") }
+            }
+            guard key.passesCheck() else { throw .invalidKey("an RSA private key that does not match itself") }
+        }
+        return key
+    }
+
+    /// The size in bits of the key's big-number parameter `name` (nil when it has none, or it is not
+    /// odd when `odd` asks it to be).
+    private func bigNumberBits(_ name: String, odd: Bool?) -> Int? {
+        var number: OpaquePointer?
+        guard EVP_PKEY_get_bn_param(key, name, &number) == 1, let number else {
+            ERR_clear_error()
+            return nil
+        }
+        defer { BN_clear_free(number) }
+        if let odd, (BN_is_odd(number) == 1) != odd { return nil }
+        return Int(BN_num_bits(number))
     }
 
     /// One whole DER structure as a key; nil unless it decodes and nothing is left over.
     private static func decode(_ bytes: Data, structure: String, keyType: String, selection: Int32) -> OpaquePointer? {
-        var key: OpaquePointer?
-        guard let decoder = OSSL_DECODER_CTX_new_for_pkey(&key, "DER", structure, keyType, selection, nil, nil) else {
+        // The decoder keeps the address it is given and writes the key through it later: a slot that
+        // lives as long as the decoder, not a variable's address passed for one call.
+        let slot = UnsafeMutablePointer<OpaquePointer?>.allocate(capacity: 1)
+        slot.initialize(to: nil)
+        defer { slot.deallocate() }
+        guard let decoder = OSSL_DECODER_CTX_new_for_pkey(slot, "DER", structure, keyType, selection, nil, nil) else {
             return nil
         }
         defer { OSSL_DECODER_CTX_free(decoder) }
@@ -208,6 +247,7 @@ public final class AsymmetricKey: @unchecked Sendable {
             var left = raw.count
             return OSSL_DECODER_from_data(decoder, &cursor, &left) == 1 && left == 0
         }
+        let key = slot.pointee
         guard decoded, let key else {
             if let key { EVP_PKEY_free(key) }
             return nil
@@ -236,7 +276,8 @@ public final class AsymmetricKey: @unchecked Sendable {
                     OSSL_PARAM_BLD_push_octet_string(builder, Self.name("pub"), base, pointLength) == 1
                 else { return nil }
                 if isPrivate {
-                    scalar = BN_bin2bn(base + pointLength, Int32(curve.coordinateSize), nil)
+                    // A secure BIGNUM: the builder then keeps the scalar where freeing it wipes it.
+                    scalar = BN_bin2bn(base + pointLength, Int32(curve.coordinateSize), BN_secure_new())
                     guard let scalar, OSSL_PARAM_BLD_push_BN(builder, Self.name("priv"), scalar) == 1 else {
                         return nil
                     }

@@ -91,6 +91,16 @@ final class KeyItemTests: KeychainTestCase {
             SecItemAdd(
                 [kSecClass as String: kSecClassGenericPassword, kSecValueRef as String: key] as CFDictionary, nil),
             errSecParam)
+        // What a key is, is the key's to say: a private key cannot be stored as a public one.
+        let mislabelled = try XCTUnwrap(
+            SecKeyCreateRandomKey(
+                [kSecAttrKeyType as String: kSecAttrKeyTypeEC, kSecAttrKeySizeInBits as String: 256] as CFDictionary,
+                nil))
+        XCTAssertEqual(
+            SecItemAdd(
+                [kSecValueRef as String: mislabelled, kSecAttrKeyClass as String: kSecAttrKeyClassPublic]
+                    as CFDictionary,
+                nil), errSecParam)
         XCTAssertEqual(SecItemDelete([kSecValueRef as String: key] as CFDictionary), errSecSuccess)
         XCTAssertEqual(SecItemCopyMatching(all as CFDictionary, &result), errSecSuccess)
         XCTAssertEqual(result as? [SecKey], [publicKey])

@@ -202,17 +202,25 @@ final class SecKeyTests: XCTestCase {
                 keyClass: kSecAttrKeyClassPublic))
         let message = Data("signed by swift-keychain".utf8)
         try message.write(to: URL(fileURLWithPath: file("m")))
-        for (algorithm, options) in [
-            (SecKeyAlgorithm.rsaSignatureMessagePKCS1v15SHA256, [String]()),
-            (.rsaSignatureMessagePSSSHA256, ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:32"]),
+        for (algorithm, digest, options) in [
+            (SecKeyAlgorithm.rsaSignatureMessagePKCS1v15SHA256, "-sha256", [String]()),
+            (
+                .rsaSignatureMessagePSSSHA256, "-sha256",
+                ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:32"]
+            ),
+            // Apple's SHA-224 PSS name says 24, but its salt is the digest's 28 bytes.
+            (
+                .rsaSignatureMessagePSSSHA224, "-sha224",
+                ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:28"]
+            ),
         ] {
             let ours = try XCTUnwrap(SecKeyCreateSignature(privateKey, algorithm, message as CFData, nil) as Data?)
             try ours.write(to: URL(fileURLWithPath: file("ours.sig")))
             let verified = try openssl(
-                ["dgst", "-sha256"] + options + ["-verify", "rpub.pem", "-signature", "ours.sig", "m"])
+                ["dgst", digest] + options + ["-verify", "rpub.pem", "-signature", "ours.sig", "m"])
             XCTAssertEqual(verified.status, 0, "\(algorithm.rawValue)")
             XCTAssertEqual(
-                try openssl(["dgst", "-sha256"] + options + ["-sign", "r.pem", "-out", "t.sig", "m"]).status, 0)
+                try openssl(["dgst", digest] + options + ["-sign", "r.pem", "-out", "t.sig", "m"]).status, 0)
             let theirs = try Data(contentsOf: URL(fileURLWithPath: file("t.sig")))
             XCTAssertTrue(SecKeyVerifySignature(publicKey, algorithm, message as CFData, theirs as CFData, nil))
         }
@@ -346,6 +354,27 @@ final class SecKeyTests: XCTestCase {
         point[40] ^= 0x55  // off the curve
         XCTAssertEqual(refused(point, kSecAttrKeyTypeEC, kSecAttrKeyClassPublic), Int(errSecParam))
         XCTAssertEqual(refused(Data("garbage".utf8), kSecAttrKeyTypeRSA, kSecAttrKeyClassPublic), Int(errSecParam))
+        // An RSA public key whose exponent is even, or huge, is refused before any use: built by hand as
+        // PKCS#1 RSAPublicKey { modulus, exponent } around a real 2048-bit modulus.
+        let rsa = try XCTUnwrap(SecKeyCopyPublicKey(try randomKey(kSecAttrKeyTypeRSA, 2048)))
+        let real = try XCTUnwrap(SecKeyCopyExternalRepresentation(rsa, nil) as Data?)
+        // 30 82 01 0a | 02 82 01 01 <257 bytes modulus> | 02 03 01 00 01
+        let modulus = real[real.startIndex + 4..<real.startIndex + 4 + 4 + 257]
+        func publicKey(exponent: [UInt8]) -> Data {
+            var body = Data(modulus)
+            body.append(contentsOf: [0x02] + derLength(exponent.count) + exponent)
+            return Data([0x30] + derLength(body.count)) + body
+        }
+        XCTAssertNotNil(
+            key(publicKey(exponent: [0x01, 0x00, 0x01]), type: kSecAttrKeyTypeRSA, keyClass: kSecAttrKeyClassPublic))
+        XCTAssertEqual(
+            refused(publicKey(exponent: [0x01, 0x00, 0x00]), kSecAttrKeyTypeRSA, kSecAttrKeyClassPublic),
+            Int(errSecParam), "even")
+        XCTAssertEqual(
+            refused(
+                publicKey(exponent: [0x01] + [UInt8](repeating: 0, count: 2_000) + [0x01]), kSecAttrKeyTypeRSA,
+                kSecAttrKeyClassPublic),
+            Int(errSecParam), "16,000 bits of exponent")
         XCTAssertEqual(
             refused(Data(repeating: 0x30, count: 300), kSecAttrKeyTypeRSA, kSecAttrKeyClassPrivate), Int(errSecParam))
         XCTAssertEqual(
@@ -397,6 +426,18 @@ final class SecKeyTests: XCTestCase {
     }
 
     private func sha1(_ data: Data) -> Data { SHA1.digest(data) }
+}
+
+/// A DER length in its short or long form.
+private func derLength(_ length: Int) -> [UInt8] {
+    if length < 0x80 { return [UInt8(length)] }
+    var bytes: [UInt8] = []
+    var rest = length
+    while rest > 0 {
+        bytes.insert(UInt8(rest & 0xff), at: 0)
+        rest >>= 8
+    }
+    return [0x80 | UInt8(bytes.count)] + bytes
 }
 
 /// SHA-1 for the test's expectations, written out so that the test does not use what it checks.

@@ -81,7 +81,11 @@ public func SecKeyCreateRandomKey(
         fail(error, errSecParam, "missing kSecAttrKeySizeInBits")
         return nil
     }
-    if values["tkid"] != nil {
+    let nested =
+        ((parameters as NSDictionary) as? [String: Any]).map { top in
+            ["private", "public"].contains { ((top[$0] as? [String: Any])?["tkid"]) != nil }
+        } ?? false
+    if values["tkid"] != nil || nested {
         fail(error, errSecUnimplemented, "Secure Enclave keys are not available yet")
         return nil
     }
@@ -109,15 +113,19 @@ public func SecKeyCreateRandomKey(
     // Each key's attributes: the top level's, under its own sub-dictionary's (which win).
     let top = (parameters as NSDictionary) as? [String: Any] ?? [:]
     func merged(_ name: String) -> [String: Any] {
-        var attributes = top.filter { !["type", "bsiz", "private", "public"].contains($0.key) }
-        for (key, value) in (top[name] as? [String: Any]) ?? [:] { attributes[key] = value }
+        let intrinsic = ["type", "bsiz", "esiz", "kcls", "private", "public"]
+        var attributes = top.filter { !intrinsic.contains($0.key) }
+        for (key, value) in (top[name] as? [String: Any]) ?? [:] where !intrinsic.contains(key) {
+            attributes[key] = value
+        }
         return attributes
     }
     let privateAttributes = merged("private")
     let publicAttributes = merged("public")
     let privateKey = SecKey(key: generated, attributes: keyAttributes(bridgedKeys(privateAttributes), private: true))
     // Permanent keys are added to the keychain as kSecValueRef items (the public key too when its
-    // attributes say so); a failed add fails the call with its status.
+    // attributes say so); a failed add fails the call with its status, and takes back what it added.
+    var added: [SecKey] = []
     for (key, attributes) in [(privateKey, privateAttributes), (SecKeyCopyPublicKey(privateKey), publicAttributes)] {
         guard let key, isTrue(attributes["perm"]) else { continue }
         var item = attributes.filter { $0.key != "perm" }
@@ -125,9 +133,15 @@ public func SecKeyCreateRandomKey(
         item["v_Ref"] = key
         let status = SecItemAdd(item as CFDictionary, nil)
         guard status == errSecSuccess else {
+            for stored in added {
+                var query: [String: Any] = ["v_Ref": stored]
+                if let group = item["agrp"] { query["agrp"] = group }
+                SecItemDelete(query as CFDictionary)
+            }
             fail(error, status, "the key could not be stored in the keychain")
             return nil
         }
+        added.append(key)
     }
     return privateKey
 }
@@ -204,11 +218,23 @@ public func SecKeyCopyExternalRepresentation(
 
 /// Apple's attribute dictionary of a software key (spec §8.1).
 public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
+    ValueBridging.object(.dictionary(key.itemAttributes(includingData: true))) as? NSDictionary
+}
+
+extension SecKey {
+    /// Apple's attributes of this key, with its data (`v_Data`: the private key for a private key)
+    /// only when asked for.
+    func itemAttributes(includingData: Bool) -> [String: ItemValue] {
+        itemAttributeValues(self, includingData: includingData)
+    }
+}
+
+private func itemAttributeValues(_ key: SecKey, includingData: Bool) -> [String: ItemValue] {
     let isPrivate = key.key.isPrivate
     var values: [String: ItemValue] = [
         "class": .string("keys"), "kcls": .integer(isPrivate ? 1 : 0),
         "type": .integer(key.key.kind == .rsa(bits: key.key.bits) ? 42 : 73), "bsiz": .integer(Int64(key.key.bits)),
-        "esiz": .integer(Int64(key.key.bits)), "perm": .bool(false), "priv": .bool(true), "modi": .bool(true),
+        "esiz": .integer(Int64(key.key.bits)), "perm": .bool(true), "priv": .bool(true), "modi": .bool(true),
         "sens": .bool(false), "asen": .bool(false), "extr": .bool(true), "next": .bool(false), "drve": .bool(true),
         "encr": .bool(!isPrivate), "vrfy": .bool(!isPrivate), "wrap": .bool(!isPrivate), "decr": .bool(isPrivate),
         "sign": .bool(isPrivate), "unwp": .bool(isPrivate), "snrc": .bool(false), "vyrc": .bool(false),
@@ -217,11 +243,11 @@ public func SecKeyCopyAttributes(_ key: SecKey) -> CFDictionary? {
     if let publicBytes = try? key.key.publicRepresentation(), let label = try? Digest.sha1(publicBytes) {
         values["klbl"] = .data(label)
     }
-    if let representation = try? key.key.externalRepresentation() {
+    if includingData, let representation = try? key.key.externalRepresentation() {
         values["v_Data"] = .data(representation.withUnsafeBytes { Data($0) })
     }
     values.merge(key.extraAttributes) { $1 }
-    return ValueBridging.object(.dictionary(values)) as? NSDictionary
+    return values
 }
 
 /// The key's block size in bytes: the modulus for RSA, the key size for EC.

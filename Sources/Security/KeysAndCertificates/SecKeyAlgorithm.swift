@@ -89,10 +89,13 @@ extension SecKeyAlgorithm {
         case ("ECDSA", "X962", let hash?) where parts.count == 5: return .ecdsa(hash, input)
         case ("RSA", "PKCS1v15", nil) where parts.count == 4 && input == .digest: return .rsaPKCS1v15(nil, .digest)
         case ("RSA", "PKCS1v15", let hash?) where parts.count == 5: return .rsaPKCS1v15(hash, input)
-        // PSS names repeat the hash (for MGF1) and give the salt's length.
+        // PSS names repeat the hash (for MGF1) and end with a salt length; Apple's salt is always the
+        // digest's length, whatever the name says (its SHA-224 names say 24, and it uses 28). Only
+        // Apple's own names are taken.
         case ("RSA", "PSS", let hash?) where parts.count == 7 && parts[5] == parts[4]:
-            guard let salt = Int(parts[6]), (0...hash.length * 2).contains(salt) else { return nil }
-            return .rsaPSS(hash, input, saltLength: salt)
+            let named = hash == .sha224 ? "24" : "\(hash.length)"
+            guard parts[6] == named else { return nil }
+            return .rsaPSS(hash, input, saltLength: hash.length)
         default: return nil
         }
     }

@@ -70,7 +70,21 @@ enum KeyItems {
         }
         item["class"] = .string("keys")
         if item["v_Data"] != nil { throw KeychainError.invalidParameter("kSecValueRef and kSecValueData together") }
-        for (name, value) in try attributes(of: key) where item[name] == nil { item[name] = value }
+        // What the key is (its class, type and sizes) is the key's to say: a caller's other value is an
+        // error, never stored (a private key labelled public would be returned to public-key queries).
+        let own = try attributes(of: key)
+        for name in ["kcls", "type", "bsiz", "esiz"] {
+            if let given = item[name], let actual = own[name], !sameNumber(given, actual) {
+                throw KeychainError.invalidParameter("\(name) does not describe the key given as kSecValueRef")
+            }
+            item[name] = own[name]
+        }
+        for (name, value) in own where item[name] == nil { item[name] = value }
+        do {
+            item["v_Data"] = .data(try key.key.externalRepresentation().withUnsafeBytes { Data($0) })
+        } catch {
+            throw KeychainError.invalidParameter("the key cannot be exported into the keychain")
+        }
         return item
     }
 
@@ -80,7 +94,7 @@ enum KeyItems {
         terms["v_Ref"] = nil
         terms["class"] = .string("keys")
         let attributes = try attributes(of: key)
-        for name in ["kcls", "klbl", "type"] { terms[name] = attributes[name] }
+        for name in ["kcls", "klbl", "type", "bsiz", "esiz"] { terms[name] = attributes[name] }
         return terms
     }
 
@@ -121,8 +135,14 @@ enum KeyItems {
             dictionary["v_Ref"] = key
             return dictionary
         }
-        if case .array(let results) = answer { return try results.map(shape) as NSArray }
-        return try shape(answer)
+        // An item that cannot be made into an object is left out of an array (one bad item in a
+        // shared group must not hide every other); alone, it is not found.
+        if case .array(let results) = answer { return results.compactMap { try? shape($0) } as NSArray }
+        do {
+            return try shape(answer)
+        } catch {
+            throw KeychainError.itemNotFound
+        }
     }
 
     private static func makeCertificate(_ der: Data) throws -> SecCertificate {
@@ -154,12 +174,23 @@ enum KeyItems {
     }
 
     /// Apple's attributes of a software key (spec §8.1), its data included.
+    /// Apple's attributes of a software key, without its data (no private key bytes are exported to
+    /// read them).
     static func attributes(of key: SecKey) throws -> [String: ItemValue] {
-        guard let dictionary = SecKeyCopyAttributes(key) else {
-            throw KeychainError.invalidParameter("the key has no attributes")
-        }
-        var values = try ValueBridging.dictionary(dictionary)
+        var values = key.itemAttributes(includingData: false)
         values["class"] = nil
         return values
+    }
+
+    private static func sameNumber(_ left: ItemValue, _ right: ItemValue) -> Bool {
+        func number(_ value: ItemValue) -> Int64? {
+            switch value {
+            case .integer(let number): number
+            case .string(let text): Int64(text)
+            case .bool(let flag): flag ? 1 : 0
+            default: nil
+            }
+        }
+        return number(left) != nil && number(left) == number(right)
     }
 }
