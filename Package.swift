@@ -120,8 +120,8 @@ let package = Package(
         .testTarget(
             name: "SecurityTests",
             dependencies: [
-                "Security", "LocalAuthentication", "KeychainCore", "KeychainEngine", "keychain-test-helper",
-                "KeychainTestSupport", "securityd",
+                "Security", "LocalAuthentication", "KeychainCore", "KeychainEngine", "KeychainCrypto",
+                "keychain-test-helper", "KeychainTestSupport", "securityd",
             ]
         ),
     ],

@@ -216,4 +216,122 @@ final class SecCertificateTests: XCTestCase {
         XCTAssertEqual(SecItemCopyMatching(all as CFDictionary, &result), errSecSuccess)
         XCTAssertEqual((result as? [SecIdentity])?.count, 1)
     }
+
+    /// The leaf's identity, opened from a PKCS#12 file the openssl command makes.
+    private func leafIdentity() throws -> (identity: SecIdentity, ca: SecCertificate, leaf: SecCertificate) {
+        let (ca, leaf) = try makeCertificates()
+        try openssl([
+            "pkcs12", "-export", "-inkey", "leaf.key", "-in", "leaf.pem", "-passout", "pass:pw", "-out", "leaf.p12",
+        ])
+        let p12 = try Data(contentsOf: URL(fileURLWithPath: work + "/leaf.p12"))
+        var items: CFArray?
+        XCTAssertEqual(
+            SecPKCS12Import(p12 as CFData, [kSecImportExportPassphrase as String: "pw"] as CFDictionary, &items),
+            errSecSuccess)
+        let item = try XCTUnwrap((items as? [[String: Any]])?.first)
+        return (try XCTUnwrap(item[kSecImportItemIdentity as String] as? SecIdentity), ca, leaf)
+    }
+
+    func testACertificateIsFoundUpdatedAndDeletedByItsReference() throws {
+        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
+        defer { withExtendedLifetime(keychain) {} }
+        let (ca, leaf) = try makeCertificates()
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: ca] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: leaf] as CFDictionary, nil), errSecSuccess)
+        var result: CFTypeRef?
+        let byLeaf: [String: Any] = [kSecValueRef as String: leaf, kSecReturnAttributes as String: true]
+        XCTAssertEqual(SecItemCopyMatching(byLeaf as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual((result as? [String: Any])?[kSecAttrLabel as String] as? String, "app.example.com")
+        XCTAssertEqual(
+            SecItemUpdate(
+                [kSecValueRef as String: leaf] as CFDictionary, [kSecAttrLabel as String: "renamed"] as CFDictionary),
+            errSecSuccess)
+        XCTAssertEqual(SecItemCopyMatching(byLeaf as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual((result as? [String: Any])?[kSecAttrLabel as String] as? String, "renamed")
+        // A certificate names a certificate item: with another class it is a bad query.
+        let wrongClass: [String: Any] = [kSecClass as String: kSecClassKey, kSecValueRef as String: leaf]
+        XCTAssertEqual(SecItemCopyMatching(wrongClass as CFDictionary, &result), errSecParam)
+        // Deleting the leaf by its reference leaves the CA.
+        XCTAssertEqual(SecItemDelete([kSecValueRef as String: leaf] as CFDictionary), errSecSuccess)
+        XCTAssertEqual(SecItemCopyMatching(byLeaf as CFDictionary, &result), errSecItemNotFound)
+        XCTAssertEqual(SecItemDelete([kSecValueRef as String: leaf] as CFDictionary), errSecItemNotFound)
+        let all: [String: Any] = [
+            kSecClass as String: kSecClassCertificate, kSecReturnRef as String: true,
+            kSecMatchLimit as String: kSecMatchLimitAll,
+        ]
+        XCTAssertEqual(SecItemCopyMatching(all as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual(result as? [SecCertificate], [ca])
+    }
+
+    func testIdentitiesAreQueriedByEitherHalfAndDeletedWhole() throws {
+        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
+        defer { withExtendedLifetime(keychain) {} }
+        let (identity, ca, leaf) = try leafIdentity()
+        var key: SecKey?
+        XCTAssertEqual(SecIdentityCopyPrivateKey(identity, &key), errSecSuccess)
+        // The key stored with a tag, the certificates on their own: together they make one identity.
+        let tag = Data("com.example.identity".utf8)
+        XCTAssertEqual(
+            SecItemAdd(
+                [kSecValueRef as String: try XCTUnwrap(key), kSecAttrApplicationTag as String: tag] as CFDictionary,
+                nil),
+            errSecSuccess)
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: leaf] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: ca] as CFDictionary, nil), errSecSuccess)
+        var result: CFTypeRef?
+        func identities(_ terms: [String: Any]) -> (OSStatus, [SecIdentity]) {
+            var query = terms
+            query[kSecClass as String] = kSecClassIdentity
+            query[kSecReturnRef as String] = true
+            query[kSecMatchLimit as String] = kSecMatchLimitAll
+            var found: CFTypeRef?
+            let status = SecItemCopyMatching(query as CFDictionary, &found)
+            return (status, found as? [SecIdentity] ?? [])
+        }
+        // A key attribute constrains the key, a certificate attribute the certificate.
+        XCTAssertEqual(identities([kSecAttrApplicationTag as String: tag]).1, [identity])
+        XCTAssertEqual(identities([kSecAttrApplicationTag as String: Data("other".utf8)]).0, errSecItemNotFound)
+        XCTAssertEqual(identities([kSecAttrLabel as String: "app.example.com"]).1, [identity])
+        XCTAssertEqual(identities([kSecAttrLabel as String: "Example Root CA"]).0, errSecItemNotFound)
+        XCTAssertEqual(identities([kSecAttrKeyType as String: kSecAttrKeyTypeRSA]).0, errSecItemNotFound)
+        XCTAssertEqual(identities([kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom]).1, [identity])
+        // Attributes are the certificate's, with the identity beside them when asked.
+        let withAttributes: [String: Any] = [
+            kSecClass as String: kSecClassIdentity, kSecAttrApplicationTag as String: tag,
+            kSecReturnAttributes as String: true, kSecReturnRef as String: true,
+        ]
+        XCTAssertEqual(SecItemCopyMatching(withAttributes as CFDictionary, &result), errSecSuccess)
+        let attributes = try XCTUnwrap(result as? [String: Any])
+        XCTAssertEqual(attributes[kSecClass as String] as? String, kSecClassIdentity as String)
+        XCTAssertEqual(attributes[kSecAttrLabel as String] as? String, "app.example.com")
+        XCTAssertEqual(attributes[kSecValueRef as String] as? SecIdentity, identity)
+        XCTAssertNil(attributes[kSecValueData as String])
+        // Found by its own reference.
+        let byReference: [String: Any] = [kSecValueRef as String: identity, kSecReturnRef as String: true]
+        XCTAssertEqual(SecItemCopyMatching(byReference as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual(result as? SecIdentity, identity)
+        // Identities are changed through their halves, not as a whole.
+        XCTAssertEqual(
+            SecItemUpdate(
+                [kSecClass as String: kSecClassIdentity] as CFDictionary,
+                [kSecAttrLabel as String: "x"] as CFDictionary),
+            errSecUnimplemented)
+
+        // Deleting the identity deletes its certificate and its key, and nothing else.
+        XCTAssertEqual(SecItemDelete([kSecValueRef as String: identity] as CFDictionary), errSecSuccess)
+        XCTAssertEqual(SecItemCopyMatching(byReference as CFDictionary, &result), errSecItemNotFound)
+        XCTAssertEqual(
+            SecItemCopyMatching([kSecValueRef as String: leaf] as CFDictionary, nil), errSecItemNotFound)
+        let keyQuery: [String: Any] = [kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: tag]
+        XCTAssertEqual(SecItemCopyMatching(keyQuery as CFDictionary, nil), errSecItemNotFound)
+        XCTAssertEqual(SecItemCopyMatching([kSecValueRef as String: ca] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(SecItemDelete([kSecClass as String: kSecClassIdentity] as CFDictionary), errSecItemNotFound)
+
+        // Added again as an identity and deleted by class: both halves go.
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: identity] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(SecItemDelete([kSecClass as String: kSecClassIdentity] as CFDictionary), errSecSuccess)
+        let keys: [String: Any] = [kSecClass as String: kSecClassKey, kSecMatchLimit as String: kSecMatchLimitAll]
+        XCTAssertEqual(SecItemCopyMatching(keys as CFDictionary, nil), errSecItemNotFound)
+        XCTAssertEqual(SecItemCopyMatching([kSecValueRef as String: ca] as CFDictionary, nil), errSecSuccess)
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCrypto
 import Security
 import XCTest
 
@@ -129,6 +130,67 @@ final class SecKeyTests: XCTestCase {
         XCTAssertEqual(
             status { SecKeyCreateEncryptedData(publicKey, .rsaEncryptionOAEPSHA256, Data(count: 191) as CFData, $0) },
             Int(errSecParam))
+    }
+
+    func testRSAOAEPAESGCMRoundTripsInApplesLayout() throws {
+        let plaintext = Data("a message longer than any RSA block could carry on its own, ".utf8)
+        for bits in [2048, 4096] {
+            let key = try randomKey(kSecAttrKeyTypeRSA, bits)
+            let publicKey = try XCTUnwrap(SecKeyCopyPublicKey(key))
+            let other = try randomKey(kSecAttrKeyTypeRSA, bits)
+            let recipient = try XCTUnwrap(SecKeyCopyExternalRepresentation(publicKey, nil)) as Data
+            let algorithms: [(SecKeyAlgorithm, SecKeyAlgorithm)] = [
+                (.rsaEncryptionOAEPSHA1AESGCM, .rsaEncryptionOAEPSHA1),
+                (.rsaEncryptionOAEPSHA224AESGCM, .rsaEncryptionOAEPSHA224),
+                (.rsaEncryptionOAEPSHA256AESGCM, .rsaEncryptionOAEPSHA256),
+                (.rsaEncryptionOAEPSHA384AESGCM, .rsaEncryptionOAEPSHA384),
+                (.rsaEncryptionOAEPSHA512AESGCM, .rsaEncryptionOAEPSHA512),
+            ]
+            for (algorithm, oaep) in algorithms {
+                XCTAssertTrue(SecKeyIsAlgorithmSupported(publicKey, .encrypt, algorithm))
+                XCTAssertTrue(SecKeyIsAlgorithmSupported(key, .decrypt, algorithm))
+                XCTAssertFalse(SecKeyIsAlgorithmSupported(publicKey, .decrypt, algorithm))
+                let sealed = try XCTUnwrap(SecKeyCreateEncryptedData(publicKey, algorithm, plaintext as CFData, nil))
+                let bytes = sealed as Data
+                // wrapped session key ‖ ciphertext ‖ 16-byte tag
+                XCTAssertEqual(bytes.count, bits / 8 + plaintext.count + 16, "\(algorithm.rawValue)")
+                XCTAssertEqual(SecKeyCreateDecryptedData(key, algorithm, sealed, nil) as Data?, plaintext)
+                // The first block is the AES session key under plain OAEP: 128-bit below 4096 bits, 256 at 4096.
+                let sessionKey = try XCTUnwrap(
+                    SecKeyCreateDecryptedData(key, oaep, bytes.prefix(bits / 8) as CFData, nil) as Data?)
+                XCTAssertEqual(sessionKey.count, bits >= 4096 ? 32 : 16)
+                // Sealed with a zero IV and the recipient's public key as additional data, and nothing else.
+                let body = bytes.dropFirst(bits / 8)
+                let opened = try AESGCM.openDetached(
+                    Data(body.dropLast(16)), tag: Data(body.suffix(16)), key: SecureBytes(copying: sessionKey),
+                    iv: Data(count: 16), aad: recipient)
+                XCTAssertEqual(opened.withUnsafeBytes { Data($0) }, plaintext)
+                XCTAssertThrowsError(
+                    try AESGCM.openDetached(
+                        Data(body.dropLast(16)), tag: Data(body.suffix(16)), key: SecureBytes(copying: sessionKey),
+                        iv: Data(count: 16)))
+                // Two encryptions of one message differ (a fresh session key each time).
+                XCTAssertNotEqual(
+                    SecKeyCreateEncryptedData(publicKey, algorithm, plaintext as CFData, nil) as Data?, bytes)
+                // A changed byte anywhere, another key or a cut ciphertext: errSecParam, never a plaintext.
+                for index in [0, bits / 8 + 3, bytes.count - 1] {
+                    var tampered = bytes
+                    tampered[index] ^= 0x01
+                    XCTAssertEqual(
+                        status { SecKeyCreateDecryptedData(key, algorithm, tampered as CFData, $0) }, Int(errSecParam))
+                }
+                XCTAssertEqual(status { SecKeyCreateDecryptedData(other, algorithm, sealed, $0) }, Int(errSecParam))
+                XCTAssertEqual(
+                    status { SecKeyCreateDecryptedData(key, algorithm, bytes.prefix(bits / 8 + 15) as CFData, $0) },
+                    Int(errSecParam))
+            }
+        }
+        // An EC key has no RSA-OAEP-AES-GCM.
+        let ec = try randomKey(kSecAttrKeyTypeECSECPrimeRandom, 256)
+        let ecPublic = try XCTUnwrap(SecKeyCopyPublicKey(ec))
+        XCTAssertFalse(SecKeyIsAlgorithmSupported(ecPublic, .encrypt, .rsaEncryptionOAEPSHA256AESGCM))
+        XCTAssertNotNil(
+            status { SecKeyCreateEncryptedData(ecPublic, .rsaEncryptionOAEPSHA256AESGCM, Data() as CFData, $0) })
     }
 
     // MARK: Against the openssl command

@@ -31,7 +31,7 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 /// Deletes every item the query matches.
 @discardableResult
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
-    SecItemCall.run(query, result: nil) { service, query in
+    SecItemCall.run(query, result: nil, operation: .delete) { service, query in
         try service.delete(query)
         return nil
     }
@@ -40,7 +40,7 @@ public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
 /// The part every SecItem function shares: bridge the query in, run it on this process's keychain
 /// service, bridge the answer out, and turn failures into OSStatus.
 enum SecItemCall {
-    enum Operation { case add, copy, other }
+    enum Operation { case add, copy, delete, other }
 
     static func run(
         _ dictionary: CFDictionary, result: UnsafeMutablePointer<CFTypeRef?>?, requirePointerForReturn: Bool = false,
@@ -49,16 +49,24 @@ enum SecItemCall {
         guard var query = try? ValueBridging.dictionary(dictionary) else { return errSecParam }
         if requirePointerForReturn, result == nil, wantsResult(query) { return errSecParam }
         do {
-            // Identities are certificates paired with keys, found and added here (rare paths).
-            if operation == .copy, IdentityItems.isIdentityQuery(query) {
-                let found = try IdentityItems.copyMatching(query, service: try KeychainServices.current())
-                if let result, let found { result.pointee = found }
-                return errSecSuccess
-            }
-            if operation == .add, case .valueReference(let reference)? = query["v_Ref"], reference.kind == .identity,
+            // Identities are certificates paired with keys, found, added and deleted here (rare paths).
+            if IdentityItems.isIdentityQuery(query) {
                 let identity = IdentityItems.valueIdentity(in: dictionary)
-            {
-                try IdentityItems.add(identity, query: query, service: try KeychainServices.current())
+                let service = try KeychainServices.current()
+                switch operation {
+                case .copy:
+                    let found = try IdentityItems.copyMatching(query, reference: identity, service: service)
+                    if let result, let found { result.pointee = found }
+                case .add:
+                    guard let identity else {
+                        throw KeychainError.invalidParameter("an identity is added as a SecIdentity in kSecValueRef")
+                    }
+                    try IdentityItems.add(identity, query: query, service: service)
+                case .delete:
+                    try IdentityItems.delete(query, reference: identity, service: service)
+                case .other:
+                    throw KeychainError.unimplemented("identities are updated through their certificate or their key")
+                }
                 return errSecSuccess
             }
             // Key objects in, key objects out (rare: the common calls pass straight through).
@@ -68,10 +76,10 @@ enum SecItemCall {
                     operation == .add
                     ? try KeyItems.addition(of: key, to: query) : try KeyItems.matching(key, in: query)
             } else if let certificate = KeyItems.valueCertificate(in: dictionary, bridged: query) {
-                guard operation == .add else {
-                    throw KeychainError.invalidParameter("kSecValueRef names certificates only when adding, for now")
-                }
-                query = try KeyItems.addition(of: certificate, to: query)
+                query =
+                    operation == .add
+                    ? try KeyItems.addition(of: certificate, to: query)
+                    : try KeyItems.matching(certificate, in: query)
             }
             let keyObjects = KeyItems.wantsKeyObjects(query)
             if keyObjects { query = KeyItems.askingForKeyMaterial(query) }

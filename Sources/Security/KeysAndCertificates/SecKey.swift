@@ -267,11 +267,11 @@ public func SecKeyIsAlgorithmSupported(
         return key.key.supports(scheme)
     case .encrypt:
         if case .ec = key.key.kind { return algorithm.eciesScheme != nil }
-        return algorithm.encryptionScheme != nil
+        return algorithm.encryptionScheme != nil || algorithm.rsaHybridHash != nil
     case .decrypt:
         guard key.key.isPrivate else { return false }
         if case .ec = key.key.kind { return algorithm.eciesScheme != nil }
-        return algorithm.encryptionScheme != nil
+        return algorithm.encryptionScheme != nil || algorithm.rsaHybridHash != nil
     case .keyExchange:
         guard case .ec = key.key.kind, key.key.isPrivate else { return false }
         return algorithm.keyExchangeKDF != nil
@@ -321,6 +321,11 @@ public func SecKeyCreateEncryptedData(
     if let ecies = algorithm.eciesScheme {
         return run(error) { () throws(AsymmetricKey.Failure) in try key.key.eciesEncrypt(plaintext as Data, ecies) }
     }
+    if let hash = algorithm.rsaHybridHash {
+        return run(error) { () throws(AsymmetricKey.Failure) in
+            try key.key.rsaHybridEncrypt(plaintext as Data, hash: hash)
+        }
+    }
     return cipher(algorithm, error) { scheme throws(AsymmetricKey.Failure) in
         try key.key.publicKey().encrypt(plaintext as Data, scheme)
     }
@@ -333,6 +338,11 @@ public func SecKeyCreateDecryptedData(
     if let ecies = algorithm.eciesScheme {
         return run(error) { () throws(AsymmetricKey.Failure) in
             try key.key.eciesDecrypt(ciphertext as Data, ecies).withUnsafeBytes { Data($0) }
+        }
+    }
+    if let hash = algorithm.rsaHybridHash {
+        return run(error) { () throws(AsymmetricKey.Failure) in
+            try key.key.rsaHybridDecrypt(ciphertext as Data, hash: hash).withUnsafeBytes { Data($0) }
         }
     }
     return cipher(algorithm, error) { scheme throws(AsymmetricKey.Failure) in

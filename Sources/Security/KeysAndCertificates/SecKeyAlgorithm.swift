@@ -72,6 +72,11 @@ extension SecKeyAlgorithm {
     public static let rsaEncryptionOAEPSHA256 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA256")
     public static let rsaEncryptionOAEPSHA384 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA384")
     public static let rsaEncryptionOAEPSHA512 = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA512")
+    public static let rsaEncryptionOAEPSHA1AESGCM = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA1:AESGCM")
+    public static let rsaEncryptionOAEPSHA224AESGCM = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA224:AESGCM")
+    public static let rsaEncryptionOAEPSHA256AESGCM = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA256:AESGCM")
+    public static let rsaEncryptionOAEPSHA384AESGCM = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA384:AESGCM")
+    public static let rsaEncryptionOAEPSHA512AESGCM = SecKeyAlgorithm("algid:encrypt:RSA:OAEP:SHA512:AESGCM")
 
     /// The signature scheme this algorithm names, or nil when it is no signature this project makes.
     var signatureScheme: SignatureScheme? {
@@ -108,6 +113,18 @@ extension SecKeyAlgorithm {
         case "algid:encrypt:RSA:OAEP:SHA256": .rsaOAEP(.sha256)
         case "algid:encrypt:RSA:OAEP:SHA384": .rsaOAEP(.sha384)
         case "algid:encrypt:RSA:OAEP:SHA512": .rsaOAEP(.sha512)
+        default: nil
+        }
+    }
+
+    /// The OAEP hash of an RSA-OAEP-AES-GCM algorithm; nil when it is none.
+    var rsaHybridHash: Hash? {
+        switch name {
+        case "algid:encrypt:RSA:OAEP:SHA1:AESGCM": .sha1
+        case "algid:encrypt:RSA:OAEP:SHA224:AESGCM": .sha224
+        case "algid:encrypt:RSA:OAEP:SHA256:AESGCM": .sha256
+        case "algid:encrypt:RSA:OAEP:SHA384:AESGCM": .sha384
+        case "algid:encrypt:RSA:OAEP:SHA512:AESGCM": .sha512
         default: nil
         }
     }

@@ -98,6 +98,31 @@ enum KeyItems {
         return terms
     }
 
+    /// A query naming a certificate by `kSecValueRef`: it matches the item of that certificate, by
+    /// Apple's certificate primary key (type, issuer, serial number).
+    static func matching(_ certificate: SecCertificate, in query: [String: ItemValue]) throws -> [String: ItemValue] {
+        var terms = query
+        terms["v_Ref"] = nil
+        if let itemClass = terms["class"], itemClass != .string("cert") {
+            throw KeychainError.invalidParameter("a SecCertificate names a kSecClassCertificate item")
+        }
+        for (name, value) in try matchingTerms(of: certificate) { terms[name] = value }
+        return terms
+    }
+
+    /// The terms that name `certificate`'s item: its class and primary key, and its key's hash.
+    static func matchingTerms(of certificate: SecCertificate) throws -> [String: ItemValue] {
+        let x509 = certificate.certificate
+        var terms: [String: ItemValue] = [
+            "class": .string("cert"), "ctyp": .integer(Int64(x509.version)), "issr": .data(x509.issuerDER),
+            "slnr": .data(x509.serialNumber),
+        ]
+        if let key = x509.publicKey(), let bytes = try? key.publicRepresentation() {
+            terms["pkhh"] = .data(try Digest.sha1(bytes))
+        }
+        return terms
+    }
+
     /// What the service is asked instead of `kSecReturnRef` on key items: the data and the attributes,
     /// from which the key objects are made.
     static func wantsKeyObjects(_ query: [String: ItemValue]) -> Bool {
