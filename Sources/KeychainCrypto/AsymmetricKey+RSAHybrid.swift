@@ -48,5 +48,11 @@ extension AsymmetricKey {
         }
     }
 
+    /// Whether this key can carry the scheme: an RSA key whose OAEP block holds the session key.
+    public func supportsRSAHybrid(hash: Hash) -> Bool {
+        guard case .rsa = kind else { return false }
+        return blockSize - 2 * hash.length - 2 >= sessionKeyLength
+    }
+
     private var sessionKeyLength: Int { blockSize * 8 >= 4096 ? 32 : 16 }
 }

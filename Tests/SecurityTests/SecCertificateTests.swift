@@ -334,4 +334,77 @@ final class SecCertificateTests: XCTestCase {
         XCTAssertEqual(SecItemCopyMatching(keys as CFDictionary, nil), errSecItemNotFound)
         XCTAssertEqual(SecItemCopyMatching([kSecValueRef as String: ca] as CFDictionary, nil), errSecSuccess)
     }
+
+    func testIdentityDeletesKeepWhatOtherIdentitiesAndKeysStillNeed() throws {
+        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
+        defer { withExtendedLifetime(keychain) {} }
+        let (identity, ca, leaf) = try leafIdentity()
+        // A renewed certificate for the same key, and an unrelated private key.
+        try openssl([
+            "x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "0x77", "-days",
+            "30", "-out", "renewed.pem",
+        ])
+        let renewed = try XCTUnwrap(SecCertificateCreateWithData(nil, try der("renewed") as CFData))
+        var error: Unmanaged<CFError>?
+        let unrelatedTag = Data("com.example.unrelated".utf8)
+        let unrelated: [String: Any] = [
+            kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+            kSecAttrIsPermanent as String: true, kSecAttrApplicationTag as String: unrelatedTag,
+        ]
+        XCTAssertNotNil(SecKeyCreateRandomKey(unrelated as CFDictionary, &error))
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: identity] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: renewed] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: ca] as CFDictionary, nil), errSecSuccess)
+        func identityCount(_ terms: [String: Any] = [:]) -> Int {
+            var query = terms
+            query[kSecClass as String] = kSecClassIdentity
+            query[kSecReturnRef as String] = true
+            query[kSecMatchLimit as String] = kSecMatchLimitAll
+            var found: CFTypeRef?
+            guard SecItemCopyMatching(query as CFDictionary, &found) == errSecSuccess else { return 0 }
+            return (found as? [SecIdentity])?.count ?? -1
+        }
+        XCTAssertEqual(identityCount(), 2)
+        // A certificate as the reference of an identity query names that certificate's identity only;
+        // the CA has no key, so it names none.
+        XCTAssertEqual(identityCount([kSecValueRef as String: renewed]), 1)
+        XCTAssertEqual(identityCount([kSecValueRef as String: ca]), 0)
+        XCTAssertEqual(
+            SecItemDelete([kSecClass as String: kSecClassIdentity, kSecValueRef as String: ca] as CFDictionary),
+            errSecItemNotFound)
+        // An identity's key is private: asking for a public key class finds none.
+        XCTAssertEqual(identityCount([kSecAttrKeyClass as String: kSecAttrKeyClassPublic]), 0)
+        XCTAssertEqual(identityCount([kSecAttrKeyClass as String: kSecAttrKeyClassPrivate]), 2)
+        // Apple's delete rules: no match limit other than all, no UI skip.
+        let limited: [String: Any] = [
+            kSecClass as String: kSecClassIdentity, kSecMatchLimit as String: kSecMatchLimitOne,
+        ]
+        XCTAssertEqual(SecItemDelete(limited as CFDictionary), errSecParam)
+        XCTAssertEqual(identityCount(), 2)
+        // Identities hand back their reference and attributes, not data (yet).
+        let withData: [String: Any] = [kSecClass as String: kSecClassIdentity, kSecReturnData as String: true]
+        var result: CFTypeRef?
+        XCTAssertEqual(SecItemCopyMatching(withData as CFDictionary, &result), errSecUnimplemented)
+
+        // Deleting the old identity keeps the key the renewed certificate still names.
+        XCTAssertEqual(
+            SecItemDelete([kSecClass as String: kSecClassIdentity, kSecValueRef as String: leaf] as CFDictionary),
+            errSecSuccess)
+        XCTAssertEqual(identityCount(), 1)
+        XCTAssertEqual(identityCount([kSecValueRef as String: renewed]), 1)
+        let privateKeys: [String: Any] = [
+            kSecClass as String: kSecClassKey, kSecAttrKeyClass as String: kSecAttrKeyClassPrivate,
+            kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true,
+        ]
+        XCTAssertEqual(SecItemCopyMatching(privateKeys as CFDictionary, &result), errSecSuccess)
+        XCTAssertEqual((result as? [[String: Any]])?.count, 2)
+        // Deleting the last identity of that key takes the key too, and nothing else.
+        XCTAssertEqual(SecItemDelete([kSecClass as String: kSecClassIdentity] as CFDictionary), errSecSuccess)
+        XCTAssertEqual(identityCount(), 0)
+        XCTAssertEqual(SecItemCopyMatching(privateKeys as CFDictionary, &result), errSecSuccess)
+        let remaining = try XCTUnwrap(result as? [[String: Any]])
+        XCTAssertEqual(remaining.count, 1)
+        XCTAssertEqual(remaining.first?[kSecAttrApplicationTag as String] as? Data, unrelatedTag)
+        XCTAssertEqual(SecItemCopyMatching([kSecValueRef as String: ca] as CFDictionary, nil), errSecSuccess)
+    }
 }

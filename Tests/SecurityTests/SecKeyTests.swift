@@ -189,8 +189,22 @@ final class SecKeyTests: XCTestCase {
         let ec = try randomKey(kSecAttrKeyTypeECSECPrimeRandom, 256)
         let ecPublic = try XCTUnwrap(SecKeyCopyPublicKey(ec))
         XCTAssertFalse(SecKeyIsAlgorithmSupported(ecPublic, .encrypt, .rsaEncryptionOAEPSHA256AESGCM))
-        XCTAssertNotNil(
-            status { SecKeyCreateEncryptedData(ecPublic, .rsaEncryptionOAEPSHA256AESGCM, Data() as CFData, $0) })
+        XCTAssertEqual(
+            status { SecKeyCreateEncryptedData(ecPublic, .rsaEncryptionOAEPSHA256AESGCM, Data() as CFData, $0) },
+            Int(errSecParam))
+        // A 1024-bit key has no room for a session key under OAEP-SHA512 (128 − 2·64 − 2 < 16 bytes),
+        // and says so; SHA-384 still fits. An empty message seals to the key block and a tag.
+        let small = try randomKey(kSecAttrKeyTypeRSA, 1024)
+        let smallPublic = try XCTUnwrap(SecKeyCopyPublicKey(small))
+        XCTAssertFalse(SecKeyIsAlgorithmSupported(smallPublic, .encrypt, .rsaEncryptionOAEPSHA512AESGCM))
+        XCTAssertEqual(
+            status { SecKeyCreateEncryptedData(smallPublic, .rsaEncryptionOAEPSHA512AESGCM, Data() as CFData, $0) },
+            Int(errSecParam))
+        XCTAssertTrue(SecKeyIsAlgorithmSupported(smallPublic, .encrypt, .rsaEncryptionOAEPSHA384AESGCM))
+        let empty = try XCTUnwrap(
+            SecKeyCreateEncryptedData(smallPublic, .rsaEncryptionOAEPSHA384AESGCM, Data() as CFData, nil))
+        XCTAssertEqual((empty as Data).count, 128 + 16)
+        XCTAssertEqual(SecKeyCreateDecryptedData(small, .rsaEncryptionOAEPSHA384AESGCM, empty, nil) as Data?, Data())
     }
 
     // MARK: Against the openssl command

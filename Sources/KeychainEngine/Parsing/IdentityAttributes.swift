@@ -1,10 +1,19 @@
 /// Which half of an identity an attribute of a `kSecClassIdentity` query constrains. An identity has
-/// no table of its own: its query is a certificate query joined to a private-key query, and a name
-/// both classes have belongs to the certificate (Apple's rule: certificate first, then key).
+/// no table of its own: its query is a private-key query joined to certificates whose `pkhh` is the
+/// key's `klbl`. As in Apple's join, the certificate's own columns, its label and its token go to the
+/// certificate; the bookkeeping every item has (access group, synchronizable, user, tombstone) goes to
+/// both; every other name constrains the key.
 public enum IdentityAttributes {
-    /// True when `name` is an attribute of key items and not of certificate items (`atag`, `kcls`,
-    /// the usage flags …).
-    public static func constrainsKey(_ name: String) -> Bool {
-        AttributeSchema.descriptor(name, in: .certificate) == nil && AttributeSchema.descriptor(name, in: .key) != nil
+    public enum Half: Sendable { case certificate, key, both }
+
+    public static func half(of name: String) -> Half {
+        if shared.contains(name) { return .both }
+        if certificateNames.contains(name) { return .certificate }
+        let onCertificate = AttributeSchema.descriptor(name, in: .certificate) != nil
+        let onKey = AttributeSchema.descriptor(name, in: .key) != nil
+        return onCertificate && !onKey ? .certificate : .key
     }
+
+    private static let shared: Set<String> = ["agrp", "sync", "musr", "tomb"]
+    private static let certificateNames: Set<String> = ["labl", "tkid"]
 }

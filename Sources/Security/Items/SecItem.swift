@@ -51,19 +51,19 @@ enum SecItemCall {
         do {
             // Identities are certificates paired with keys, found, added and deleted here (rare paths).
             if IdentityItems.isIdentityQuery(query) {
-                let identity = IdentityItems.valueIdentity(in: dictionary)
+                let reference = IdentityItems.valueObject(in: dictionary)
                 let service = try KeychainServices.current()
                 switch operation {
                 case .copy:
-                    let found = try IdentityItems.copyMatching(query, reference: identity, service: service)
+                    let found = try IdentityItems.copyMatching(query, reference: reference, service: service)
                     if let result, let found { result.pointee = found }
                 case .add:
-                    guard let identity else {
+                    guard let identity = reference as? SecIdentity else {
                         throw KeychainError.invalidParameter("an identity is added as a SecIdentity in kSecValueRef")
                     }
                     try IdentityItems.add(identity, query: query, service: service)
                 case .delete:
-                    try IdentityItems.delete(query, reference: identity, service: service)
+                    try IdentityItems.delete(query, reference: reference, service: service)
                 case .other:
                     throw KeychainError.unimplemented("identities are updated through their certificate or their key")
                 }

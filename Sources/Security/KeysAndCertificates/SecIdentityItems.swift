@@ -5,9 +5,9 @@ import KeychainEngine
 
 /// Identities in the keychain. An identity has no item of its own: a `kSecClassIdentity` query is a
 /// certificate query joined to private keys, each certificate paired with the private key whose `klbl`
-/// is the certificate's `pkhh`. Terms naming key attributes (`atag`, `kcls`, usage flags) constrain
-/// the key, every other term the certificate. Adding an identity adds its certificate and its key;
-/// deleting one deletes both.
+/// is the certificate's `pkhh`; `IdentityAttributes` says which half each term constrains. Adding an
+/// identity adds its certificate and its key; deleting one deletes both (the key only when no other
+/// certificate names it).
 enum IdentityItems {
     /// Whether the query is about identities: `kSecClassIdentity`, or a `SecIdentity` as `kSecValueRef`.
     static func isIdentityQuery(_ query: [String: ItemValue]) -> Bool {
@@ -16,51 +16,45 @@ enum IdentityItems {
         return false
     }
 
-    /// The `SecIdentity` a dictionary holds as `kSecValueRef`.
-    static func valueIdentity(in dictionary: CFDictionary) -> SecIdentity? {
-        var found: SecIdentity?
+    /// The object a dictionary holds as `kSecValueRef` (an identity, a certificate or a key).
+    static func valueObject(in dictionary: CFDictionary) -> SecObject? {
+        var found: SecObject?
         dictionary.enumerateKeysAndObjects { key, value, stop in
             let name = (key as? String) ?? (key as? SecConstantString)?.value
-            if name == "v_Ref", let identity = value as? SecIdentity {
-                found = identity
+            if name == "v_Ref", let object = value as? SecObject {
+                found = object
                 stop.pointee = true
             }
         }
         return found
     }
 
-    /// One identity the keychain holds: the certificate item and the key item that make it.
+    /// One identity the keychain holds: the certificate item and the key item that make it, and the
+    /// identity object when it was asked for.
     private struct Pair {
         let certificate: [String: ItemValue]
         let key: [String: ItemValue]
+        let identity: SecIdentity?
     }
 
     /// The identities the query finds, in the shape it asks for (`kSecReturnRef`: identities;
     /// `kSecReturnAttributes`: the certificate's attributes, with `v_Ref` when both are asked).
     static func copyMatching(
-        _ query: [String: ItemValue], reference: SecIdentity?, service: any KeychainService
+        _ query: [String: ItemValue], reference: SecObject?, service: any KeychainService
     ) throws -> AnyObject? {
         let wantRef = query["r_Ref"] == .bool(true)
         let wantAttributes = query["r_Attributes"] == .bool(true)
-        // The key's data is read only when an identity object is asked for (a guarded key asks then).
-        let pairs = try find(query, reference: reference, readingKeys: wantRef, service: service)
-        var identities: [(SecIdentity?, [String: ItemValue])] = []
-        for pair in pairs {
-            guard wantRef else {
-                identities.append((nil, pair.certificate))
-                continue
-            }
-            guard case .data(let der)? = pair.certificate["v_Data"],
-                let certificate = SecCertificateCreateWithData(nil, der as CFData),
-                case .data(let material)? = pair.key["v_Data"], let key = privateKey(material, pair.key)
-            else { continue }
-            identities.append((SecIdentity(certificate: certificate, privateKey: key), pair.certificate))
+        if query["r_Data"] == .bool(true) || query["r_PersistentRef"] == .bool(true) {
+            throw KeychainError.unimplemented("an identity's data and persistent reference are not returned yet")
         }
-        guard !identities.isEmpty else { throw KeychainError.itemNotFound }
+        let limit = try limit(of: query)
+        // The key's data is read only when an identity object is asked for (a guarded key asks then).
+        let pairs = try find(query, reference: reference, readingKeys: wantRef, limit: limit, service: service)
+        guard !pairs.isEmpty else { throw KeychainError.itemNotFound }
         guard wantRef || wantAttributes else { return nil }
-        func shape(_ entry: (SecIdentity?, [String: ItemValue])) -> AnyObject {
-            if !wantAttributes, let identity = entry.0 { return identity }
-            var attributes = entry.1
+        func shape(_ pair: Pair) -> AnyObject {
+            if !wantAttributes, let identity = pair.identity { return identity }
+            var attributes = pair.certificate
             attributes["v_Data"] = nil
             attributes["v_PersistentRef"] = nil
             let dictionary = NSMutableDictionary()
@@ -68,28 +62,62 @@ enum IdentityItems {
                 dictionary.addEntries(from: bridged as? [AnyHashable: Any] ?? [:])
             }
             dictionary["class"] = "idnt" as NSString
-            if let identity = entry.0 { dictionary["v_Ref"] = identity }
+            if let identity = pair.identity { dictionary["v_Ref"] = identity }
             return dictionary
         }
-        return limit(of: query) == 1 ? shape(identities[0]) : identities.prefix(limit(of: query)).map(shape) as NSArray
+        return limit == 1 ? shape(pairs[0]) : pairs.map(shape) as NSArray
     }
 
-    /// Deletes every identity the query finds: its certificate, then its private key (as Apple does).
-    /// Nobody is asked (deleting never is); a key shared by several certificates goes with the first.
-    static func delete(_ query: [String: ItemValue], reference: SecIdentity?, service: any KeychainService) throws {
-        let pairs = try find(query, reference: reference, readingKeys: false, service: service, all: true)
-        guard !pairs.isEmpty else { throw KeychainError.itemNotFound }
+    /// Deletes every identity the query finds: its certificate, then its private key unless another
+    /// certificate still names that key (as Apple does). Nobody is asked (deleting never is).
+    static func delete(_ query: [String: ItemValue], reference: SecObject?, service: any KeychainService) throws {
+        if query["u_AuthUI"] == .string("u_AuthUIS") {
+            throw KeychainError.invalidParameter("kSecUseAuthenticationUISkip is allowed only in SecItemCopyMatching")
+        }
+        if let limit = query["m_Limit"], limit != .string("m_LimitAll") {
+            throw KeychainError.invalidParameter("SecItemDelete deletes every match: kSecMatchLimit must be all")
+        }
+        let pairs = try find(query, reference: reference, readingKeys: false, limit: .max, service: service)
+        var deletedAny = false
+        var deletedKeys: Set<Data> = []
         for pair in pairs {
-            for (itemClass, item) in [("cert", pair.certificate), ("keys", pair.key)] {
-                guard case .data(let persistent)? = item["v_PersistentRef"] else {
-                    throw KeychainError.internalError("an identity's item came back without its reference")
-                }
-                do {
-                    try service.delete(["class": .string(itemClass), "v_PersistentRef": .data(persistent)])
-                } catch let error as KeychainError where error.code == .itemNotFound {
-                    // Already gone with an earlier pair (two certificates of one key).
-                }
+            guard case .data(let certificateReference)? = pair.certificate["v_PersistentRef"],
+                case .data(let keyReference)? = pair.key["v_PersistentRef"],
+                case .data(let hash)? = pair.certificate["pkhh"]
+            else { throw KeychainError.internalError("an identity's item came back without its reference") }
+            var certificate: [String: ItemValue] = [
+                "class": .string("cert"), "v_PersistentRef": .data(certificateReference),
+            ]
+            certificate["u_Tomb"] = query["u_Tomb"]
+            do {
+                try service.delete(certificate)
+            } catch let error as KeychainError where error.code == .itemNotFound {
+                // Readable but not writable here (a token's group): the identity stays, key and all.
+                continue
             }
+            deletedAny = true
+            guard !deletedKeys.contains(keyReference), try !certificateRemains(for: hash, service: service) else {
+                continue
+            }
+            var key: [String: ItemValue] = ["class": .string("keys"), "v_PersistentRef": .data(keyReference)]
+            key["u_Tomb"] = query["u_Tomb"]
+            do {
+                try service.delete(key)
+                deletedKeys.insert(keyReference)
+            } catch let error as KeychainError where error.code == .itemNotFound {
+                // Not writable here: the certificate went, the key stays where it is.
+            }
+        }
+        guard deletedAny else { throw KeychainError.itemNotFound }
+    }
+
+    /// Whether a certificate of any kind (synchronizable or not) still names the key with this hash.
+    private static func certificateRemains(for hash: Data, service: any KeychainService) throws -> Bool {
+        do {
+            _ = try service.copyMatching(["class": .string("cert"), "pkhh": .data(hash), "sync": .string("syna")])
+            return true
+        } catch let error as KeychainError where error.code == .itemNotFound {
+            return false
         }
     }
 
@@ -108,31 +136,55 @@ enum IdentityItems {
         }
     }
 
-    /// The certificate–key pairs the query names. Certificates without a private key are no identity.
+    /// The certificate–key pairs the query names, at most `limit` of them. Certificates without a
+    /// private key are no identity; with `readingKeys`, neither is a pair whose key does not load.
     private static func find(
-        _ query: [String: ItemValue], reference: SecIdentity?, readingKeys: Bool, service: any KeychainService,
-        all: Bool = false
+        _ query: [String: ItemValue], reference: SecObject?, readingKeys: Bool, limit: Int,
+        service: any KeychainService
     ) throws -> [Pair] {
         var certificateTerms: [String: ItemValue] = [:]
         var keyTerms: [String: ItemValue] = [:]
         for (name, value) in query {
             switch name {
-            case "class", "v_Ref", "v_Data", "r_Data", "r_Attributes", "r_Ref", "r_PersistentRef", "m_Limit":
+            case "class", "v_Ref", "r_Data", "r_Attributes", "r_Ref", "r_PersistentRef", "m_Limit":
                 continue
             case _ where name.hasPrefix("u_"):
-                // Use options (context, prompt, UI skip) hold for both halves.
+                // Use options (context, prompt, UI skip, tombstones) hold for both halves.
                 certificateTerms[name] = value
                 keyTerms[name] = value
-            case _ where IdentityAttributes.constrainsKey(name):
-                keyTerms[name] = value
+            case _ where name.hasPrefix("v_"):
+                throw KeychainError.invalidParameter("\(name) does not name an identity")
             default:
-                certificateTerms[name] = value
+                switch IdentityAttributes.half(of: name) {
+                case .certificate: certificateTerms[name] = value
+                case .key: keyTerms[name] = value
+                case .both:
+                    certificateTerms[name] = value
+                    keyTerms[name] = value
+                }
             }
         }
-        if let reference {
-            // An identity object names its certificate by the certificate primary key.
-            let own = try KeyItems.matchingTerms(of: reference.certificate)
-            for (name, value) in own { certificateTerms[name] = value }
+        if query["v_Ref"] != nil {
+            // An identity or certificate names the certificate; a key names the key.
+            switch reference {
+            case let identity as SecIdentity:
+                for (name, value) in try KeyItems.matchingTerms(of: identity.certificate) {
+                    certificateTerms[name] = value
+                }
+            case let certificate as SecCertificate:
+                for (name, value) in try KeyItems.matchingTerms(of: certificate) { certificateTerms[name] = value }
+            case let key as SecKey:
+                let own = try KeyItems.attributes(of: key)
+                for name in ["kcls", "klbl", "type", "bsiz", "esiz"] { keyTerms[name] = own[name] }
+            default:
+                throw KeychainError.invalidParameter("kSecValueRef of an identity query is no SecIdentity")
+            }
+        }
+        // An identity's key is private, and its klbl is its certificate's pkhh.
+        if let keyClass = keyTerms["kcls"], keyClass != .integer(1), keyClass != .string("1") { return [] }
+        if let label = keyTerms["klbl"] {
+            if let hash = certificateTerms["pkhh"], hash != label { return [] }
+            certificateTerms["pkhh"] = label
         }
         certificateTerms["class"] = .string("cert")
         certificateTerms["r_Data"] = .bool(true)
@@ -146,7 +198,6 @@ enum IdentityItems {
         } catch let error as KeychainError where error.code == .itemNotFound {
             return []
         }
-        let limit = all ? Int.max : limit(of: query)
         var pairs: [Pair] = []
         for result in certificates where pairs.count < limit {
             guard case .dictionary(let certificate) = result, case .data(let hash)? = certificate["pkhh"] else {
@@ -159,22 +210,35 @@ enum IdentityItems {
             terms["r_Attributes"] = .bool(true)
             terms["r_PersistentRef"] = .bool(true)
             if readingKeys { terms["r_Data"] = .bool(true) }
+            let key: [String: ItemValue]
             do {
-                guard case .dictionary(let key)? = try service.copyMatching(terms) else { continue }
-                pairs.append(Pair(certificate: certificate, key: key))
+                guard case .dictionary(let found)? = try service.copyMatching(terms) else { continue }
+                key = found
             } catch let error as KeychainError where error.code == .itemNotFound {
                 continue
             }
+            var identity: SecIdentity?
+            if readingKeys {
+                guard case .data(let der)? = certificate["v_Data"],
+                    let object = SecCertificateCreateWithData(nil, der as CFData),
+                    case .data(let material)? = key["v_Data"], let privateKey = privateKey(material, key)
+                else { continue }
+                identity = SecIdentity(certificate: object, privateKey: privateKey)
+            }
+            pairs.append(Pair(certificate: certificate, key: key, identity: identity))
         }
         return pairs
     }
 
     /// How many identities the query asks for (`kSecMatchLimit`; one by default).
-    private static func limit(of query: [String: ItemValue]) -> Int {
+    private static func limit(of query: [String: ItemValue]) throws -> Int {
         switch query["m_Limit"] {
-        case .string("m_LimitAll")?: Int.max
-        case .integer(let limit)? where limit > 1: Int(clamping: limit)
-        default: 1
+        case nil, .string("m_LimitOne")?: return 1
+        case .string("m_LimitAll")?: return .max
+        case .integer(let limit)? where limit > 0: return Int(clamping: limit)
+        default:
+            throw KeychainError.invalidParameter(
+                "m_Limit must be kSecMatchLimitOne, kSecMatchLimitAll or a positive number")
         }
     }
 

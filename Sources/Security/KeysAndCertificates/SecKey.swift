@@ -267,11 +267,13 @@ public func SecKeyIsAlgorithmSupported(
         return key.key.supports(scheme)
     case .encrypt:
         if case .ec = key.key.kind { return algorithm.eciesScheme != nil }
-        return algorithm.encryptionScheme != nil || algorithm.rsaHybridHash != nil
+        if let hash = algorithm.rsaHybridHash { return key.key.supportsRSAHybrid(hash: hash) }
+        return algorithm.encryptionScheme != nil
     case .decrypt:
         guard key.key.isPrivate else { return false }
         if case .ec = key.key.kind { return algorithm.eciesScheme != nil }
-        return algorithm.encryptionScheme != nil || algorithm.rsaHybridHash != nil
+        if let hash = algorithm.rsaHybridHash { return key.key.supportsRSAHybrid(hash: hash) }
+        return algorithm.encryptionScheme != nil
     case .keyExchange:
         guard case .ec = key.key.kind, key.key.isPrivate else { return false }
         return algorithm.keyExchangeKDF != nil
