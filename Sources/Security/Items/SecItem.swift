@@ -51,7 +51,7 @@ enum SecItemCall {
         do {
             // Identities are certificates paired with keys, found, added and deleted here (rare paths).
             if IdentityItems.isIdentityQuery(query) {
-                let reference = IdentityItems.valueObject(in: dictionary)
+                let reference = KeyItems.valueObject(in: dictionary)
                 let service = try KeychainServices.current()
                 switch operation {
                 case .copy:

@@ -16,19 +16,6 @@ enum IdentityItems {
         return false
     }
 
-    /// The object a dictionary holds as `kSecValueRef` (an identity, a certificate or a key).
-    static func valueObject(in dictionary: CFDictionary) -> SecObject? {
-        var found: SecObject?
-        dictionary.enumerateKeysAndObjects { key, value, stop in
-            let name = (key as? String) ?? (key as? SecConstantString)?.value
-            if name == "v_Ref", let object = value as? SecObject {
-                found = object
-                stop.pointee = true
-            }
-        }
-        return found
-    }
-
     /// One identity the keychain holds: the certificate item and the key item that make it, and the
     /// identity object when it was asked for.
     private struct Pair {

@@ -22,6 +22,11 @@ enum KeyItems {
         in dictionary: CFDictionary, bridged: [String: ItemValue], kind: ValueReference.Kind
     ) -> SecObject? {
         guard case .valueReference(let reference)? = bridged["v_Ref"], reference.kind == kind else { return nil }
+        return valueObject(in: dictionary)
+    }
+
+    /// The object (key, certificate or identity) a dictionary holds as `kSecValueRef`.
+    static func valueObject(in dictionary: CFDictionary) -> SecObject? {
         var found: SecObject?
         dictionary.enumerateKeysAndObjects { key, value, stop in
             let name = (key as? String) ?? (key as? SecConstantString)?.value
