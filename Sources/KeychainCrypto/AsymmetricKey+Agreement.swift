@@ -34,39 +34,3 @@ extension AsymmetricKey {
         }
     }
 }
-
-extension KeyDerivation {
-    /// The ANSI X9.63 KDF over `secret` with `sharedInfo`, through OpenSSL's `EVP_KDF` ("X963KDF").
-    public static func x963(secret: SecureBytes, sharedInfo: Data, hash: Hash, length: Int) throws -> SecureBytes {
-        guard (1...(1 << 20)).contains(length) else { throw CryptoError.libraryFailure("X9.63 KDF length") }
-        guard let kdf = EVP_KDF_fetch(nil, "X963KDF", nil) else { throw CryptoError.libraryFailure("no X963KDF") }
-        defer { EVP_KDF_free(kdf) }
-        guard let context = EVP_KDF_CTX_new(kdf) else { throw CryptoError.libraryFailure("EVP_KDF_CTX_new") }
-        defer { EVP_KDF_CTX_free(context) }
-        return try hash.name.withCString { digest in
-            try SecureBytes(count: length) { out in
-                let ok = secret.withUnsafeBytes { secretBytes in
-                    sharedInfo.withUnsafeBytes { info in
-                        var parameters = [
-                            OSSL_PARAM_construct_utf8_string(
-                                parameterName("digest"), UnsafeMutablePointer(mutating: digest), 0),
-                            OSSL_PARAM_construct_octet_string(
-                                parameterName("key"), UnsafeMutableRawPointer(mutating: secretBytes.baseAddress),
-                                secretBytes.count),
-                            OSSL_PARAM_construct_octet_string(
-                                parameterName("info"), UnsafeMutableRawPointer(mutating: info.baseAddress), info.count),
-                            OSSL_PARAM_construct_end(),
-                        ]
-                        return EVP_KDF_derive(
-                            context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), length, &parameters)
-                    }
-                }
-                guard ok == 1 else { throw CryptoError.libraryFailure("X9.63 KDF") }
-            }
-        }
-    }
-
-    private static func parameterName(_ text: StaticString) -> UnsafePointer<CChar> {
-        UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
-    }
-}

@@ -1,6 +1,5 @@
 import Foundation
 import KeychainCore
-import KeychainCrypto
 import KeychainEngine
 
 /// Identities in the keychain. An identity has no item of its own: a `kSecClassIdentity` query is a
@@ -44,12 +43,8 @@ enum IdentityItems {
             var attributes = pair.certificate
             attributes["v_Data"] = nil
             attributes["v_PersistentRef"] = nil
-            let dictionary = NSMutableDictionary()
-            if let bridged = ValueBridging.object(.dictionary(attributes)) as? NSDictionary {
-                dictionary.addEntries(from: bridged as? [AnyHashable: Any] ?? [:])
-            }
+            let dictionary = KeyItems.resultDictionary(attributes, reference: pair.identity)
             dictionary["class"] = "idnt" as NSString
-            if let identity = pair.identity { dictionary["v_Ref"] = identity }
             return dictionary
         }
         return limit == 1 ? shape(pairs[0]) : pairs.map(shape) as NSArray
@@ -208,7 +203,8 @@ enum IdentityItems {
             if readingKeys {
                 guard case .data(let der)? = certificate["v_Data"],
                     let object = SecCertificateCreateWithData(nil, der as CFData),
-                    case .data(let material)? = key["v_Data"], let privateKey = privateKey(material, key)
+                    case .data(let material)? = key["v_Data"],
+                    let privateKey = try? KeyItems.makeKey(material, attributes: key)
                 else { continue }
                 identity = SecIdentity(certificate: object, privateKey: privateKey)
             }
@@ -227,15 +223,5 @@ enum IdentityItems {
             throw KeychainError.invalidParameter(
                 "m_Limit must be kSecMatchLimitOne, kSecMatchLimitAll or a positive number")
         }
-    }
-
-    private static func privateKey(_ material: Data, _ attributes: [String: ItemValue]) -> SecKey? {
-        let hint: AsymmetricKey.KindHint
-        switch attributes["type"] {
-        case .integer(42)?, .string("42")?: hint = .rsa
-        case .integer(73)?, .string("73")?: hint = .ec
-        default: return nil
-        }
-        return (try? AsymmetricKey.importing(material, kind: hint, isPrivate: true)).map { SecKey(key: $0) }
     }
 }

@@ -158,12 +158,7 @@ enum KeyItems {
             guard wantData || wantAttributes || wantPersistent else { return key }
             if !wantData { values["v_Data"] = nil }
             if !wantAttributes { values = values.filter { $0.key == "v_Data" || $0.key == "v_PersistentRef" } }
-            let dictionary = NSMutableDictionary()
-            if let bridged = ValueBridging.object(.dictionary(values)) as? NSDictionary {
-                dictionary.addEntries(from: bridged as? [AnyHashable: Any] ?? [:])
-            }
-            dictionary["v_Ref"] = key
-            return dictionary
+            return resultDictionary(values, reference: key)
         }
         // An item that cannot be made into an object is left out of an array (one bad item in a
         // shared group must not hide every other); alone, it is not found.
@@ -175,6 +170,16 @@ enum KeyItems {
         }
     }
 
+    /// An answer's attributes as the dictionary Apple returns, with the object as `v_Ref` when there is one.
+    static func resultDictionary(_ values: [String: ItemValue], reference: SecObject?) -> NSMutableDictionary {
+        let dictionary = NSMutableDictionary()
+        if let bridged = ValueBridging.object(.dictionary(values)) as? NSDictionary {
+            dictionary.addEntries(from: bridged as? [AnyHashable: Any] ?? [:])
+        }
+        if let reference { dictionary["v_Ref"] = reference }
+        return dictionary
+    }
+
     private static func makeCertificate(_ der: Data) throws -> SecCertificate {
         guard let certificate = SecCertificateCreateWithData(nil, der as CFData) else {
             throw KeychainError.invalidParameter("the certificate item's data is not a certificate")
@@ -182,7 +187,8 @@ enum KeyItems {
         return certificate
     }
 
-    private static func makeKey(_ material: Data, attributes: [String: ItemValue]) throws -> SecKey {
+    /// The `SecKey` of a key item: its data read as the key its class and type name.
+    static func makeKey(_ material: Data, attributes: [String: ItemValue]) throws -> SecKey {
         let isPrivate: Bool
         switch attributes["kcls"] {
         case .integer(1)?, .string("1")?: isPrivate = true
