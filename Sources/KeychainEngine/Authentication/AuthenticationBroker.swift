@@ -157,12 +157,14 @@ final class AuthenticationBroker: Sendable {
         return factors
     }
 
-    /// The factors a new item's secret is sealed under. Adding asks nobody (as on iOS, where an item is
-    /// created under its access control without a prompt), but a binding to biometry needs an enrolled
-    /// set, and an application password must be given.
-    func factorsForNewItem(_ accessControl: AccessControlPolicy, context: AuthenticationContextReference?) throws
-        -> SecretFactors
+    /// The factors a new item's secret is sealed under; nil when its access control (if any) guards no
+    /// secret. Adding asks nobody (as on iOS, where an item is created under its access control without
+    /// a prompt), but a binding to biometry needs an enrolled set, and an application password must be
+    /// given.
+    func factorsForNewItem(_ accessControl: AccessControlPolicy?, context: AuthenticationContextReference?) throws
+        -> SecretFactors?
     {
+        guard let accessControl, accessControl.guardsSecret else { return nil }
         var factors = SecretFactors()
         if accessControl.constraint?.bindsBiometryEnrollment == true {
             guard let secret = try biometry.enrollmentSecret() else {

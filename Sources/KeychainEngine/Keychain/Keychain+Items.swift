@@ -106,12 +106,9 @@ extension Keychain {
             synchronizable: synchronizable, tombstone: false, attributes: attributes,
             accessControl: query.accessControl, secret: query.valueData)
         try record.updateDigest()
-        var factors: SecretFactors?
-        if let accessControl = record.accessControl, accessControl.guardsSecret {
-            factors = try authentication.factorsForNewItem(accessControl, context: query.authenticationContext)
-            if accessControl.constraint?.offersBiometryCurrentSet == true {
-                record.biometryBinding = try authentication.currentSetBinding()
-            }
+        let factors = try authentication.factorsForNewItem(record.accessControl, context: query.authenticationContext)
+        if factors != nil, record.accessControl?.constraint?.offersBiometryCurrentSet == true {
+            record.biometryBinding = try authentication.currentSetBinding()
         }
         return (try ItemSealing.seal(record, classKey: classKey, digests: try digests(), factors: factors), record)
     }
@@ -209,10 +206,7 @@ extension Keychain {
                         ? try authentication.currentSetBinding() : nil
                 }
                 let classKey = try keybag.classKey(for: record.protection)
-                var factors: SecretFactors?
-                if let accessControl = record.accessControl, accessControl.guardsSecret {
-                    factors = try authentication.factorsForNewItem(accessControl, context: context)
-                }
+                let factors = try authentication.factorsForNewItem(record.accessControl, context: context)
                 var row = try ItemSealing.seal(record, classKey: classKey, digests: digests, factors: factors)
                 row.rowID = match.row.rowID
                 try replace(rowID: match.row.rowID, with: row, store: store)

@@ -44,19 +44,14 @@ enum ItemCrypto {
     ) throws -> Data {
         let itemKey = try SecureBytes(randomCount: AESGCM.keySize)
         let (wrapAAD, aad) = associatedData(part: part, binding: binding)
+        let salt = factors == nil ? nil : try Random.bytes(16)
         var writer = ByteWriter()
-        if let factors {
-            let salt = try Random.bytes(16)
-            writer.write(guardedBlobVersion)
-            writer.writeRaw(salt)
-            writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD))
-            let contentKey = try factors.contentKey(itemKey: itemKey, salt: salt)
-            writer.writeRaw(try AESGCM.seal(plaintext, key: contentKey, authenticating: aad))
-        } else {
-            writer.write(blobVersion)
-            writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD))
-            writer.writeRaw(try AESGCM.seal(plaintext, key: itemKey, authenticating: aad))
-        }
+        writer.write(salt == nil ? blobVersion : guardedBlobVersion)
+        if let salt { writer.writeRaw(salt) }
+        writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD))
+        var contentKey = itemKey
+        if let factors, let salt { contentKey = try factors.contentKey(itemKey: itemKey, salt: salt) }
+        writer.writeRaw(try AESGCM.seal(plaintext, key: contentKey, authenticating: aad))
         return writer.data
     }
 
