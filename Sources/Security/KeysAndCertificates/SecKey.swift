@@ -7,12 +7,16 @@ import KeychainCrypto
 public final class SecKey: SecObject, @unchecked Sendable {
     // Immutable: the key object, and the attributes it was made with.
     let key: AsymmetricKey
-    /// Attributes given at creation (label, tag, ...), kept for `SecKeyCopyAttributes`.
+    /// Attributes given at creation (label and application tag), kept for `SecKeyCopyAttributes`.
     let extraAttributes: [String: ItemValue]
+
+    /// The attributes a key keeps from its creation or its item; every other one describes the key
+    /// itself or its storage, and is computed.
+    static let keptAttributeNames: Set<String> = ["labl", "atag"]
 
     init(key: AsymmetricKey, attributes: [String: ItemValue] = [:]) {
         self.key = key
-        extraAttributes = attributes
+        extraAttributes = attributes.filter { Self.keptAttributeNames.contains($0.key) }
     }
 
     override func isSame(as other: SecObject) -> Bool {
@@ -81,10 +85,9 @@ public func SecKeyCreateRandomKey(
         fail(error, errSecParam, "missing kSecAttrKeySizeInBits")
         return nil
     }
-    let nested =
-        ((parameters as NSDictionary) as? [String: Any]).map { top in
-            ["private", "public"].contains { ((top[$0] as? [String: Any])?["tkid"]) != nil }
-        } ?? false
+    // Each key's attributes: the top level's, under its own sub-dictionary's (which win).
+    let top = (parameters as NSDictionary) as? [String: Any] ?? [:]
+    let nested = ["private", "public"].contains { ((top[$0] as? [String: Any])?["tkid"]) != nil }
     if values["tkid"] != nil || nested {
         fail(error, errSecUnimplemented, "Secure Enclave keys are not available yet")
         return nil
@@ -110,8 +113,6 @@ public func SecKeyCreateRandomKey(
         fail(error, failure)
         return nil
     }
-    // Each key's attributes: the top level's, under its own sub-dictionary's (which win).
-    let top = (parameters as NSDictionary) as? [String: Any] ?? [:]
     func merged(_ name: String) -> [String: Any] {
         let intrinsic = ["type", "bsiz", "esiz", "kcls", "private", "public"]
         var attributes = top.filter { !intrinsic.contains($0.key) }
@@ -122,7 +123,7 @@ public func SecKeyCreateRandomKey(
     }
     let privateAttributes = merged("private")
     let publicAttributes = merged("public")
-    let privateKey = SecKey(key: generated, attributes: keyAttributes(bridgedKeys(privateAttributes), private: true))
+    let privateKey = SecKey(key: generated, attributes: keptAttributes(privateAttributes))
     // Permanent keys are added to the keychain as kSecValueRef items (the public key too when its
     // attributes say so); a failed add fails the call with its status, and takes back what it added.
     var added: [SecKey] = []
@@ -154,13 +155,10 @@ private func isTrue(_ value: Any?) -> Bool {
     }
 }
 
-private func bridgedKeys(_ attributes: [String: Any]) -> [String: ItemValue] {
-    (try? ValueBridging.dictionary(attributes.filter { ["labl", "atag"].contains($0.key) } as CFDictionary)) ?? [:]
-}
-
-/// The attributes a key keeps from its creation: label and application tag.
-private func keyAttributes(_ values: [String: ItemValue], private: Bool) -> [String: ItemValue] {
-    values.filter { ["labl", "atag"].contains($0.key) }
+/// The kept attributes of a creation dictionary, bridged (only they: the others need not bridge).
+private func keptAttributes(_ attributes: [String: Any]) -> [String: ItemValue] {
+    let kept = attributes.filter { SecKey.keptAttributeNames.contains($0.key) }
+    return (try? ValueBridging.dictionary(kept as CFDictionary)) ?? [:]
 }
 
 /// A key from its external representation: `kSecAttrKeyType` and `kSecAttrKeyClass` (public or
@@ -191,7 +189,7 @@ public func SecKeyCreateWithData(
             fail(error, errSecParam, "the key is \(key.bits) bits, not the kSecAttrKeySizeInBits given")
             return nil
         }
-        return SecKey(key: key, attributes: keyAttributes(values, private: isPrivate))
+        return SecKey(key: key, attributes: values)
     } catch let failure {
         fail(error, failure)
         return nil

@@ -203,7 +203,7 @@ enum KeyItems {
         }
         do {
             let key = try AsymmetricKey.importing(material, kind: hint, isPrivate: isPrivate)
-            return SecKey(key: key, attributes: attributes.filter { ["labl", "atag"].contains($0.key) })
+            return SecKey(key: key, attributes: attributes)
         } catch {
             throw KeychainError.invalidParameter("the key item's data is not a key of its type")
         }
