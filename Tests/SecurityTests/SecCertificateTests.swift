@@ -407,4 +407,27 @@ final class SecCertificateTests: XCTestCase {
         XCTAssertEqual(remaining.first?[kSecAttrApplicationTag as String] as? Data, unrelatedTag)
         XCTAssertEqual(SecItemCopyMatching([kSecValueRef as String: ca] as CFDictionary, nil), errSecSuccess)
     }
+
+    func testAnIdentityWhoseKeyCannotBeAddedLeavesNoCertificate() throws {
+        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
+        defer { withExtendedLifetime(keychain) {} }
+        let (identity, _, leaf) = try leafIdentity()
+        // An issuer given beside the identity is a certificate attribute and no key attribute: the
+        // certificate goes in, the key is refused, and the certificate is taken back.
+        let add: [String: Any] = [kSecValueRef as String: identity, kSecAttrIssuer as String: Data("issuer".utf8)]
+        XCTAssertEqual(SecItemAdd(add as CFDictionary, nil), errSecNoSuchAttr)
+        let certificates: [String: Any] = [
+            kSecClass as String: kSecClassCertificate, kSecMatchLimit as String: kSecMatchLimitAll,
+        ]
+        XCTAssertEqual(SecItemCopyMatching(certificates as CFDictionary, nil), errSecItemNotFound)
+        // The same certificate stored before is no part of the failed add, and stays.
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: leaf] as CFDictionary, nil), errSecSuccess)
+        let again: [String: Any] = [
+            kSecValueRef as String: identity, kSecAttrIssuer as String: Data("issuer".utf8),
+            kSecAttrLabel as String: "another",
+        ]
+        XCTAssertEqual(SecItemAdd(again as CFDictionary, nil), errSecNoSuchAttr)
+        XCTAssertEqual(SecItemCopyMatching([kSecValueRef as String: leaf] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: identity] as CFDictionary, nil), errSecDuplicateItem)
+    }
 }

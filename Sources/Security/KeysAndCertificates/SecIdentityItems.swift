@@ -108,13 +108,25 @@ enum IdentityItems {
         var certificate = query
         certificate["class"] = nil
         certificate["v_Ref"] = nil
-        let certificateItem = try KeyItems.addition(of: identity.certificate, to: certificate)
+        var certificateItem = try KeyItems.addition(of: identity.certificate, to: certificate)
         let keyItem = try KeyItems.addition(of: identity.privateKey, to: certificate)
-        _ = try service.add(certificateItem)
+        certificateItem["r_PersistentRef"] = .bool(true)
+        let added = try service.add(certificateItem)
         do {
             _ = try service.add(keyItem)
         } catch let error as KeychainError where error.code == .duplicateItem {
             // The key was already there (an identity made from a stored key): the certificate joins it.
+        } catch {
+            // No half-added identity: the certificate just added goes again (by its own reference, so a
+            // copy of it elsewhere is left alone), and the key's failure is the answer.
+            var reference: ItemValue?
+            switch added {
+            case .data(let data)?: reference = .data(data)
+            case .dictionary(let values)?: reference = values["v_PersistentRef"]
+            default: reference = nil
+            }
+            if let reference { try? service.delete(["class": .string("cert"), "v_PersistentRef": reference]) }
+            throw error
         }
     }
 
