@@ -35,6 +35,15 @@ public enum KeychainRequest: Sendable, Codable {
     case biometry(BiometryCommand)
     /// The simulated companion device (`security companion`): enrolled means paired.
     case companion(BiometryCommand)
+    /// `SecKeyCreateRandomKey` with `kSecAttrTokenIDSecureEnclave`: makes a P-256 key whose private
+    /// half only the device root's holder can use, stores it with these attributes (a SecItemAdd
+    /// dictionary without the key itself), and answers like an add asked for its attributes, data
+    /// (the public key) and persistent reference.
+    case generateEnclaveKey(attributes: [String: ItemValue])
+    /// One private-key operation with the enclave key `query` names by persistent reference; the
+    /// query also carries what a read would (`kSecUseAuthenticationContext`, the prompt, the UI
+    /// choice), for the key's access control. Answers `.secret`.
+    case useEnclaveKey(query: [String: ItemValue], operation: EnclaveKeyOperation)
 
     /// The request's name, for logs and tests; never its values.
     public var name: String {
@@ -57,6 +66,8 @@ public enum KeychainRequest: Sendable, Codable {
         case .invalidateContext: "invalidateContext"
         case .biometry: "biometry"
         case .companion: "companion"
+        case .generateEnclaveKey: "generateEnclaveKey"
+        case .useEnclaveKey: "useEnclaveKey"
         }
     }
 
@@ -64,7 +75,7 @@ public enum KeychainRequest: Sendable, Codable {
     /// to the keychain's state or the app registry.
     public var isItemRequest: Bool {
         switch self {
-        case .add, .copyMatching, .update, .delete: true
+        case .add, .copyMatching, .update, .delete, .generateEnclaveKey, .useEnclaveKey: true
         default: false
         }
     }
@@ -80,6 +91,8 @@ public enum KeychainAnswer: Sendable, Codable, Equatable {
     case apps([AppRegistration])
     case authentication(AuthenticationOutcome)
     case biometry(BiometryStatus)
+    /// Bytes as sensitive as a key (an enclave key's shared secret), or a signature.
+    case secret(SecureBytes)
 }
 
 /// A keychain as its clients see it: the embedded engine in-process, or (later) the daemon over its
@@ -164,6 +177,16 @@ extension KeychainService {
             throw unexpected(.companion(command))
         }
         return status
+    }
+
+    public func generateEnclaveKey(_ attributes: [String: ItemValue]) throws -> ItemResult? {
+        try result(of: .generateEnclaveKey(attributes: attributes))
+    }
+
+    public func useEnclaveKey(_ query: [String: ItemValue], _ operation: EnclaveKeyOperation) throws -> SecureBytes {
+        let request = KeychainRequest.useEnclaveKey(query: query, operation: operation)
+        guard case .secret(let output) = try perform(request) else { throw unexpected(request) }
+        return output
     }
 
     private func result(of request: KeychainRequest) throws -> ItemResult? {

@@ -35,17 +35,32 @@ extension AsymmetricKey {
         guard case .ec(let curve) = kind, isPrivate else {
             throw .unsupported("ECIES decryption needs a private EC key")
         }
+        do {
+            return try Self.eciesDecrypt(ciphertext, curve: curve, scheme) { try sharedSecret(with: $0) }
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw .library("ECIES decryption")
+        }
+    }
+
+    /// ECIES decryption for a recipient on `curve` whose private key is held elsewhere: `agree` gives
+    /// the ECDH shared secret with the sender's ephemeral key. Errors are `Failure`s, or what `agree`
+    /// throws.
+    public static func eciesDecrypt(
+        _ ciphertext: Data, curve: Curve, _ scheme: ECIESScheme, agree: (AsymmetricKey) throws -> SecureBytes
+    ) throws -> SecureBytes {
         let pointLength = 1 + 2 * curve.coordinateSize
-        guard ciphertext.count >= pointLength + 16 else { throw .invalidKey("the ciphertext is too short") }
+        guard ciphertext.count >= pointLength + 16 else { throw Failure.invalidKey("the ciphertext is too short") }
         let ephemeralPublic = Data(ciphertext.prefix(pointLength))
         let ephemeral = try AsymmetricKey.importing(ephemeralPublic, kind: .ec, isPrivate: false)
-        let shared = try sharedSecret(with: ephemeral)
+        let shared = try agree(ephemeral)
         let (key, iv) = try Self.eciesKeys(shared, ephemeralPublic, curve, scheme)
         let body = ciphertext.dropFirst(pointLength)
         do {
             return try AESGCM.openDetached(Data(body.dropLast(16)), tag: Data(body.suffix(16)), key: key, iv: iv)
         } catch {
-            throw .invalidKey("the ciphertext does not decrypt with this key")
+            throw Failure.invalidKey("the ciphertext does not decrypt with this key")
         }
     }
 

@@ -85,7 +85,7 @@ public final class KeychainDaemon: Sendable {
         do {
             let tenant = try tenant(for: caller.peer.uid)
             switch request {
-            case .add, .copyMatching, .update, .delete:
+            case .add, .copyMatching, .update, .delete, .generateEnclaveKey, .useEnclaveKey:
                 lastActivity.store(Self.monotonicNow, ordering: .relaxed)
                 var client: ClientIdentity
                 do {

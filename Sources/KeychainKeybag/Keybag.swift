@@ -116,6 +116,17 @@ public final class Keybag: Sendable {
     /// A MAC under the device root (see `DeviceRoot.authenticate`).
     public func authenticate(_ data: Data) throws -> Data { try root.authenticate(data) }
 
+    /// Wraps a key that must never leave this device (an enclave key's private half) under the
+    /// device root, bound to `context`; only this root unwraps it (`unwrapDeviceBound`).
+    public func wrapDeviceBound(_ key: SecureBytes, context: Data) throws -> Data {
+        try root.wrap(key, context: Data("swift-keychain device-bound key v1".utf8) + context)
+    }
+
+    /// Reverses `wrapDeviceBound`; `KeybagError.foreignDevice` when this root did not wrap it for `context`.
+    public func unwrapDeviceBound(_ wrapped: Data, context: Data) throws -> SecureBytes {
+        try root.unwrap(wrapped, context: Data("swift-keychain device-bound key v1".utf8) + context)
+    }
+
     /// Locks: class-A keys leave memory. Without a passcode there is nothing to lock.
     public func lock() {
         state.withLock { state in

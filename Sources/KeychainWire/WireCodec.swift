@@ -168,6 +168,22 @@ private struct PayloadWriter {
                 if let answer { string(answer.rawValue) }
             case .status: writer.write(UInt8(5))
             }
+        case .generateEnclaveKey(let attributes):
+            writer.write(UInt8(19))
+            dictionary(attributes)
+        case .useEnclaveKey(let query, let operation):
+            writer.write(UInt8(20))
+            dictionary(query)
+            switch operation {
+            case .sign(let hash, let input, let data):
+                writer.write(UInt8(1))
+                writer.write(UInt8(Hash.allCases.firstIndex(of: hash) ?? 0))
+                writer.write(UInt8(input == .message ? 1 : 2))
+                writer.writeBytes(data)
+            case .sharedSecret(let peer):
+                writer.write(UInt8(2))
+                writer.writeBytes(peer)
+            }
         }
     }
 
@@ -230,6 +246,9 @@ private struct PayloadWriter {
             if let answer = status.standingAnswer { string(answer.rawValue) }
             writer.write(UInt8(status.domainState == nil ? 0 : 1))
             if let state = status.domainState { writer.writeBytes(state) }
+        case .secret(let bytes):
+            writer.write(UInt8(8))
+            secret(bytes)
         }
     }
 
@@ -407,6 +426,8 @@ private struct PayloadReader {
         case 16: return .invalidateContext(try context())
         case 17: return .biometry(try sensorCommand())
         case 18: return .companion(try sensorCommand())
+        case 19: return .generateEnclaveKey(attributes: try dictionary(depth: 0))
+        case 20: return .useEnclaveKey(query: try dictionary(depth: 0), operation: try enclaveKeyOperation())
         case let tag: throw WireError("unknown request \(tag)")
         }
     }
@@ -465,7 +486,25 @@ private struct PayloadReader {
                 BiometryStatus(
                     enrolled: enrolled, pendingAnswers: pending, standingAnswer: try flag() ? try sensorAnswer() : nil,
                     domainState: try flag() ? try bytes() : nil))
+        case 8: return .secret(try secret())
         case let tag: throw WireError("unknown answer \(tag)")
+        }
+    }
+
+    private mutating func enclaveKeyOperation() throws(WireError) -> EnclaveKeyOperation {
+        switch try byte() {
+        case 1:
+            let index = Int(try byte())
+            guard index < Hash.allCases.count else { throw WireError("unknown hash \(index)") }
+            let input: SignatureInput
+            switch try byte() {
+            case 1: input = .message
+            case 2: input = .digest
+            case let tag: throw WireError("unknown signature input \(tag)")
+            }
+            return .sign(hash: Hash.allCases[index], input: input, data: try bytes())
+        case 2: return .sharedSecret(peerPublicKey: try bytes())
+        case let tag: throw WireError("unknown enclave key operation \(tag)")
         }
     }
 

@@ -4,7 +4,7 @@ import Security
 
 /// Signing and verifying through `SecKey` beside the same operation done directly with OpenSSL's EVP
 /// calls on the same key (the floor), measured in turn sample by sample: ECDSA P-256 with SHA-256, and
-/// RSA-2048 PKCS#1 v1.5 with SHA-256.
+/// RSA-2048 PKCS#1 v1.5 with SHA-256; and an enclave key's signature against OpenSSL's.
 struct KeyBenchmark {
     let samples: Int
 
@@ -15,7 +15,55 @@ struct KeyBenchmark {
         measure(
             "RSA-2048 PKCS#1 v1.5 SHA-256", algorithm: "RSA", group: nil,
             secAlgorithm: .rsaSignatureMessagePKCS1v15SHA256)
+        measureEnclave()
         print("")
+    }
+
+    /// An enclave key's signature in the embedded keychain (a lookup of its item, the root's unwrap,
+    /// the import, the signature) beside OpenSSL signing with a P-256 key it holds.
+    private func measureEnclave() {
+        let home = NSTemporaryDirectory() + "keychain-bench-enclave-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let previousHome = getenv("KEYCHAIN_HOME").map { String(cString: $0) }
+        let previousSocket = getenv("KEYCHAIN_SOCKET").map { String(cString: $0) }
+        setenv("KEYCHAIN_HOME", home, 1)
+        setenv("KEYCHAIN_SOCKET", "", 1)
+        defer {
+            if let previousHome { setenv("KEYCHAIN_HOME", previousHome, 1) } else { unsetenv("KEYCHAIN_HOME") }
+            if let previousSocket { setenv("KEYCHAIN_SOCKET", previousSocket, 1) } else { unsetenv("KEYCHAIN_SOCKET") }
+        }
+        let parameters: [String: Any] = [
+            kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+            kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave,
+        ]
+        guard let enclaveKey = SecKeyCreateRandomKey(parameters as CFDictionary, nil),
+            let pkey = generate("EC", group: "P-256")
+        else { fail("cannot make the enclave key") }
+        defer { EVP_PKEY_free(pkey) }
+        let message = Data("a message to sign, as an app signs a request".utf8)
+        var floor = Latencies()
+        var enclave = Latencies()
+        for sample in 0..<samples {
+            for step in 0..<2 {
+                if (step == 0) == (sample % 2 == 0) {
+                    floor.measure { _ = directSign(pkey, message) }
+                } else {
+                    var produced: CFData?
+                    enclave.measure {
+                        produced = SecKeyCreateSignature(
+                            enclaveKey, .ecdsaSignatureMessageX962SHA256, message as CFData, nil)
+                    }
+                    if produced == nil { fail("the enclave key did not sign") }
+                }
+            }
+        }
+        for (label, latencies) in [
+            ("sign, OpenSSL directly: ECDSA P-256 SHA-256", floor), ("sign, enclave key (embedded)", enclave),
+        ] {
+            print(
+                "  " + label.padding(toLength: 46, withPad: " ", startingAt: 0) + "  " + format(latencies.median) + "  "
+                    + format(latencies.p99) + String(format: "  %8.2f", latencies.median / floor.median))
+        }
     }
 
     private func measure(_ name: String, algorithm: String, group: String?, secAlgorithm: SecKeyAlgorithm) {

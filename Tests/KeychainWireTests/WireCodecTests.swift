@@ -40,6 +40,12 @@ final class WireCodecTests: XCTestCase {
             .invalidateContext(AuthenticationContextReference()), .biometry(.enroll), .biometry(.unenroll),
             .biometry(.answer(.cancel)), .biometry(.standingAnswer(.match)), .biometry(.standingAnswer(nil)),
             .biometry(.status), .companion(.enroll), .companion(.answer(.match)), .companion(.status),
+            .generateEnclaveKey(attributes: ["tkid": .string(enclaveTokenID), "atag": .data(Data("t".utf8))]),
+            .useEnclaveKey(
+                query: ["v_PersistentRef": .data(Data([1, 2])), "u_OpPrompt": .string("Sign")],
+                operation: .sign(hash: .sha384, input: .digest, data: Data(repeating: 7, count: 48))),
+            .useEnclaveKey(query: [:], operation: .sign(hash: .sha1, input: .message, data: Data())),
+            .useEnclaveKey(query: query, operation: .sharedSecret(peerPublicKey: Data([4]) + Data(count: 64))),
         ]
     }
 
@@ -108,6 +114,7 @@ final class WireCodecTests: XCTestCase {
                     enrolled: true, pendingAnswers: [.match, .nomatch], standingAnswer: .cancel, domainState: Data([9]))
             ),
             .biometry(BiometryStatus(enrolled: false, pendingAnswers: [], standingAnswer: nil, domainState: nil)),
+            .secret(SecureBytes(copying: Array("shared secret".utf8))), .secret(SecureBytes(copying: [])),
         ]
         for (index, answer) in answers.enumerated() {
             let decoded = try WireCodec.answer(from: WireCodec.frame(.success(answer), id: UInt32(index)))
@@ -152,6 +159,10 @@ final class WireCodecTests: XCTestCase {
         // Not UTF-8, an unknown tag, an impossible count, a repeated key, too deep.
         refused(frame(payload: [2, 1, 0, 0, 0, 1, 0, 0, 0, 0xff, 1, 0, 0, 0, 0]), "not UTF-8")
         refused(frame(payload: [99]), "unknown request 99")
+        // An enclave key operation, a hash or a signature input the protocol does not know.
+        refused(frame(payload: [20, 0, 0, 0, 0, 9]), "unknown enclave key operation 9")
+        refused(frame(payload: [20, 0, 0, 0, 0, 1, 5, 1, 0, 0, 0, 0]), "unknown hash 5")
+        refused(frame(payload: [20, 0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0]), "unknown signature input 3")
         refused(frame(payload: [2, 0xff, 0xff, 0xff, 0xff]), "over the limit")
         refused(frame(payload: [2, 2, 0, 0, 0, 1, 0, 0, 0, 0x61, 11, 1, 0, 0, 0, 0x61, 11]), "twice")
         var deep: [UInt8] = [2, 1, 0, 0, 0, 1, 0, 0, 0, 0x61]

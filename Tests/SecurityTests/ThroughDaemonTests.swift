@@ -8,7 +8,7 @@ import XCTest
 final class ThroughDaemonTests: XCTestCase {
     static let suites = [
         "SecItemSemanticsTests", "ClientIdiomTests", "BadInputTests", "ThreadSafetyTests", "SeedBehaviourTests",
-        "AccessControlTests", "KeyItemTests",
+        "AccessControlTests", "KeyItemTests", "EnclaveKeyTests",
     ]
 
     func testTheSecItemSuitesGiveTheSameAnswersThroughTheDaemon() throws {

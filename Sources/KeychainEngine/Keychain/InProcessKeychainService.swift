@@ -37,6 +37,10 @@ public struct InProcessKeychainService: KeychainService {
                 )
             }
             return .biometry(try companion.perform(command))
+        case .generateEnclaveKey(let attributes):
+            return .result(try keychain.generateEnclaveKey(attributes, client: client))
+        case .useEnclaveKey(let query, let operation):
+            return .secret(try keychain.useEnclaveKey(query, operation: operation, client: client))
         case .registerApp, .listApps, .removeApp:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")

@@ -37,7 +37,7 @@ extension Keychain {
 
     /// Runs an operation after noticing keybag changes made by other processes (checked at most once
     /// a millisecond), translating failures.
-    private func perform<T>(_ body: () throws -> T) throws -> T {
+    func perform<T>(_ body: () throws -> T) throws -> T {
         do {
             try keybag.refreshIfChanged(maximumAge: 0.001)
             return try body()
@@ -69,7 +69,12 @@ extension Keychain {
     }
 
     /// Validates an add and seals the new item, ready for insertion.
-    private func prepareAdd(_ query: Query, client: ClientIdentity) throws -> (row: StoredItem, record: ItemRecord) {
+    ///
+    /// - Parameter enclavePublicKey: set only by `generateEnclaveKey`, whose query carries the wrapped
+    ///   private key as its data: a token item (`kSecAttrTokenID`) is never added from outside.
+    func prepareAdd(_ query: Query, client: ClientIdentity, enclavePublicKey: Data? = nil) throws -> (
+        row: StoredItem, record: ItemRecord
+    ) {
         guard let itemClass = query.itemClass, !query.isIdentity else {
             throw KeychainError.invalidParameter("identities are added as a certificate and a private key")
         }
@@ -81,6 +86,10 @@ extension Keychain {
         }
         if query.limitGiven {
             throw KeychainError.invalidParameter("kSecMatchLimit is not allowed in SecItemAdd")
+        }
+        if enclavePublicKey == nil, let token = query.attributes["tkid"], token != .string("") {
+            throw KeychainError.invalidParameter(
+                "kSecAttrTokenID items are made by their token: an enclave key by SecKeyCreateRandomKey")
         }
         let group = try client.groupForWriting(query.accessGroup)
         if query.synchronizable == .any {
@@ -105,6 +114,7 @@ extension Keychain {
             itemClass: itemClass, persistentID: try Random.bytes(16), protection: protection, accessGroup: group,
             synchronizable: synchronizable, tombstone: false, attributes: attributes,
             accessControl: query.accessControl, secret: query.valueData)
+        record.enclavePublicKey = enclavePublicKey
         try record.updateDigest()
         let factors = try authentication.factorsForNewItem(record.accessControl, context: query.authenticationContext)
         if factors != nil, record.accessControl?.constraint?.offersBiometryCurrentSet == true {
@@ -187,10 +197,10 @@ extension Keychain {
         defer { if query.authenticationContext == nil { authentication.forget(context, client: client) } }
         let asking = ItemAccess(query: query, broker: authentication, client: client, context: context)
         _ = try pool.withConnection { connection in
-            try search(
-                query, itemClass: itemClass, groups: groups, store: ItemStore(connection: connection), access: asking
-            )
-            .run(limit: Int.max, needSecret: true)
+            var search = try search(
+                query, itemClass: itemClass, groups: groups, store: ItemStore(connection: connection), access: asking)
+            search.enclaveKey = .wrappedPrivateKey
+            return try search.run(limit: Int.max, needSecret: true)
         }
         let access = ItemAccess(query: query, broker: authentication, client: client, context: context, asking: false)
         try changingMatches(
@@ -226,8 +236,11 @@ extension Keychain {
     ) throws {
         try pool.writeTransaction { connection in
             let store = ItemStore(connection: connection)
-            let matches = try search(query, itemClass: itemClass, groups: groups, store: store, access: access)
-                .run(limit: Int.max, needSecret: needSecret)
+            // The secrets found here are re-sealed or dropped, never returned: an enclave key's is its
+            // wrapped private key, kept as it is.
+            var search = try search(query, itemClass: itemClass, groups: groups, store: store, access: access)
+            search.enclaveKey = .wrappedPrivateKey
+            let matches = try search.run(limit: Int.max, needSecret: needSecret)
             guard !matches.isEmpty else { throw KeychainError.itemNotFound }
             try body(store, matches)
         }

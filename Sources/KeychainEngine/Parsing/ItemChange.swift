@@ -19,7 +19,7 @@ struct ItemChange {
             switch key {
             case "musr", "nleg", "sha1", "tomb", "cdat", "mdat":
                 break  // kept by the keychain itself
-            case "ggrp", "clip":
+            case "ggrp", "clip", "tkid":
                 throw KeychainError.invalidParameter("\(key) cannot be updated")
             default:
                 guard key.utf8.count == 4, let descriptor = AttributeSchema.descriptor(key, in: itemClass) else {
@@ -41,6 +41,16 @@ struct ItemChange {
 
     /// Applies the change; the modification date moves strictly forward.
     func apply(to record: inout ItemRecord, now: Date) throws {
+        if record.enclavePublicKey != nil {
+            let fixed = ["kcls", "type", "bsiz", "esiz", "klbl"].filter { attributes[$0] != nil }
+            if shared.secret != nil || shared.protection != nil || shared.accessControl != nil || !fixed.isEmpty
+                || synchronizable == true
+            {
+                throw KeychainError.invalidParameter(
+                    "an enclave key's data, key attributes, protection and access control are fixed when it is made, and it never synchronizes"
+                )
+            }
+        }
         for (name, value) in attributes { record.attributes[name] = value }
         if let secret = shared.secret { record.secret = secret }
         if let accessGroup = shared.accessGroup { record.accessGroup = accessGroup }

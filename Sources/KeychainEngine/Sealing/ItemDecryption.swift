@@ -4,12 +4,24 @@ import KeychainCrypto
 import KeychainKeybag
 import KeychainStorage
 
+/// Which secret an enclave key's record carries once opened.
+enum EnclaveKeyPart {
+    /// Its public key: what every read returns as its data.
+    case publicKey
+    /// Its private key wrapped by the device root: only to use the key, or to re-seal it on update.
+    case wrappedPrivateKey
+}
+
 /// Opening a row's blobs into an `ItemRecord`.
 enum ItemDecryption {
     /// The record, or nil when the row is corrupt or tampered with (logged, never returned).
-    static func open(_ row: StoredItem, protection: ProtectionClass, classKey: SecureBytes, needSecret: Bool)
-        -> ItemRecord?
-    {
+    ///
+    /// - Parameter enclaveKey: for an enclave key, whether `needSecret` means its wrapped private key
+    ///   (to use or re-seal it) rather than its public key, which is what every read gives.
+    static func open(
+        _ row: StoredItem, protection: ProtectionClass, classKey: SecureBytes, needSecret: Bool,
+        enclaveKey: EnclaveKeyPart = .publicKey
+    ) -> ItemRecord? {
         guard let itemClass = ItemClass(rawValue: row.itemClass) else { return nil }
         let binding = RowBinding(row: row, itemClass: itemClass, protection: protection)
         do {
@@ -21,7 +33,14 @@ enum ItemDecryption {
                 tombstone: metadata.tombstone, attributes: metadata.attributes,
                 accessControl: metadata.accessControl, secret: nil)
             record.biometryBinding = metadata.biometryBinding
-            if needSecret { record.secret = try openSecret(row, binding: binding, classKey: classKey) }
+            record.enclavePublicKey = metadata.enclavePublicKey
+            if needSecret {
+                if let publicKey = metadata.enclavePublicKey, enclaveKey == .publicKey {
+                    record.secret = publicKey
+                } else {
+                    record.secret = try openSecret(row, binding: binding, classKey: classKey)
+                }
+            }
             return record
         } catch {
             KeychainLog.error("an item failed its integrity check and is treated as corrupt")

@@ -18,8 +18,11 @@ struct ItemRecord: Sendable {
     /// enrolled later never satisfies that alternative. (Where every alternative needs the set, the
     /// item is bound to it by cryptography instead.)
     var biometryBinding: Data? = nil
-    /// The secret (`kSecValueData`); nil when the item was stored without one.
+    /// The secret (`kSecValueData`); nil when the item was stored without one. For an enclave key,
+    /// the private key wrapped by the device root, which never leaves the engine.
     var secret: Data?
+    /// An enclave key's public key (X9.63): what reads give as its data, without opening the secret.
+    var enclavePublicKey: Data? = nil
 
     var modificationDate: Date {
         if case .date(let date) = attributes["mdat"] { return date }
@@ -74,6 +77,11 @@ enum ItemRecordCoding {
             writer.write(UInt8(0))
         }
         writeAttributes(record, into: &writer)
+        // Sections that only some items have follow, each a tag and its bytes (none: nothing more).
+        if let publicKey = record.enclavePublicKey {
+            writer.write(UInt8(1))
+            writer.writeBytes(publicKey)
+        }
         return writer.data
     }
 
@@ -94,6 +102,7 @@ enum ItemRecordCoding {
         var accessControl: AccessControlPolicy?
         var biometryBinding: Data?
         var attributes: [String: ItemValue]
+        var enclavePublicKey: Data?
     }
 
     static func decodeMetadata(_ data: Data) throws(ByteReader.Truncated) -> Metadata {
@@ -121,10 +130,16 @@ enum ItemRecordCoding {
             let name = try reader.readString()
             attributes[name] = try readValue(&reader)
         }
+        var enclavePublicKey: Data?
+        if !reader.isAtEnd {
+            guard try reader.read() as UInt8 == 1 else { throw ByteReader.Truncated() }
+            enclavePublicKey = try reader.readBytes()
+        }
         guard reader.isAtEnd else { throw ByteReader.Truncated() }
         return Metadata(
             accessGroup: accessGroup, synchronizable: synchronizable, tombstone: tombstone,
-            accessControl: accessControl, biometryBinding: biometryBinding, attributes: attributes)
+            accessControl: accessControl, biometryBinding: biometryBinding, attributes: attributes,
+            enclavePublicKey: enclavePublicKey)
     }
 
     static func encodeSecret(_ secret: Data?) -> Data {

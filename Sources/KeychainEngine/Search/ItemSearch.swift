@@ -28,11 +28,16 @@ struct ItemSearch {
     let groups: [String]
     /// Who answers for items whose access control guards their secret, when secrets are read.
     var access: ItemAccess?
+    /// What an enclave key's secret is when secrets are read: its public key for every read, its
+    /// wrapped private key only to use or re-seal it.
+    var enclaveKey: EnclaveKeyPart = .publicKey
 
     /// - Parameter needAttributes: false when the caller uses only the secret and the row's identity;
     ///   a lookup by exact primary key then opens the secret blob alone (see `openSecretOnly`).
     func run(limit: Int, needSecret: Bool, needAttributes: Bool = true) throws -> [Match] {
-        let secretOnly = needSecret && !needAttributes && isExactPrimaryKeyLookup
+        // Keys never take the secret-only path: it skips the attributes, which tell an enclave key's
+        // wrapped private key (never handed out) from a key's data.
+        let secretOnly = needSecret && !needAttributes && isExactPrimaryKeyLookup && itemClass != .key
         if let musr = query.musr, musr != .data(Data()) { return [] }
         let groupDigests = try digests.accessGroups(groups)
         var matches: [Match] = []
@@ -187,10 +192,16 @@ struct ItemSearch {
         }
         if secretOnly { return ItemDecryption.openSecretOnly(row, protection: protection, classKey: classKey) }
         guard needSecret, ItemCrypto.isGuarded(row.secret) else {
-            return ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: needSecret)
+            return ItemDecryption.open(
+                row, protection: protection, classKey: classKey, needSecret: needSecret, enclaveKey: enclaveKey)
         }
         guard var record = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false)
         else { return nil }
+        // An enclave key's access control guards its use, not reading its public key.
+        if let publicKey = record.enclavePublicKey, enclaveKey == .publicKey {
+            record.secret = publicKey
+            return record
+        }
         guard let accessControl = record.accessControl, accessControl.guardsSecret else {
             KeychainLog.error("an item's secret is guarded but its attributes name no access control; skipping it")
             return nil

@@ -2,26 +2,34 @@ import Foundation
 import KeychainCore
 import KeychainCrypto
 
-/// A key: an RSA or elliptic-curve key pair or public key, held by OpenSSL (`AsymmetricKey`). Keys are
-/// equal when they are the same key: the same type, class and external representation.
+/// A key: an RSA or elliptic-curve key pair or public key, held by OpenSSL (`AsymmetricKey`), or an
+/// enclave key, whose private half the keychain service holds and uses. Keys are equal when they are
+/// the same key: the same type, class and public key.
 public final class SecKey: SecObject, @unchecked Sendable {
     // Immutable: the key object, and the attributes it was made with.
+    /// The key; for an enclave key, its public key.
     let key: AsymmetricKey
     /// Attributes given at creation (label and application tag), kept for `SecKeyCopyAttributes`.
     let extraAttributes: [String: ItemValue]
+    /// Set for an enclave key's private key: how to ask the keychain service to use it.
+    let enclave: EnclaveKeyReference?
+
+    /// Whether this is a private key (an enclave key's is, though only its public key is here).
+    var isPrivate: Bool { enclave != nil || key.isPrivate }
 
     /// The attributes a key keeps from its creation or its item; every other one describes the key
     /// itself or its storage, and is computed.
     static let keptAttributeNames: Set<String> = ["labl", "atag"]
 
-    init(key: AsymmetricKey, attributes: [String: ItemValue] = [:]) {
+    init(key: AsymmetricKey, attributes: [String: ItemValue] = [:], enclave: EnclaveKeyReference? = nil) {
         self.key = key
+        self.enclave = enclave
         extraAttributes = attributes.filter { Self.keptAttributeNames.contains($0.key) }
     }
 
     override func isSame(as other: SecObject) -> Bool {
         guard let other = other as? SecKey else { return false }
-        guard key.isPrivate == other.key.isPrivate, key.kind == other.key.kind else { return false }
+        guard isPrivate == other.isPrivate, key.kind == other.key.kind else { return false }
         guard let left = try? key.publicRepresentation(), let right = try? other.key.publicRepresentation() else {
             return self === other
         }
@@ -29,7 +37,7 @@ public final class SecKey: SecObject, @unchecked Sendable {
     }
 
     public override func hash(into hasher: inout Hasher) {
-        hasher.combine(key.isPrivate)
+        hasher.combine(isPrivate)
         hasher.combine((try? key.publicRepresentation()) ?? Data())
     }
 }
@@ -37,7 +45,7 @@ public final class SecKey: SecObject, @unchecked Sendable {
 // MARK: Errors
 
 /// A CFError in Apple's OSStatus domain, as the SecKey functions report failures.
-private func fail(
+func fail(
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ status: OSStatus, _ reason: String
 ) {
     error?.pointee = Unmanaged.passRetained(
@@ -46,7 +54,7 @@ private func fail(
             userInfo: [NSLocalizedDescriptionKey: reason]))
 }
 
-private func fail(_ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ failure: AsymmetricKey.Failure) {
+func fail(_ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ failure: AsymmetricKey.Failure) {
     switch failure {
     case .invalidKey(let reason): fail(error, errSecParam, reason)
     case .unsupported(let reason): fail(error, errSecParam, reason)
@@ -59,8 +67,9 @@ private func fail(_ error: UnsafeMutablePointer<Unmanaged<CFError>?>?, _ failure
 /// Makes a new key pair and returns its private key. `kSecAttrKeyType` (RSA or EC) and
 /// `kSecAttrKeySizeInBits` are required; RSA sizes from 1024 to 8192 bits in steps of 8, EC 192, 224,
 /// 256, 384 or 521 (else errSecKeySizeNotAllowed). With `kSecAttrIsPermanent` (top level or in
-/// `kSecPrivateKeyAttrs`/`kSecPublicKeyAttrs`) the keys are added to the keychain. Secure Enclave keys
-/// are not available yet (errSecUnimplemented).
+/// `kSecPrivateKeyAttrs`/`kSecPublicKeyAttrs`) the keys are added to the keychain. With
+/// `kSecAttrTokenID` = `kSecAttrTokenIDSecureEnclave`, the keychain service makes and keeps a P-256
+/// enclave key (see `EnclaveKeys`).
 public func SecKeyCreateRandomKey(
     _ parameters: CFDictionary, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> SecKey? {
@@ -87,10 +96,18 @@ public func SecKeyCreateRandomKey(
     }
     // Each key's attributes: the top level's, under its own sub-dictionary's (which win).
     let top = (parameters as NSDictionary) as? [String: Any] ?? [:]
-    let nested = ["private", "public"].contains { ((top[$0] as? [String: Any])?["tkid"]) != nil }
-    if values["tkid"] != nil || nested {
-        fail(error, errSecUnimplemented, "Secure Enclave keys are not available yet")
-        return nil
+    func merged(_ name: String) -> [String: Any] {
+        let intrinsic = ["type", "bsiz", "esiz", "kcls", "private", "public"]
+        var attributes = top.filter { !intrinsic.contains($0.key) }
+        for (key, value) in (top[name] as? [String: Any]) ?? [:] where !intrinsic.contains(key) {
+            attributes[key] = value
+        }
+        return attributes
+    }
+    if merged("private")["tkid"] != nil {
+        return EnclaveKeys.create(
+            type: type, bits: bits, privateAttributes: merged("private"), publicAttributes: merged("public"),
+            error)
     }
     let kind: AsymmetricKey.Kind
     if type == "42" {
@@ -113,22 +130,23 @@ public func SecKeyCreateRandomKey(
         fail(error, failure)
         return nil
     }
-    func merged(_ name: String) -> [String: Any] {
-        let intrinsic = ["type", "bsiz", "esiz", "kcls", "private", "public"]
-        var attributes = top.filter { !intrinsic.contains($0.key) }
-        for (key, value) in (top[name] as? [String: Any]) ?? [:] where !intrinsic.contains(key) {
-            attributes[key] = value
-        }
-        return attributes
-    }
     let privateAttributes = merged("private")
     let publicAttributes = merged("public")
     let privateKey = SecKey(key: generated, attributes: keptAttributes(privateAttributes))
     // Permanent keys are added to the keychain as kSecValueRef items (the public key too when its
     // attributes say so); a failed add fails the call with its status, and takes back what it added.
+    let keys = [(privateKey, privateAttributes), (SecKeyCopyPublicKey(privateKey), publicAttributes)]
+    guard storePermanent(keys.compactMap { key, attributes in key.map { ($0, attributes) } }, error) else {
+        return nil
+    }
+    return privateKey
+}
+
+/// Adds each key whose attributes say `kSecAttrIsPermanent` as a kSecValueRef item; a failed add fails
+/// the call with its status, and takes back what it added.
+func storePermanent(_ keys: [(SecKey, [String: Any])], _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> Bool {
     var added: [SecKey] = []
-    for (key, attributes) in [(privateKey, privateAttributes), (SecKeyCopyPublicKey(privateKey), publicAttributes)] {
-        guard let key, isTrue(attributes["perm"]) else { continue }
+    for (key, attributes) in keys where isTrue(attributes["perm"]) {
         var item = attributes.filter { $0.key != "perm" }
         item["class"] = "keys"
         item["v_Ref"] = key
@@ -140,14 +158,14 @@ public func SecKeyCreateRandomKey(
                 SecItemDelete(query as CFDictionary)
             }
             fail(error, status, "the key could not be stored in the keychain")
-            return nil
+            return false
         }
         added.append(key)
     }
-    return privateKey
+    return true
 }
 
-private func isTrue(_ value: Any?) -> Bool {
+func isTrue(_ value: Any?) -> Bool {
     switch value {
     case let flag as Bool: flag
     case let number as NSNumber: number.boolValue
@@ -156,7 +174,7 @@ private func isTrue(_ value: Any?) -> Bool {
 }
 
 /// The kept attributes of a creation dictionary, bridged (only they: the others need not bridge).
-private func keptAttributes(_ attributes: [String: Any]) -> [String: ItemValue] {
+func keptAttributes(_ attributes: [String: Any]) -> [String: ItemValue] {
     let kept = attributes.filter { SecKey.keptAttributeNames.contains($0.key) }
     return (try? ValueBridging.dictionary(kept as CFDictionary)) ?? [:]
 }
@@ -198,13 +216,18 @@ public func SecKeyCreateWithData(
 
 public func SecKeyCopyPublicKey(_ key: SecKey) -> SecKey? {
     guard let publicKey = try? key.key.publicKey() else { return nil }
-    return publicKey === key.key ? key : SecKey(key: publicKey, attributes: key.extraAttributes)
+    return publicKey === key.key && key.enclave == nil
+        ? key : SecKey(key: publicKey, attributes: key.extraAttributes)
 }
 
 /// PKCS#1 for RSA keys, ANSI X9.63 (`04‖X‖Y`, and `‖K` for a private key) for EC keys.
 public func SecKeyCopyExternalRepresentation(
     _ key: SecKey, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
+    if key.enclave != nil {
+        fail(error, errSecUnimplemented, "an enclave key's private key cannot be exported")
+        return nil
+    }
     do {
         let bytes = try key.key.externalRepresentation()
         return bytes.withUnsafeBytes { Data($0) } as NSData
@@ -228,7 +251,7 @@ extension SecKey {
 }
 
 private func itemAttributeValues(_ key: SecKey, includingData: Bool) -> [String: ItemValue] {
-    let isPrivate = key.key.isPrivate
+    let isPrivate = key.isPrivate
     var values: [String: ItemValue] = [
         "class": .string("keys"), "kcls": .integer(isPrivate ? 1 : 0),
         "type": .integer(key.key.kind == .rsa(bits: key.key.bits) ? 42 : 73), "bsiz": .integer(Int64(key.key.bits)),
@@ -241,7 +264,16 @@ private func itemAttributeValues(_ key: SecKey, includingData: Bool) -> [String:
     if let publicBytes = try? key.key.publicRepresentation(), let label = try? Digest.sha1(publicBytes) {
         values["klbl"] = .data(label)
     }
-    if includingData, let representation = try? key.key.externalRepresentation() {
+    if key.enclave != nil {
+        // Made and held by the keychain: never extractable; its data is its public key.
+        values["tkid"] = .string(enclaveTokenID)
+        values["extr"] = .bool(false)
+        values["sens"] = .bool(true)
+        values["asen"] = .bool(true)
+        values["next"] = .bool(true)
+        values["unwp"] = .bool(false)
+        if includingData, let publicKey = try? key.key.publicRepresentation() { values["v_Data"] = .data(publicKey) }
+    } else if includingData, let representation = try? key.key.externalRepresentation() {
         values["v_Data"] = .data(representation.withUnsafeBytes { Data($0) })
     }
     values.merge(key.extraAttributes) { $1 }
@@ -258,7 +290,8 @@ public func SecKeyIsAlgorithmSupported(
 ) -> Bool {
     switch operation {
     case .sign:
-        guard key.key.isPrivate, let scheme = algorithm.signatureScheme else { return false }
+        guard key.isPrivate, let scheme = algorithm.signatureScheme else { return false }
+        if key.enclave != nil, case .rsaPKCS1v15 = scheme { return false }
         return key.key.supports(scheme)
     case .verify:
         guard let scheme = algorithm.signatureScheme else { return false }
@@ -268,12 +301,12 @@ public func SecKeyIsAlgorithmSupported(
         if let hash = algorithm.rsaHybridHash { return key.key.supportsRSAHybrid(hash: hash) }
         return algorithm.encryptionScheme != nil
     case .decrypt:
-        guard key.key.isPrivate else { return false }
+        guard key.isPrivate else { return false }
         if case .ec = key.key.kind { return algorithm.eciesScheme != nil }
         if let hash = algorithm.rsaHybridHash { return key.key.supportsRSAHybrid(hash: hash) }
         return algorithm.encryptionScheme != nil
     case .keyExchange:
-        guard case .ec = key.key.kind, key.key.isPrivate else { return false }
+        guard case .ec = key.key.kind, key.isPrivate else { return false }
         return algorithm.keyExchangeKDF != nil
     }
 }
@@ -282,9 +315,17 @@ public func SecKeyCreateSignature(
     _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ dataToSign: CFData,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
-    guard let scheme = algorithm.signatureScheme, key.key.supports(scheme), key.key.isPrivate else {
+    guard let scheme = algorithm.signatureScheme, key.key.supports(scheme), key.isPrivate else {
         fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
         return nil
+    }
+    if let enclave = key.enclave {
+        guard case .ecdsa(let hash, let input) = scheme else {
+            fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
+            return nil
+        }
+        return enclave.perform(.sign(hash: hash, input: input, data: dataToSign as Data), error)
+            .map { $0.withUnsafeBytes { Data($0) } as NSData }
     }
     do {
         return try key.key.sign(dataToSign as Data, scheme) as NSData
@@ -335,6 +376,13 @@ public func SecKeyCreateDecryptedData(
     _ key: SecKey, _ algorithm: SecKeyAlgorithm, _ ciphertext: CFData,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
+    if let ecies = algorithm.eciesScheme, let enclave = key.enclave {
+        return enclave.eciesDecrypt(ciphertext as Data, ecies, publicKey: key.key, error)
+    }
+    if key.enclave != nil {
+        fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
+        return nil
+    }
     if let ecies = algorithm.eciesScheme {
         return run(error) { () throws(AsymmetricKey.Failure) in
             try key.key.eciesDecrypt(ciphertext as Data, ecies).withUnsafeBytes { Data($0) }
@@ -386,17 +434,27 @@ public func SecKeyCopyKeyExchangeResult(
     _ privateKey: SecKey, _ algorithm: SecKeyAlgorithm, _ publicKey: SecKey, _ parameters: CFDictionary,
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
-    guard let kdf = algorithm.keyExchangeKDF, case .ec = privateKey.key.kind, privateKey.key.isPrivate else {
+    guard let kdf = algorithm.keyExchangeKDF, case .ec = privateKey.key.kind, privateKey.isPrivate else {
         fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
         return nil
     }
     let values = (try? ValueBridging.dictionary(parameters)) ?? [:]
     let shared: SecureBytes
-    do {
-        shared = try privateKey.key.sharedSecret(with: publicKey.key)
-    } catch let failure {
-        fail(error, failure)
-        return nil
+    if let enclave = privateKey.enclave {
+        guard let peer = try? publicKey.key.publicRepresentation(), publicKey.key.kind == privateKey.key.kind,
+            let agreed = enclave.perform(.sharedSecret(peerPublicKey: peer), error)
+        else {
+            if error?.pointee == nil { fail(error, errSecParam, "the public key is not on the private key's curve") }
+            return nil
+        }
+        shared = agreed
+    } else {
+        do {
+            shared = try privateKey.key.sharedSecret(with: publicKey.key)
+        } catch let failure {
+            fail(error, failure)
+            return nil
+        }
     }
     guard let hash = kdf else { return shared.withUnsafeBytes { Data($0) } as NSData }
     guard case .integer(let size)? = values["requestedSize"], (1...4096).contains(size) else {

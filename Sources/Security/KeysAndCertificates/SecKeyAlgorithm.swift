@@ -164,6 +164,24 @@ nonisolated(unsafe) public let kSecKeyKeyExchangeParameterRequestedSize: CFStrin
 nonisolated(unsafe) public let kSecKeyKeyExchangeParameterSharedInfo: CFString = SecConstantString(
     string: "sharedInfo")
 
+/// The keys of `SecKeyCopyKeyExchangeResult`'s parameters as Swift sees them on Apple's platforms
+/// (the header's `CF_STRING_ENUM`): `SecKeyKeyExchangeParameter.requestedSize.rawValue`.
+public struct SecKeyKeyExchangeParameter: RawRepresentable, Hashable, @unchecked Sendable {
+    // The raw value is an immutable constant string.
+    public let rawValue: CFString
+
+    public init(rawValue: CFString) { self.rawValue = rawValue }
+
+    public static let requestedSize = SecKeyKeyExchangeParameter(rawValue: kSecKeyKeyExchangeParameterRequestedSize)
+    public static let sharedInfo = SecKeyKeyExchangeParameter(rawValue: kSecKeyKeyExchangeParameterSharedInfo)
+
+    public static func == (lhs: SecKeyKeyExchangeParameter, rhs: SecKeyKeyExchangeParameter) -> Bool {
+        String(describing: lhs.rawValue) == String(describing: rhs.rawValue)
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(String(describing: rawValue)) }
+}
+
 extension SecKeyAlgorithm {
     public static let eciesEncryptionStandardX963SHA1AESGCM = SecKeyAlgorithm(
         "algid:encrypt:ECIES:ECDH:KDFX963:SHA1:AESGCM")

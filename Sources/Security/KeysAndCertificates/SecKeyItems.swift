@@ -75,6 +75,8 @@ enum KeyItems {
         }
         item["class"] = .string("keys")
         if item["v_Data"] != nil { throw KeychainError.invalidParameter("kSecValueRef and kSecValueData together") }
+        // An enclave key exists only as its item, made with it.
+        if key.enclave != nil { throw KeychainError.duplicateItem }
         // What the key is (its class, type and sizes) is the key's to say: a caller's other value is an
         // error, never stored (a private key labelled public would be returned to public-key queries).
         let own = try attributes(of: key)
@@ -134,11 +136,13 @@ enum KeyItems {
         query["r_Ref"] == .bool(true) && (query["class"] == .string("keys") || query["class"] == .string("cert"))
     }
 
+    /// The persistent reference too: an enclave key's `SecKey` names its item by it.
     static func askingForKeyMaterial(_ query: [String: ItemValue]) -> [String: ItemValue] {
         var asked = query
         asked["r_Ref"] = nil
         asked["r_Data"] = .bool(true)
         asked["r_Attributes"] = .bool(true)
+        asked["r_PersistentRef"] = .bool(true)
         return asked
     }
 
@@ -154,9 +158,10 @@ enum KeyItems {
             }
             let key: SecObject =
                 values["class"] == .string("cert") || query["class"] == .string("cert")
-                ? try makeCertificate(material) : try makeKey(material, attributes: values)
+                ? try makeCertificate(material) : try makeKey(material, attributes: values, options: query)
             guard wantData || wantAttributes || wantPersistent else { return key }
             if !wantData { values["v_Data"] = nil }
+            if !wantPersistent { values["v_PersistentRef"] = nil }
             if !wantAttributes { values = values.filter { $0.key == "v_Data" || $0.key == "v_PersistentRef" } }
             return resultDictionary(values, reference: key)
         }
@@ -187,8 +192,12 @@ enum KeyItems {
         return certificate
     }
 
-    /// The `SecKey` of a key item: its data read as the key its class and type name.
-    static func makeKey(_ material: Data, attributes: [String: ItemValue]) throws -> SecKey {
+    /// The `SecKey` of a key item: its data read as the key its class and type name. An enclave key's
+    /// data is its public key, and its `SecKey` names the item (its persistent reference, which must be
+    /// among the attributes) with the authentication `options` of the query that found it.
+    static func makeKey(_ material: Data, attributes: [String: ItemValue], options: [String: ItemValue] = [:]) throws
+        -> SecKey
+    {
         let isPrivate: Bool
         switch attributes["kcls"] {
         case .integer(1)?, .string("1")?: isPrivate = true
@@ -200,6 +209,13 @@ enum KeyItems {
         case .integer(42)?, .string("42")?: hint = .rsa
         case .integer(73)?, .string("73")?: hint = .ec
         default: throw KeychainError.invalidParameter("only RSA and EC keys are made into SecKey objects")
+        }
+        if attributes["tkid"] == .string(enclaveTokenID), isPrivate {
+            guard hint == .ec, case .data(let reference)? = attributes["v_PersistentRef"],
+                let publicKey = try? AsymmetricKey.importing(material, kind: .ec, isPrivate: false)
+            else { throw KeychainError.invalidParameter("the enclave key item is not one this keychain made") }
+            let enclave = EnclaveKeyReference(persistentReference: reference, options: options)
+            return SecKey(key: publicKey, attributes: attributes, enclave: enclave)
         }
         do {
             let key = try AsymmetricKey.importing(material, kind: hint, isPrivate: isPrivate)

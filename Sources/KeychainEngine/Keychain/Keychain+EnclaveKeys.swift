@@ -1,0 +1,156 @@
+import Foundation
+import KeychainCrypto
+import KeychainKeybag
+import KeychainStorage
+
+/// Enclave keys (`kSecAttrTokenIDSecureEnclave`): P-256 keys whose private half is made here, wrapped
+/// by the device root, stored as the key item's secret, and used here; no answer ever carries it.
+/// Reads give the public key as the item's data; the key's access control (`privateKeyUsage` with
+/// its constraints) guards signing and key exchange, by the same sealing as a guarded item's secret.
+extension Keychain {
+    /// Makes an enclave key and stores it as a key item with `dictionary`'s attributes (a SecItemAdd
+    /// dictionary without data). Answers the item's attributes, its data (the public key) and its
+    /// persistent reference.
+    public func generateEnclaveKey(_ dictionary: [String: ItemValue], client: ClientIdentity) throws -> ItemResult? {
+        try perform { try makeEnclaveKey(dictionary, client: client) }
+    }
+
+    /// Signs with, or agrees a secret with, the enclave key the query names by persistent reference,
+    /// once the key's access control is satisfied (asking the user as a read would).
+    public func useEnclaveKey(
+        _ dictionary: [String: ItemValue], operation: EnclaveKeyOperation, client: ClientIdentity
+    ) throws -> SecureBytes {
+        try perform { try use(dictionary, operation: operation, client: client) }
+    }
+
+    private func makeEnclaveKey(_ dictionary: [String: ItemValue], client: ClientIdentity) throws -> ItemResult? {
+        try EnclaveKeyRules.checkCreation(dictionary)
+        let key = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
+            try AsymmetricKey.generate(.ec(.p256))
+        }
+        let publicKey = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in try key.publicRepresentation()
+        }
+        let privateKey = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
+            try key.externalRepresentation()
+        }
+        let wrapped = try keybag.wrapDeviceBound(privateKey, context: publicKey)
+        var item = dictionary
+        for (name, value) in try EnclaveKeyRules.attributes(publicKey: publicKey) { item[name] = value }
+        item["v_Data"] = .data(EnclaveKeyRules.blob(wrapping: wrapped))
+        for name in ["r_Attributes", "r_Data", "r_PersistentRef"] { item[name] = .bool(true) }
+        let query = try Query.parse(item, for: .add)
+        var (row, record) = try prepareAdd(query, client: client, enclavePublicKey: publicKey)
+        try pool.writeTransaction { connection in try insertNew(row, store: ItemStore(connection: connection)) }
+        row.secret = Data()
+        record.secret = publicKey
+        return try ResultShape(query: query).result(for: [record])
+    }
+
+    private func use(_ dictionary: [String: ItemValue], operation: EnclaveKeyOperation, client: ClientIdentity)
+        throws -> SecureBytes
+    {
+        let query = try Query.parse(dictionary, for: .copyMatching)
+        guard query.persistentReference != nil, query.itemClass == .key else {
+            throw KeychainError.invalidParameter("an enclave key is named by its item's persistent reference")
+        }
+        let groups = try client.groupsForReading(query.accessGroup)
+        let access = ItemAccess(query: query, broker: authentication, client: client)
+        let matches = try pool.withConnection { connection in
+            var search = try ItemSearch(
+                store: ItemStore(connection: connection), keybag: keybag, digests: digests(), itemClass: .key,
+                query: query, groups: groups, access: access)
+            search.enclaveKey = .wrappedPrivateKey
+            return try search.run(limit: 1, needSecret: true)
+        }
+        guard let record = matches.first?.record else { throw KeychainError.itemNotFound }
+        guard let publicKey = record.enclavePublicKey, let blob = record.secret else {
+            throw KeychainError.invalidParameter("the key is not an enclave key")
+        }
+        let privateKey = try EnclaveKeyRules.privateKey(
+            try keybag.unwrapDeviceBound(try EnclaveKeyRules.wrappedKey(in: blob), context: publicKey))
+        return try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
+            switch operation {
+            case .sign(let hash, let input, let data):
+                return SecureBytes(copying: try privateKey.sign(data, .ecdsa(hash, input)))
+            case .sharedSecret(let peerBytes):
+                let peer = try AsymmetricKey.importing(peerBytes, kind: .ec, isPrivate: false)
+                return try privateKey.sharedSecret(with: peer)
+            }
+        }
+    }
+}
+
+/// What an enclave key is made of and may be made with.
+enum EnclaveKeyRules {
+    private static let blobVersion: UInt8 = 1
+
+    /// Refuses what an enclave key cannot be: another token, type or size, data of the caller's,
+    /// synchronizable, or an access control without `privateKeyUsage`.
+    static func checkCreation(_ dictionary: [String: ItemValue]) throws {
+        guard dictionary["tkid"] == .string(enclaveTokenID) else {
+            throw KeychainError.invalidParameter("kSecAttrTokenID must be kSecAttrTokenIDSecureEnclave")
+        }
+        if let itemClass = dictionary["class"], itemClass != .string("keys") {
+            throw KeychainError.invalidParameter("an enclave key is a kSecClassKey item")
+        }
+        for name in ["v_Data", "v_Ref", "v_PersistentRef"] where dictionary[name] != nil {
+            throw KeychainError.invalidParameter("an enclave key is made inside the keychain; \(name) cannot be given")
+        }
+        for (name, allowed) in [("type", 73), ("bsiz", 256), ("esiz", 256), ("kcls", 1)] {
+            guard let given = dictionary[name] else { continue }
+            guard given == .integer(Int64(allowed)) || given == .string("\(allowed)") else {
+                throw KeychainError.invalidParameter("enclave keys are 256-bit elliptic-curve (P-256) private keys")
+            }
+        }
+        if let sync = dictionary["sync"], sync != .bool(false), sync != .integer(0) {
+            throw KeychainError.invalidParameter("an enclave key never leaves this device (kSecAttrSynchronizable)")
+        }
+        if case .accessControl(let accessControl)? = dictionary["accc"], !accessControl.isPrivateKeyUsage {
+            throw KeychainError.invalidParameter(
+                "an enclave key's access control must include kSecAccessControlPrivateKeyUsage")
+        }
+    }
+
+    /// Apple's attributes of an enclave private key: what it is, and what it may and may not do.
+    static func attributes(publicKey: Data) throws -> [String: ItemValue] {
+        var values: [String: ItemValue] = [
+            "class": .string("keys"), "tkid": .string(enclaveTokenID), "kcls": .integer(1), "type": .integer(73),
+            "bsiz": .integer(256), "esiz": .integer(256), "klbl": .data(try Digest.sha1(publicKey)),
+        ]
+        let can = ["perm", "priv", "modi", "sens", "asen", "next", "sign", "decr", "drve"]
+        let cannot = ["extr", "encr", "vrfy", "wrap", "unwp", "snrc", "vyrc"]
+        for name in can { values[name] = .integer(1) }
+        for name in cannot { values[name] = .integer(0) }
+        return values
+    }
+
+    /// The item's secret: a version, then the private key as the device root wrapped it.
+    static func blob(wrapping wrapped: Data) -> Data { Data([blobVersion]) + wrapped }
+
+    static func wrappedKey(in blob: Data) throws -> Data {
+        guard blob.first == blobVersion, blob.count > 1 else {
+            throw KeychainError.internalError("an enclave key's stored form is not one this keychain makes")
+        }
+        return Data(blob.dropFirst())
+    }
+
+    /// The private key from its unwrapped external representation (the bytes are wiped after).
+    static func privateKey(_ representation: SecureBytes) throws -> AsymmetricKey {
+        var bytes = representation.withUnsafeBytes { Data($0) }
+        defer { bytes.resetBytes(in: 0..<bytes.count) }
+        return try crypto { () throws(AsymmetricKey.Failure) in
+            try AsymmetricKey.importing(bytes, kind: .ec, isPrivate: true)
+        }
+    }
+
+    /// Runs a key operation, its failures as the keychain's: bad input is errSecParam.
+    static func crypto<T>(_ body: () throws(AsymmetricKey.Failure) -> T) throws -> T {
+        do {
+            return try body()
+        } catch .invalidKey(let reason), .unsupported(let reason) {
+            throw KeychainError.invalidParameter(reason)
+        } catch .library(let reason) {
+            throw KeychainError.internalError("OpenSSL: \(reason)")
+        }
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+
+/// How an enclave key's `SecKey` reaches its private half: the query naming its item by persistent
+/// reference, with the authentication choices of the call that made or found the key
+/// (`kSecUseAuthenticationContext`, `kSecUseOperationPrompt`, the UI choice), which every use carries.
+struct EnclaveKeyReference: Sendable {
+    let useQuery: [String: ItemValue]
+
+    /// The keys of a query that a key found by it keeps for its uses.
+    static let keptOptions = ["u_AuthCtx", "u_OpPrompt", "u_AuthUI", "u_NoAuthUI"]
+
+    init(persistentReference: Data, options: [String: ItemValue]) {
+        var query = options.filter { Self.keptOptions.contains($0.key) }
+        query["class"] = .string("keys")
+        query["v_PersistentRef"] = .data(persistentReference)
+        useQuery = query
+    }
+
+    /// Performs the operation where the key is; failures become the CFError with the service's status.
+    func perform(_ operation: EnclaveKeyOperation, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?)
+        -> SecureBytes?
+    {
+        do {
+            return try KeychainServices.current().useEnclaveKey(useQuery, operation)
+        } catch let failure as KeychainError {
+            fail(error, failure.osStatus, "the enclave key's \(operation.name) failed: \(failure.reason)")
+        } catch _ {
+            fail(error, errSecInternalComponent, "the enclave key's \(operation.name) failed")
+        }
+        return nil
+    }
+
+    /// ECIES decryption whose key agreement happens where the key is; the rest is done here.
+    func eciesDecrypt(
+        _ ciphertext: Data, _ scheme: ECIESScheme, publicKey: AsymmetricKey,
+        _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+    ) -> CFData? {
+        guard case .ec(let curve) = publicKey.kind else { return nil }
+        struct Reported: Error {}
+        do {
+            let plaintext = try AsymmetricKey.eciesDecrypt(ciphertext, curve: curve, scheme) { ephemeral in
+                guard let shared = perform(.sharedSecret(peerPublicKey: try ephemeral.publicRepresentation()), error)
+                else { throw Reported() }
+                return shared
+            }
+            return plaintext.withUnsafeBytes { Data($0) } as NSData
+        } catch let failure as AsymmetricKey.Failure {
+            fail(error, failure)
+        } catch _ {
+            // Reported: the CFError is set already.
+        }
+        return nil
+    }
+}
+
+/// `SecKeyCreateRandomKey` with `kSecAttrTokenID`: the only token is the device root's
+/// (`kSecAttrTokenIDSecureEnclave`), which makes 256-bit EC keys that it keeps.
+enum EnclaveKeys {
+    static func create(
+        type: String, bits: Int, privateAttributes: [String: Any], publicAttributes: [String: Any],
+        _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+    ) -> SecKey? {
+        guard (privateAttributes["tkid"] as? String) == enclaveTokenID else {
+            fail(error, errSecParam, "the only kSecAttrTokenID is kSecAttrTokenIDSecureEnclave")
+            return nil
+        }
+        guard type == "73", bits == 256 else {
+            fail(error, errSecParam, "enclave keys are 256-bit elliptic-curve (P-256) keys")
+            return nil
+        }
+        // Permanent unless the caller says otherwise (Apple's default for token keys).
+        if let permanent = privateAttributes["perm"], !isTrue(permanent) {
+            fail(
+                error, errSecUnimplemented,
+                "enclave keys are stored in the keychain (kSecAttrIsPermanent false is not supported)")
+            return nil
+        }
+        var attributes = privateAttributes.filter { $0.key != "perm" }
+        attributes["class"] = "keys"
+        let values: [String: ItemValue]
+        do {
+            values = try ValueBridging.dictionary(attributes as CFDictionary)
+        } catch _ {
+            fail(error, errSecParam, "the enclave key's attributes do not bridge")
+            return nil
+        }
+        let answer: ItemResult?
+        do {
+            answer = try KeychainServices.current().generateEnclaveKey(values)
+        } catch let failure as KeychainError {
+            fail(error, failure.osStatus, failure.reason)
+            return nil
+        } catch _ {
+            fail(error, errSecInternalComponent, "the enclave key could not be made")
+            return nil
+        }
+        guard case .dictionary(let item)? = answer, case .data(let publicKey)? = item["v_Data"],
+            let key = try? KeyItems.makeKey(publicKey, attributes: item, options: values)
+        else {
+            fail(error, errSecInternalComponent, "the keychain service answered the enclave key's creation oddly")
+            return nil
+        }
+        // The public key is an ordinary key item, stored when its attributes say so (without the token).
+        let publicItem = publicAttributes.filter { $0.key != "tkid" }
+        guard let publicHalf = SecKeyCopyPublicKey(key), storePermanent([(publicHalf, publicItem)], error) else {
+            if case .data(let reference)? = item["v_PersistentRef"] {
+                SecItemDelete(["class": "keys", "v_PersistentRef": reference] as CFDictionary)
+            }
+            return nil
+        }
+        return key
+    }
+}

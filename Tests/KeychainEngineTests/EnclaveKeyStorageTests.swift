@@ -1,0 +1,109 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+import KeychainStorage
+import XCTest
+
+@testable import KeychainEngine
+
+/// How an enclave key is kept: its private key exists only wrapped by the device root, inside the
+/// sealed item; no file holds it in the clear, no read answers with it, and the wrapping is tied to
+/// the key's own public key.
+final class EnclaveKeyStorageTests: EngineTestCase {
+    private func makeKey(tag: String = "device") throws -> (reference: Data, publicKey: Data) {
+        let result = try keychain.generateEnclaveKey(
+            ["tkid": .string(enclaveTokenID), "atag": .data(Data(tag.utf8))], client: client)
+        guard case .dictionary(let item)? = result, case .data(let reference)? = item["v_PersistentRef"],
+            case .data(let publicKey)? = item["v_Data"]
+        else { throw XCTSkip("no enclave key was made: \(String(describing: result))") }
+        return (reference, publicKey)
+    }
+
+    /// The item's secret as the engine holds it: the wrapped private key.
+    private func storedBlob(_ reference: Data) throws -> Data {
+        let query = try Query.parse(
+            ["class": .string("keys"), "v_PersistentRef": .data(reference)], for: .copyMatching)
+        let matches = try keychain.pool.withConnection { connection in
+            var search = try ItemSearch(
+                store: ItemStore(connection: connection), keybag: keychain.keybag, digests: keychain.digests(),
+                itemClass: .key, query: query, groups: ["TEAM.app"], access: nil)
+            search.enclaveKey = .wrappedPrivateKey
+            return try search.run(limit: 1, needSecret: true)
+        }
+        return try XCTUnwrap(matches.first?.record.secret)
+    }
+
+    func testThePrivateKeyIsOnlyEverStoredWrappedByTheDeviceRoot() throws {
+        let (reference, publicKey) = try makeKey()
+        XCTAssertEqual(publicKey.count, 65)
+        let blob = try storedBlob(reference)
+        let wrapped = try EnclaveKeyRules.wrappedKey(in: blob)
+        let representation = try keychain.keybag.unwrapDeviceBound(wrapped, context: publicKey)
+        let privateBytes = representation.withUnsafeBytes { Data($0) }
+        XCTAssertEqual(privateBytes.prefix(65), publicKey, "the wrapped key is this key's private key")
+        let scalar = privateBytes.suffix(32)
+        // Checkpointed, every byte the keychain wrote is in its files: none holds the private key.
+        keychain = nil
+        keychain = try open()
+        let files = try FileManager.default.subpathsOfDirectory(atPath: directory)
+        XCTAssertFalse(files.isEmpty)
+        for name in files {
+            guard let contents = FileManager.default.contents(atPath: directory + "/" + name) else { continue }
+            XCTAssertNil(contents.range(of: scalar), "\(name) holds the private key")
+            XCTAssertNil(contents.range(of: wrapped), "\(name) holds the wrapped key outside the sealed item")
+        }
+        // The wrapping is tied to the key's public key: it opens for no other.
+        let (_, otherPublicKey) = try makeKey(tag: "other")
+        XCTAssertThrowsError(try keychain.keybag.unwrapDeviceBound(wrapped, context: otherPublicKey))
+    }
+
+    func testReadsAnswerWithThePublicKeyAndUsesWithTheKey() throws {
+        let (reference, publicKey) = try makeKey()
+        let read = try keychain.copyMatching(
+            ["class": .string("keys"), "v_PersistentRef": .data(reference), "r_Data": .bool(true)], client: client)
+        XCTAssertEqual(read, .data(publicKey))
+        let message = Data("made by the engine".utf8)
+        let signature = try keychain.useEnclaveKey(
+            ["class": .string("keys"), "v_PersistentRef": .data(reference)],
+            operation: .sign(hash: .sha256, input: .message, data: message), client: client)
+        let verifier = try AsymmetricKey.importing(publicKey, kind: .ec, isPrivate: false)
+        XCTAssertTrue(
+            try verifier.verify(
+                signature.withUnsafeBytes { Data($0) }, of: message, .ecdsa(.sha256, .message)))
+        // A software key's item is not an enclave key, and a password's reference names no key.
+        let software = try AsymmetricKey.generate(.ec(.p256))
+        let added = try keychain.add(
+            [
+                "class": .string("keys"), "kcls": .integer(1), "type": .integer(73), "bsiz": .integer(256),
+                "klbl": .data(Data("soft".utf8)),
+                "v_Data": .data(try software.externalRepresentation().withUnsafeBytes { Data($0) }),
+                "r_PersistentRef": .bool(true),
+            ], client: client)
+        guard case .data(let softwareReference)? = added else { return XCTFail("\(String(describing: added))") }
+        XCTAssertThrowsError(
+            try keychain.useEnclaveKey(
+                ["class": .string("keys"), "v_PersistentRef": .data(softwareReference)],
+                operation: .sign(hash: .sha256, input: .message, data: message), client: client)
+        ) { XCTAssertEqual(($0 as? KeychainError)?.code, .invalidParameter) }
+        XCTAssertThrowsError(
+            try keychain.useEnclaveKey(
+                ["class": .string("keys")], operation: .sign(hash: .sha256, input: .message, data: message),
+                client: client)
+        ) { XCTAssertEqual(($0 as? KeychainError)?.code, .invalidParameter) }
+        // Another client's groups do not reach it.
+        let stranger = ClientIdentity(accessGroups: ["TEAM.other"])
+        XCTAssertThrowsError(
+            try keychain.useEnclaveKey(
+                ["class": .string("keys"), "v_PersistentRef": .data(reference)],
+                operation: .sharedSecret(peerPublicKey: publicKey), client: stranger)
+        ) { XCTAssertEqual(($0 as? KeychainError)?.code, .itemNotFound) }
+        // A peer point that is not on the curve is refused.
+        var offCurve = publicKey
+        offCurve[64] ^= 1
+        XCTAssertThrowsError(
+            try keychain.useEnclaveKey(
+                ["class": .string("keys"), "v_PersistentRef": .data(reference)],
+                operation: .sharedSecret(peerPublicKey: offCurve), client: client)
+        ) { XCTAssertEqual(($0 as? KeychainError)?.code, .invalidParameter) }
+    }
+}

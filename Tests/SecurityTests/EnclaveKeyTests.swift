@@ -1,0 +1,303 @@
+import Foundation
+import KeychainCore
+import KeychainCrypto
+import LocalAuthentication
+import Security
+import XCTest
+
+/// Enclave keys (`kSecAttrTokenIDSecureEnclave`): P-256 keys made and used by the keychain service,
+/// whose private key no answer carries; usable for signing, key exchange and ECIES under their access
+/// control; refused for every other size, type, token or use. Runs embedded and, through
+/// `ThroughDaemonTests`, with the daemon holding the key.
+final class EnclaveKeyTests: KeychainTestCase {
+    private let tag = Data("com.example.enclave.signing".utf8)
+
+    private var service: any KeychainService {
+        get throws { try KeychainServices.current() }
+    }
+
+    private func parameters(_ extra: [String: Any] = [:], privateExtra: [String: Any] = [:]) -> [String: Any] {
+        var privateAttributes: [String: Any] = [kSecAttrApplicationTag as String: tag]
+        privateAttributes.merge(privateExtra) { $1 }
+        var parameters: [String: Any] = [
+            kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256,
+            kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave, kSecPrivateKeyAttrs as String: privateAttributes,
+        ]
+        parameters.merge(extra) { $1 }
+        return parameters
+    }
+
+    private func enclaveKey(_ extra: [String: Any] = [:], privateExtra: [String: Any] = [:]) throws -> SecKey {
+        var error: Unmanaged<CFError>?
+        guard let key = SecKeyCreateRandomKey(parameters(extra, privateExtra: privateExtra) as CFDictionary, &error)
+        else { throw error!.takeRetainedValue() as Error }
+        return key
+    }
+
+    /// The OSStatus of a creation that must fail.
+    private func creationStatus(_ parameters: [String: Any]) -> Int? {
+        var error: Unmanaged<CFError>?
+        let key = SecKeyCreateRandomKey(parameters as CFDictionary, &error)
+        XCTAssertNil(key)
+        let failure = error?.takeRetainedValue()
+        if let failure { XCTAssertEqual(CFErrorGetDomain(failure) as String, kCFErrorDomainOSStatus as String) }
+        return failure.map { CFErrorGetCode($0) }
+    }
+
+    private func find(_ extra: [String: Any]) -> (OSStatus, AnyObject?) {
+        var query: [String: Any] = [kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: tag]
+        query.merge(extra) { $1 }
+        var result: CFTypeRef?
+        let status = SecItemCopyMatching(query as CFDictionary, &result)
+        return (status, result)
+    }
+
+    private func sign(_ key: SecKey, _ message: Data, _ algorithm: SecKeyAlgorithm = .ecdsaSignatureMessageX962SHA256)
+        -> (Data?, Int?)
+    {
+        var error: Unmanaged<CFError>?
+        let signature = SecKeyCreateSignature(key, algorithm, message as CFData, &error) as Data?
+        return (signature, error.map { CFErrorGetCode($0.takeRetainedValue()) })
+    }
+
+    private func verifies(_ key: SecKey, _ message: Data, _ signature: Data, _ algorithm: SecKeyAlgorithm) -> Bool {
+        guard let publicKey = SecKeyCopyPublicKey(key) else { return false }
+        return SecKeyVerifySignature(publicKey, algorithm, message as CFData, signature as CFData, nil)
+    }
+
+    // MARK: Making and using
+
+    func testAnEnclaveKeySignsAndNeverGivesUpItsPrivateKey() throws {
+        let key = try enclaveKey()
+        XCTAssertEqual(SecKeyGetBlockSize(key), 32)
+        // Never exportable; its public key is.
+        var error: Unmanaged<CFError>?
+        XCTAssertNil(SecKeyCopyExternalRepresentation(key, &error))
+        XCTAssertEqual(error.map { CFErrorGetCode($0.takeRetainedValue()) }, Int(errSecUnimplemented))
+        let publicKey = try XCTUnwrap(SecKeyCopyPublicKey(key))
+        let publicBytes = try XCTUnwrap(SecKeyCopyExternalRepresentation(publicKey, nil) as Data?)
+        XCTAssertEqual(publicBytes.count, 65)
+        XCTAssertEqual(publicBytes.first, 4)
+        // Signatures of messages and of digests, each verifying with the public key.
+        let message = Data("signed inside the keychain".utf8)
+        let (signature, failure) = sign(key, message)
+        XCTAssertNil(failure)
+        XCTAssertTrue(verifies(key, message, try XCTUnwrap(signature), .ecdsaSignatureMessageX962SHA256))
+        XCTAssertFalse(
+            verifies(key, Data("another message".utf8), try XCTUnwrap(signature), .ecdsaSignatureMessageX962SHA256))
+        let digest = Data(repeating: 0x5a, count: 48)
+        let (digestSignature, _) = sign(key, digest, .ecdsaSignatureDigestX962SHA384)
+        XCTAssertTrue(verifies(key, digest, try XCTUnwrap(digestSignature), .ecdsaSignatureDigestX962SHA384))
+        // A digest of the wrong length, and RSA algorithms, are refused.
+        XCTAssertEqual(sign(key, Data(count: 20), .ecdsaSignatureDigestX962SHA256).1, Int(errSecParam))
+        XCTAssertEqual(sign(key, message, .rsaSignatureMessagePKCS1v15SHA256).1, Int(errSecParam))
+        XCTAssertTrue(SecKeyIsAlgorithmSupported(key, .sign, .ecdsaSignatureMessageX962SHA512))
+        XCTAssertFalse(SecKeyIsAlgorithmSupported(key, .sign, .rsaSignatureMessagePKCS1v15SHA256))
+        // Its attributes say what it is.
+        let attributes = try XCTUnwrap(SecKeyCopyAttributes(key) as? [String: Any])
+        XCTAssertEqual(attributes[kSecAttrTokenID as String] as? String, kSecAttrTokenIDSecureEnclave as String)
+        XCTAssertEqual(attributes[kSecAttrKeyClass as String] as? Int, 1)
+        XCTAssertEqual(attributes[kSecAttrIsExtractable as String] as? Bool, false)
+        XCTAssertEqual(attributes[kSecValueData as String] as? Data, publicBytes)
+    }
+
+    func testAStoredEnclaveKeyIsFoundByItsTagAndReadsGiveOnlyItsPublicKey() throws {
+        let key = try enclaveKey(privateExtra: [kSecAttrLabel as String: "device key"])
+        let publicBytes = try XCTUnwrap(SecKeyCopyExternalRepresentation(SecKeyCopyPublicKey(key)!, nil) as Data?)
+        let (status, found) = find([kSecReturnRef as String: true])
+        XCTAssertEqual(status, errSecSuccess)
+        let stored = try XCTUnwrap(found as? SecKey)
+        XCTAssertEqual(stored, key)
+        let message = Data("signed by the stored key".utf8)
+        let signature = try XCTUnwrap(sign(stored, message).0)
+        XCTAssertTrue(verifies(key, message, signature, .ecdsaSignatureMessageX962SHA256))
+        // Its data, asked for any way (with attributes, alone, by its whole primary key), is its public key.
+        let (_, withAttributes) = find([kSecReturnAttributes as String: true, kSecReturnData as String: true])
+        let dictionary = try XCTUnwrap(withAttributes as? [String: Any])
+        XCTAssertEqual(dictionary[kSecValueData as String] as? Data, publicBytes)
+        XCTAssertEqual(dictionary[kSecAttrTokenID as String] as? String, "com.apple.setoken")
+        XCTAssertEqual(dictionary[kSecAttrLabel as String] as? String, "device key")
+        XCTAssertEqual(dictionary[kSecAttrKeySizeInBits as String] as? Int, 256)
+        let label = try XCTUnwrap(dictionary[kSecAttrApplicationLabel as String] as? Data)
+        let zero = Date(timeIntervalSinceReferenceDate: 0)
+        let (_, alone) = find([
+            kSecAttrKeyClass as String: kSecAttrKeyClassPrivate, kSecAttrApplicationLabel as String: label,
+            kSecAttrCreator as String: 0, kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom,
+            kSecAttrKeySizeInBits as String: 256, kSecAttrEffectiveKeySize as String: 256, "sdat": zero, "edat": zero,
+            kSecReturnData as String: true,
+        ])
+        XCTAssertEqual(alone as? Data, publicBytes)
+        // The key's data and token are its own: an update changing them is refused, a label change is not.
+        let query: [String: Any] = [kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: tag]
+        XCTAssertEqual(
+            SecItemUpdate(query as CFDictionary, [kSecValueData as String: Data("forged".utf8)] as CFDictionary),
+            errSecParam)
+        XCTAssertEqual(
+            SecItemUpdate(query as CFDictionary, [kSecAttrTokenID as String: "other"] as CFDictionary), errSecParam)
+        XCTAssertEqual(
+            SecItemUpdate(query as CFDictionary, [kSecAttrLabel as String: "renamed"] as CFDictionary), errSecSuccess)
+        XCTAssertNil(sign(stored, message).1, "still the same key after the update")
+        // It is already in the keychain: adding it again is a duplicate.
+        XCTAssertEqual(
+            SecItemAdd([kSecValueRef as String: key, kSecAttrLabel as String: "again"] as CFDictionary, nil),
+            errSecDuplicateItem)
+        // Deleted, it is gone for every SecKey that named it.
+        XCTAssertEqual(SecItemDelete([kSecValueRef as String: key] as CFDictionary), errSecSuccess)
+        XCTAssertEqual(sign(stored, message).1, Int(errSecItemNotFound))
+        XCTAssertEqual(sign(key, message).1, Int(errSecItemNotFound))
+    }
+
+    func testKeyExchangeAndECIESAgreeWithSoftwareKeys() throws {
+        let key = try enclaveKey()
+        let enclavePublic = try XCTUnwrap(SecKeyCopyPublicKey(key))
+        let peer = try XCTUnwrap(
+            SecKeyCreateRandomKey(
+                [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256]
+                    as CFDictionary, nil))
+        let peerPublic = try XCTUnwrap(SecKeyCopyPublicKey(peer))
+        for algorithm in [SecKeyAlgorithm.ecdhKeyExchangeStandard, .ecdhKeyExchangeCofactorX963SHA256] {
+            let parameters: [String: Any] = [
+                SecKeyKeyExchangeParameter.requestedSize.rawValue as String: 32,
+                SecKeyKeyExchangeParameter.sharedInfo.rawValue as String: Data("info".utf8),
+            ]
+            var error: Unmanaged<CFError>?
+            let ours = SecKeyCopyKeyExchangeResult(key, algorithm, peerPublic, parameters as CFDictionary, &error)
+            XCTAssertNil(error)
+            let theirs = SecKeyCopyKeyExchangeResult(peer, algorithm, enclavePublic, parameters as CFDictionary, nil)
+            XCTAssertNotNil(ours)
+            XCTAssertEqual(ours as Data?, theirs as Data?, "\(algorithm.rawValue)")
+        }
+        // A peer on another curve is refused.
+        let other = try XCTUnwrap(
+            SecKeyCreateRandomKey(
+                [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 384]
+                    as CFDictionary, nil))
+        var error: Unmanaged<CFError>?
+        XCTAssertNil(
+            SecKeyCopyKeyExchangeResult(
+                key, .ecdhKeyExchangeStandard, SecKeyCopyPublicKey(other)!, [:] as CFDictionary, &error))
+        XCTAssertEqual(error.map { CFErrorGetCode($0.takeRetainedValue()) }, Int(errSecParam))
+        // ECIES to the enclave key, opened by it.
+        let plaintext = Data("for the device only".utf8)
+        for algorithm in [
+            SecKeyAlgorithm.eciesEncryptionStandardX963SHA256AESGCM, .eciesEncryptionCofactorVariableIVX963SHA256AESGCM,
+        ] {
+            let sealed = try XCTUnwrap(SecKeyCreateEncryptedData(enclavePublic, algorithm, plaintext as CFData, nil))
+            XCTAssertEqual(SecKeyCreateDecryptedData(key, algorithm, sealed, nil) as Data?, plaintext)
+            var tampered = sealed as Data
+            tampered[tampered.count - 1] ^= 1
+            var failure: Unmanaged<CFError>?
+            XCTAssertNil(SecKeyCreateDecryptedData(key, algorithm, tampered as CFData, &failure))
+            XCTAssertEqual(failure.map { CFErrorGetCode($0.takeRetainedValue()) }, Int(errSecParam))
+        }
+    }
+
+    // MARK: Access control
+
+    func testPrivateKeyUsageAsksTheUserToSignButNotToFindTheKey() throws {
+        _ = try service.biometry(.enroll)
+        var error: Unmanaged<CFError>?
+        let accessControl = try XCTUnwrap(
+            SecAccessControlCreateWithFlags(
+                nil, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, [.privateKeyUsage, .biometryAny], &error))
+        let key = try enclaveKey(privateExtra: [kSecAttrAccessControl as String: accessControl])
+        // Finding the key, and reading its public key, asks nobody.
+        let (status, found) = find([kSecReturnRef as String: true, kSecUseOperationPrompt as String: "Sign in"])
+        XCTAssertEqual(status, errSecSuccess)
+        let stored = try XCTUnwrap(found as? SecKey)
+        XCTAssertEqual(try service.biometry(.status).pendingAnswers, [])
+        let message = Data("approved".utf8)
+        _ = try service.biometry(.answer(.match))
+        let signature = try XCTUnwrap(sign(stored, message).0)
+        XCTAssertTrue(verifies(key, message, signature, .ecdsaSignatureMessageX962SHA256))
+        XCTAssertEqual(try service.biometry(.status).pendingAnswers, [], "the signature asked once")
+        _ = try service.biometry(.answer(.nomatch))
+        XCTAssertEqual(sign(stored, message).1, Int(errSecAuthFailed))
+        _ = try service.biometry(.answer(.cancel))
+        XCTAssertEqual(sign(key, message).1, Int(errSecUserCanceled))
+        // A context that must not ask makes the key refuse rather than prompt.
+        let context = LAContext()
+        context.interactionNotAllowed = true
+        let (_, quiet) = find([kSecReturnRef as String: true, kSecUseAuthenticationContext as String: context])
+        XCTAssertEqual(sign(try XCTUnwrap(quiet as? SecKey), message).1, Int(errSecInteractionNotAllowed))
+        // Key exchange is guarded the same way.
+        let peer = SecKeyCreateRandomKey(
+            [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256]
+                as CFDictionary, nil)!
+        _ = try service.biometry(.answer(.nomatch))
+        var exchangeError: Unmanaged<CFError>?
+        XCTAssertNil(
+            SecKeyCopyKeyExchangeResult(
+                stored, .ecdhKeyExchangeStandard, SecKeyCopyPublicKey(peer)!, [:] as CFDictionary, &exchangeError))
+        XCTAssertEqual(exchangeError.map { CFErrorGetCode($0.takeRetainedValue()) }, Int(errSecAuthFailed))
+    }
+
+    func testALockedKeychainSignsNothingWithAKeyThatNeedsItUnlocked() throws {
+        let passcode = SecureBytes(copying: Array("2468".utf8))
+        try service.setPasscode(passcode, current: nil)
+        let accessControl = SecAccessControlCreateWithFlags(
+            nil, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, .privateKeyUsage, nil)!
+        let key = try enclaveKey(privateExtra: [kSecAttrAccessControl as String: accessControl])
+        XCTAssertNil(sign(key, Data("unlocked".utf8)).1)
+        try service.lock()
+        XCTAssertEqual(sign(key, Data("locked".utf8)).1, Int(errSecInteractionNotAllowed))
+        try service.unlock(passcode: passcode)
+        XCTAssertNil(sign(key, Data("unlocked again".utf8)).1)
+    }
+
+    func testAnotherAppsKeyCannotBeUsed() throws {
+        let key = try enclaveKey()
+        keychain.setAccessGroups(["TEAM.com.example.other"])
+        XCTAssertEqual(sign(key, Data("not mine".utf8)).1, Int(errSecItemNotFound))
+        XCTAssertEqual(find([kSecReturnRef as String: true]).0, errSecItemNotFound)
+    }
+
+    // MARK: Bad input
+
+    func testEverythingAnEnclaveKeyCannotBeIsRefused() {
+        let ec = kSecAttrKeyTypeECSECPrimeRandom
+        XCTAssertEqual(
+            creationStatus(
+                parameters([kSecAttrKeyType as String: kSecAttrKeyTypeRSA, kSecAttrKeySizeInBits as String: 2048])),
+            Int(errSecParam))
+        XCTAssertEqual(creationStatus(parameters([kSecAttrKeySizeInBits as String: 384])), Int(errSecParam))
+        XCTAssertEqual(
+            creationStatus(
+                parameters([kSecAttrKeyType as String: ec, kSecAttrTokenID as String: "com.example.token"])),
+            Int(errSecParam))
+        XCTAssertEqual(
+            creationStatus(parameters(privateExtra: [kSecAttrIsPermanent as String: false])), Int(errSecUnimplemented))
+        XCTAssertEqual(
+            creationStatus(parameters(privateExtra: [kSecAttrSynchronizable as String: true])), Int(errSecParam))
+        let withoutKeyUsage = SecAccessControlCreateWithFlags(
+            nil, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, .userPresence, nil)!
+        XCTAssertEqual(
+            creationStatus(parameters(privateExtra: [kSecAttrAccessControl as String: withoutKeyUsage])),
+            Int(errSecParam))
+        // A token item is never added from outside, with any data.
+        XCTAssertEqual(
+            SecItemAdd(
+                [
+                    kSecClass as String: kSecClassKey, kSecAttrTokenID as String: kSecAttrTokenIDSecureEnclave,
+                    kSecAttrKeyClass as String: kSecAttrKeyClassPrivate, kSecAttrKeyType as String: ec,
+                    kSecValueData as String: Data(repeating: 1, count: 80),
+                ] as CFDictionary, nil), errSecParam)
+        // Nothing was stored by any of these.
+        XCTAssertEqual(find([:]).0, errSecItemNotFound)
+    }
+
+    func testThePublicKeyCanBeStoredBesideIt() throws {
+        var parameters = parameters()
+        parameters[kSecPublicKeyAttrs as String] = [
+            kSecAttrIsPermanent as String: true, kSecAttrApplicationTag as String: Data("public".utf8),
+        ]
+        let key = try XCTUnwrap(SecKeyCreateRandomKey(parameters as CFDictionary, nil))
+        let (status, found) = find([
+            kSecAttrApplicationTag as String: Data("public".utf8), kSecReturnRef as String: true,
+        ])
+        XCTAssertEqual(status, errSecSuccess)
+        XCTAssertEqual(found as? SecKey, SecKeyCopyPublicKey(key))
+        let attributes = try XCTUnwrap(SecKeyCopyAttributes(found as! SecKey) as? [String: Any])
+        XCTAssertNil(attributes[kSecAttrTokenID as String], "the public key is an ordinary key")
+    }
+}
