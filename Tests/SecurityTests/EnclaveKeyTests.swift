@@ -252,6 +252,77 @@ final class EnclaveKeyTests: KeychainTestCase {
         XCTAssertEqual(find([kSecReturnRef as String: true]).0, errSecItemNotFound)
     }
 
+    // MARK: Identities
+
+    /// Runs the openssl command in `directory`.
+    private func openssl(_ arguments: [String], in directory: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "openssl \(arguments.joined(separator: " "))")
+    }
+
+    func testACertificateForAnEnclaveKeyMakesAnIdentityThatSigns() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
+            throw XCTSkip("needs the openssl command (Debian's openssl package)")
+        }
+        let work = keychain.directory + "-openssl"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let key = try enclaveKey()
+        let point = try XCTUnwrap(SecKeyCopyExternalRepresentation(SecKeyCopyPublicKey(key)!, nil) as Data?)
+        // The public key as SubjectPublicKeyInfo (id-ecPublicKey, prime256v1), for openssl to certify.
+        let prefix: [UInt8] = [
+            0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86,
+            0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+        ]
+        try (Data(prefix) + point).write(to: URL(fileURLWithPath: work + "/enclave.der"))
+        try openssl(["pkey", "-pubin", "-inform", "DER", "-in", "enclave.der", "-out", "enclave.pem"], in: work)
+        try openssl(
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
+                "-out", "ca.pem", "-days", "30", "-subj", "/CN=Example Device CA",
+            ], in: work)
+        try openssl(
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "stand-in.key",
+                "-out", "device.csr", "-subj", "/CN=device.example.com",
+            ], in: work)
+        try openssl(
+            [
+                "x509", "-req", "-in", "device.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-force_pubkey",
+                "enclave.pem", "-days", "30", "-outform", "DER", "-out", "device.der",
+            ], in: work)
+        let der = try Data(contentsOf: URL(fileURLWithPath: work + "/device.der"))
+        let certificate = try XCTUnwrap(SecCertificateCreateWithData(nil, der as CFData))
+        XCTAssertEqual(SecCertificateCopyKey(certificate), SecKeyCopyPublicKey(key))
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: certificate] as CFDictionary, nil), errSecSuccess)
+        // The certificate pairs with the enclave key: an identity whose private key signs in the keychain.
+        var result: CFTypeRef?
+        let query: [String: Any] = [kSecClass as String: kSecClassIdentity, kSecReturnRef as String: true]
+        XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &result), errSecSuccess)
+        let identity = try XCTUnwrap(result as? SecIdentity)
+        var privateKey: SecKey?
+        XCTAssertEqual(SecIdentityCopyPrivateKey(identity, &privateKey), errSecSuccess)
+        let signer = try XCTUnwrap(privateKey)
+        XCTAssertEqual(signer, key)
+        XCTAssertNil(SecKeyCopyExternalRepresentation(signer, nil))
+        let message = Data("a TLS handshake, say".utf8)
+        let signature = try XCTUnwrap(sign(signer, message).0)
+        XCTAssertTrue(
+            SecKeyVerifySignature(
+                SecCertificateCopyKey(certificate)!, .ecdsaSignatureMessageX962SHA256, message as CFData,
+                signature as CFData, nil))
+        // Deleting the identity deletes the key with its certificate.
+        XCTAssertEqual(SecItemDelete([kSecValueRef as String: identity] as CFDictionary), errSecSuccess)
+        XCTAssertEqual(sign(key, message).1, Int(errSecItemNotFound))
+    }
+
     // MARK: Bad input
 
     func testEverythingAnEnclaveKeyCannotBeIsRefused() {
