@@ -135,4 +135,83 @@ final class KnownAnswerTests: XCTestCase {
             SecKeyVerifySignature(
                 publicKey, .ecdsaSignatureMessageX962SHA256, Data("sample".utf8) as CFData, made, nil))
     }
+
+    // MARK: Project Wycheproof
+
+    /// (tcId, message, signature, valid) from Project Wycheproof's `ecdsa_secp256r1_sha256_test.json`
+    /// (C2SP/wycheproof, testvectors_v1; Apache-2.0): valid signatures, and copies whose DER is
+    /// bent (a missing leading zero, long-form and padded lengths, lengths off by one or overflowing),
+    /// which a strict verifier refuses. The first four are under the first test group's key, the
+    /// rest under the second's.
+    private static let wycheproofKeys = [
+        "0404aaec73635726f213fb8a9e64da3b8632e41495a944d0045b522eba7240fad5"
+            + "87d9315798aaa3a5ba01775787ced05eaaf7b4e09fc81d6d1aa546e8365d525d",
+        "042927b10512bae3eddcfe467828128bad2903269919f7086069c8c4df6c732838"
+            + "c7787964eaac00e5921fb1498a60f4606766b3d9685001558d1a974e7341513e",
+    ]
+    private static let wycheproofBody =
+        "02202ba3a8be6b94d5ec80a6d9d1190a436effe50d85a1eee859b8cc6af9bd5c2e18"
+        + "022100b329f479a2bbd0a5c384ee1493b1f5186a87139cac5df4087c134b49156847db"
+    private static let wycheproofVectors: [(Int, String, String, Bool)] = [
+        (
+            1, "",
+            "3045022100b292a619339f6e567a305c951c0dcbcc42d16e47f219f9e98e76e09d8770b34a02200177e60492c5a8242f76f07bfe3661bde59ec2a17ce5bd2dab2abebdf89a62e2",
+            true
+        ),
+        (
+            2, "4d7367",
+            "30450220530bd6b0c9af2d69ba897f6b5fb59695cfbf33afe66dbadcf5b8d2a2a6538e23022100d85e489cb7a161fd55ededcedbf4cc0c0987e3e3f0f242cae934c72caa3f43e9",
+            true
+        ),
+        (
+            3, "313233343030",
+            "3046022100a8ea150cb80125d7381c4c1f1da8e9de2711f9917060406a73d7904519e51388022100f3ab9fa68bd47973a73b2d40480c2ba50c22c9d76ec217257288293285449b86",
+            true
+        ),
+        (
+            4, "0000000000000000000000000000000000000000",
+            "3045022100986e65933ef2ed4ee5aada139f52b70539aaf63f00a91f29c69178490d57fb7102203dafedfb8da6189d372308cbf1489bbbdabf0c0217d1c0ff0f701aaa7a694b9c",
+            true
+        ),
+        (
+            5, "313233343030",
+            "304402202ba3a8be6b94d5ec80a6d9d1190a436effe50d85a1eee859b8cc6af9bd5c2e1802204cd60b855d442f5b3c7b11eb6c4e0ae7525fe710fab9aa7c77a67f79e6fadd76",
+            true
+        ),
+        (
+            6, "313233343030",
+            "304402202ba3a8be6b94d5ec80a6d9d1190a436effe50d85a1eee859b8cc6af9bd5c2e180220b329f479a2bbd0a5c384ee1493b1f5186a87139cac5df4087c134b49156847db",
+            false
+        ),
+        (7, "313233343030", "3045" + wycheproofBody, true),
+        (8, "313233343030", "308145" + wycheproofBody, false),
+        (9, "313233343030", "30820045" + wycheproofBody, false),
+        (10, "313233343030", "3046" + wycheproofBody, false),
+        (11, "313233343030", "3044" + wycheproofBody, false),
+        (12, "313233343030", "30850100000045" + wycheproofBody, false),
+        (13, "313233343030", "3089010000000000000045" + wycheproofBody, false),
+        (14, "313233343030", "30847fffffff" + wycheproofBody, false),
+        (16, "313233343030", "3084ffffffff" + wycheproofBody, false),
+        (18, "313233343030", "3088ffffffffffffffff" + wycheproofBody, false),
+    ]
+
+    func testWycheproofECDSAP256SignaturesAreJudgedAsTheSuiteSays() throws {
+        let attributes: [String: Any] = [
+            kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom,
+            kSecAttrKeyClass as String: kSecAttrKeyClassPublic,
+        ]
+        let keys = try Self.wycheproofKeys.map {
+            try XCTUnwrap(SecKeyCreateWithData(hex($0) as CFData, attributes as CFDictionary, nil))
+        }
+        for (tcId, message, signature, valid) in Self.wycheproofVectors {
+            let key = tcId <= 4 ? keys[0] : keys[1]
+            var error: Unmanaged<CFError>?
+            let verified = SecKeyVerifySignature(
+                key, .ecdsaSignatureMessageX962SHA256, hex(message) as CFData, hex(signature) as CFData, &error)
+            XCTAssertEqual(verified, valid, "Wycheproof tcId \(tcId)")
+            if !valid {
+                XCTAssertEqual(error.map { CFErrorGetCode($0.takeRetainedValue()) }, Int(errSecVerifyFailed))
+            }
+        }
+    }
 }
