@@ -220,6 +220,22 @@ final class EnclaveKeyTests: KeychainTestCase {
         context.interactionNotAllowed = true
         let (_, quiet) = find([kSecReturnRef as String: true, kSecUseAuthenticationContext as String: context])
         XCTAssertEqual(sign(try XCTUnwrap(quiet as? SecKey), message).1, Int(errSecInteractionNotAllowed))
+        // A key found with kSecUseAuthenticationUISkip (which leaves out what would ask) still asks to sign.
+        let (_, skipping) = find([
+            kSecReturnRef as String: true, kSecUseAuthenticationUI as String: kSecUseAuthenticationUISkip,
+        ])
+        _ = try service.biometry(.answer(.match))
+        XCTAssertNil(sign(try XCTUnwrap(skipping as? SecKey), message).1)
+        // An update the key cannot take is refused before anybody is asked; one it can take asks, as
+        // any guarded item's update does (it re-seals the key).
+        _ = try service.biometry(.answer(.match))
+        let byTag: [String: Any] = [kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: tag]
+        XCTAssertEqual(
+            SecItemUpdate(byTag as CFDictionary, [kSecAttrIsExtractable as String: true] as CFDictionary), errSecParam)
+        XCTAssertEqual(try service.biometry(.status).pendingAnswers, [.match], "nobody was asked")
+        XCTAssertEqual(
+            SecItemUpdate(byTag as CFDictionary, [kSecAttrLabel as String: "renamed"] as CFDictionary), errSecSuccess)
+        XCTAssertEqual(try service.biometry(.status).pendingAnswers, [])
         // Key exchange is guarded the same way.
         let peer = SecKeyCreateRandomKey(
             [kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom, kSecAttrKeySizeInBits as String: 256]
@@ -318,6 +334,11 @@ final class EnclaveKeyTests: KeychainTestCase {
             SecKeyVerifySignature(
                 SecCertificateCopyKey(certificate)!, .ecdsaSignatureMessageX962SHA256, message as CFData,
                 signature as CFData, nil))
+        // Its certificate deleted, the identity can be added again: the key is already its item.
+        XCTAssertEqual(SecItemDelete([kSecValueRef as String: certificate] as CFDictionary), errSecSuccess)
+        XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &result), errSecItemNotFound)
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: identity] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &result), errSecSuccess)
         // Deleting the identity deletes the key with its certificate.
         XCTAssertEqual(SecItemDelete([kSecValueRef as String: identity] as CFDictionary), errSecSuccess)
         XCTAssertEqual(sign(key, message).1, Int(errSecItemNotFound))

@@ -39,9 +39,10 @@ extension Keychain {
         item["v_Data"] = .data(EnclaveKeyRules.blob(wrapping: wrapped))
         for name in ["r_Attributes", "r_Data", "r_PersistentRef"] { item[name] = .bool(true) }
         let query = try Query.parse(item, for: .add)
-        var (row, record) = try prepareAdd(query, client: client, enclavePublicKey: publicKey)
+        let (row, prepared) = try prepareAdd(query, client: client, enclavePublicKey: publicKey)
         try pool.writeTransaction { connection in try insertNew(row, store: ItemStore(connection: connection)) }
-        row.secret = Data()
+        // The answer, like every read, gives the public key as the data.
+        var record = prepared
         record.secret = publicKey
         return try ResultShape(query: query).result(for: [record])
     }

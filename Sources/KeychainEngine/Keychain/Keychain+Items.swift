@@ -195,6 +195,15 @@ extension Keychain {
         // call's own; inside it nobody is asked, and what was satisfied counts.
         let context = query.authenticationContext ?? AuthenticationContextReference()
         defer { if query.authenticationContext == nil { authentication.forget(context, client: client) } }
+        // Keys first say whether the change fits them (an enclave key's data and key attributes are
+        // fixed), from their attributes alone, so that nobody is asked for a change that is refused.
+        if itemClass == .key {
+            let found = try pool.withConnection { connection in
+                try search(query, itemClass: itemClass, groups: groups, store: ItemStore(connection: connection))
+                    .run(limit: Int.max, needSecret: false)
+            }
+            for match in found { try change.checkApplicable(to: match.record) }
+        }
         let asking = ItemAccess(query: query, broker: authentication, client: client, context: context)
         _ = try pool.withConnection { connection in
             var search = try search(

@@ -40,17 +40,28 @@ struct ItemChange {
     var synchronizable: Bool? { shared.synchronizable.map { $0 == .yes } }
 
     /// Applies the change; the modification date moves strictly forward.
-    func apply(to record: inout ItemRecord, now: Date) throws {
-        if record.enclavePublicKey != nil {
-            let fixed = ["kcls", "type", "bsiz", "esiz", "klbl"].filter { attributes[$0] != nil }
-            if shared.secret != nil || shared.protection != nil || shared.accessControl != nil || !fixed.isEmpty
-                || synchronizable == true
-            {
-                throw KeychainError.invalidParameter(
-                    "an enclave key's data, key attributes, protection and access control are fixed when it is made, and it never synchronizes"
-                )
-            }
+    /// What an enclave key keeps from its making: its data, what the key is and may do, its protection
+    /// and access control; and it never synchronizes.
+    private static let enclaveKeyFixed = [
+        "kcls", "type", "bsiz", "esiz", "klbl", "perm", "priv", "modi", "sens", "asen", "extr", "next", "encr", "decr",
+        "drve", "sign", "vrfy", "snrc", "vyrc", "wrap", "unwp",
+    ]
+
+    /// Refuses a change that the record cannot take (checked before anyone is asked to allow it).
+    func checkApplicable(to record: ItemRecord) throws {
+        guard record.enclavePublicKey != nil else { return }
+        let fixed = Self.enclaveKeyFixed.filter { attributes[$0] != nil }
+        if shared.secret != nil || shared.protection != nil || shared.accessControl != nil || !fixed.isEmpty
+            || synchronizable == true
+        {
+            throw KeychainError.invalidParameter(
+                "an enclave key's data, key attributes, protection and access control are fixed when it is made, and it never synchronizes"
+            )
         }
+    }
+
+    func apply(to record: inout ItemRecord, now: Date) throws {
+        try checkApplicable(to: record)
         for (name, value) in attributes { record.attributes[name] = value }
         if let secret = shared.secret { record.secret = secret }
         if let accessGroup = shared.accessGroup { record.accessGroup = accessGroup }

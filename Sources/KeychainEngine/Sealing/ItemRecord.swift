@@ -53,7 +53,9 @@ struct ItemRecord: Sendable {
         // A guarded secret stays out: its digest would be returned and searchable without the user,
         // letting anyone in the group test guesses of the secret (and skip an application password's
         // scrypt). So for such items `sha1` covers the attributes alone.
-        if accessControl?.guardsSecret != true { writer.writeBytes(secret ?? Data()) }
+        // An enclave key's stands for its secret: what a read gives as its data, so that a client can
+        // recompute it, and nothing derived from the wrapped private key.
+        if accessControl?.guardsSecret != true { writer.writeBytes(enclavePublicKey ?? secret ?? Data()) }
         attributes["sha1"] = .data(try Digest.sha1(writer.data))
     }
 }
@@ -130,12 +132,14 @@ enum ItemRecordCoding {
             let name = try reader.readString()
             attributes[name] = try readValue(&reader)
         }
+        // Optional sections, each once: a tag this build does not know makes the item corrupt rather
+        // than half-read (a re-seal would drop it).
         var enclavePublicKey: Data?
-        if !reader.isAtEnd {
-            guard try reader.read() as UInt8 == 1 else { throw ByteReader.Truncated() }
+        while !reader.isAtEnd {
+            let tag: UInt8 = try reader.read()
+            guard tag == 1, enclavePublicKey == nil else { throw ByteReader.Truncated() }
             enclavePublicKey = try reader.readBytes()
         }
-        guard reader.isAtEnd else { throw ByteReader.Truncated() }
         return Metadata(
             accessGroup: accessGroup, synchronizable: synchronizable, tombstone: tombstone,
             accessControl: accessControl, biometryBinding: biometryBinding, attributes: attributes,

@@ -109,11 +109,13 @@ enum IdentityItems {
         certificate["class"] = nil
         certificate["v_Ref"] = nil
         var certificateItem = try KeyItems.addition(of: identity.certificate, to: certificate)
-        let keyItem = try KeyItems.addition(of: identity.privateKey, to: certificate)
+        // An enclave key exists only as its item: the certificate joins it.
+        let keyItem =
+            identity.privateKey.enclave == nil ? try KeyItems.addition(of: identity.privateKey, to: certificate) : nil
         certificateItem["r_PersistentRef"] = .bool(true)
         let added = try service.add(certificateItem)
         do {
-            _ = try service.add(keyItem)
+            if let keyItem { _ = try service.add(keyItem) }
         } catch let error as KeychainError where error.code == .duplicateItem {
             // The key was already there (an identity made from a stored key): the certificate joins it.
         } catch {
@@ -216,7 +218,7 @@ enum IdentityItems {
                 guard case .data(let der)? = certificate["v_Data"],
                     let object = SecCertificateCreateWithData(nil, der as CFData),
                     case .data(let material)? = key["v_Data"],
-                    let privateKey = try? KeyItems.makeKey(material, attributes: key)
+                    let privateKey = try? KeyItems.makeKey(material, attributes: key, options: query)
                 else { continue }
                 identity = SecIdentity(certificate: object, privateKey: privateKey)
             }

@@ -11,8 +11,11 @@ struct EnclaveKeyReference: Sendable {
     /// The keys of a query that a key found by it keeps for its uses.
     static let keptOptions = ["u_AuthCtx", "u_OpPrompt", "u_AuthUI", "u_NoAuthUI"]
 
+    /// The options kept, but not `kSecUseAuthenticationUISkip`: it chose which items a search finds,
+    /// and kept it would make every use that needs the user fail as if the key were gone.
     init(persistentReference: Data, options: [String: ItemValue]) {
         var query = options.filter { Self.keptOptions.contains($0.key) }
+        if query["u_AuthUI"] == .string("u_AuthUIS") { query["u_AuthUI"] = nil }
         query["class"] = .string("keys")
         query["v_PersistentRef"] = .data(persistentReference)
         useQuery = query
@@ -37,7 +40,10 @@ struct EnclaveKeyReference: Sendable {
         _ ciphertext: Data, _ scheme: ECIESScheme, publicKey: AsymmetricKey,
         _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
     ) -> CFData? {
-        guard case .ec(let curve) = publicKey.kind else { return nil }
+        guard case .ec(let curve) = publicKey.kind else {
+            fail(error, errSecParam, "ECIES needs an EC key")
+            return nil
+        }
         struct Reported: Error {}
         do {
             let plaintext = try AsymmetricKey.eciesDecrypt(ciphertext, curve: curve, scheme) { ephemeral in
@@ -96,18 +102,27 @@ enum EnclaveKeys {
             fail(error, errSecInternalComponent, "the enclave key could not be made")
             return nil
         }
-        guard case .dictionary(let item)? = answer, case .data(let publicKey)? = item["v_Data"],
+        guard case .dictionary(let item)? = answer else {
+            fail(error, errSecInternalComponent, "the keychain service answered the enclave key's creation oddly")
+            return nil
+        }
+        // Whatever goes wrong from here takes the new key back out.
+        func takeBack() {
+            if case .data(let reference)? = item["v_PersistentRef"] {
+                SecItemDelete(["class": "keys", "v_PersistentRef": reference] as CFDictionary)
+            }
+        }
+        guard case .data(let publicKey)? = item["v_Data"],
             let key = try? KeyItems.makeKey(publicKey, attributes: item, options: values)
         else {
+            takeBack()
             fail(error, errSecInternalComponent, "the keychain service answered the enclave key's creation oddly")
             return nil
         }
         // The public key is an ordinary key item, stored when its attributes say so (without the token).
         let publicItem = publicAttributes.filter { $0.key != "tkid" }
         guard let publicHalf = SecKeyCopyPublicKey(key), storePermanent([(publicHalf, publicItem)], error) else {
-            if case .data(let reference)? = item["v_PersistentRef"] {
-                SecItemDelete(["class": "keys", "v_PersistentRef": reference] as CFDictionary)
-            }
+            takeBack()
             return nil
         }
         return key

@@ -441,12 +441,11 @@ public func SecKeyCopyKeyExchangeResult(
     let values = (try? ValueBridging.dictionary(parameters)) ?? [:]
     let shared: SecureBytes
     if let enclave = privateKey.enclave {
-        guard let peer = try? publicKey.key.publicRepresentation(), publicKey.key.kind == privateKey.key.kind,
-            let agreed = enclave.perform(.sharedSecret(peerPublicKey: peer), error)
-        else {
-            if error?.pointee == nil { fail(error, errSecParam, "the public key is not on the private key's curve") }
+        guard let peer = try? publicKey.key.publicRepresentation(), publicKey.key.kind == privateKey.key.kind else {
+            fail(error, errSecParam, "the public key is not on the private key's curve")
             return nil
         }
+        guard let agreed = enclave.perform(.sharedSecret(peerPublicKey: peer), error) else { return nil }
         shared = agreed
     } else {
         do {
