@@ -99,6 +99,103 @@ final class SecCertificateTests: XCTestCase {
         XCTAssertNotEqual(ca, leaf)
     }
 
+    /// A root (RSA), an intermediate (P-384) it signs and a leaf (P-256) the intermediate signs: each
+    /// certificate's accessors and keychain attributes agree with what `openssl x509` prints of it,
+    /// and each one's issuer is the one above's subject.
+    func testAChainOfRootIntermediateAndLeafReadsAsOpenSSLReadsIt() throws {
+        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
+        defer { withExtendedLifetime(keychain) {} }
+        try
+            "basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n"
+            .write(toFile: work + "/ca.cnf", atomically: true, encoding: .utf8)
+        try "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\nsubjectAltName=DNS:chain.example.com\n".write(
+            toFile: work + "/leaf.cnf", atomically: true, encoding: .utf8)
+        try openssl([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "root.key", "-out", "root.pem", "-days", "30",
+            "-subj", "/C=NL/O=Chain Corp/CN=Chain Root",
+        ])
+        try openssl([
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-384", "-nodes", "-keyout", "mid.key", "-out",
+            "mid.csr", "-subj", "/O=Chain Corp/OU=Issuing/CN=Chain Intermediate",
+        ])
+        try openssl([
+            "x509", "-req", "-in", "mid.csr", "-CA", "root.pem", "-CAkey", "root.key", "-set_serial", "4096",
+            "-days", "30", "-extfile", "ca.cnf", "-out", "mid.pem",
+        ])
+        try openssl([
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "end.key", "-out",
+            "end.csr", "-subj", "/O=Chain Corp/CN=chain.example.com",
+        ])
+        try openssl([
+            "x509", "-req", "-in", "end.csr", "-CA", "mid.pem", "-CAkey", "mid.key", "-set_serial", "0x7fff0001",
+            "-days", "30", "-extfile", "leaf.cnf", "-out", "end.pem",
+        ])
+        var chain: [(name: String, certificate: SecCertificate, attributes: [String: Any])] = []
+        for (name, commonName, bits) in [
+            ("root", "Chain Root", 2048), ("mid", "Chain Intermediate", 384), ("end", "chain.example.com", 256),
+        ] {
+            let certificate = try XCTUnwrap(SecCertificateCreateWithData(nil, try der(name) as CFData), name)
+            // What openssl prints: the serial, the subject's common name, the subject key identifier.
+            let serial = try openssl(["x509", "-in", name + ".pem", "-noout", "-serial"])
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let serialData = try XCTUnwrap(SecCertificateCopySerialNumberData(certificate, nil) as Data?)
+            XCTAssertEqual(
+                "serial=" + serialData.drop { $0 == 0 }.map { String(format: "%02X", $0) }.joined(), serial, name)
+            var common: CFString?
+            XCTAssertEqual(SecCertificateCopyCommonName(certificate, &common), errSecSuccess)
+            XCTAssertEqual(common as String?, commonName)
+            let subject = try openssl(["x509", "-in", name + ".pem", "-noout", "-subject", "-nameopt", "RFC2253"])
+            XCTAssertTrue(subject.contains("CN=\(commonName)"), subject)
+            XCTAssertEqual(SecCertificateCopySubjectSummary(certificate) as String?, commonName)
+            let key = try XCTUnwrap(SecCertificateCopyKey(certificate), name)
+            XCTAssertEqual(
+                (SecKeyCopyAttributes(key) as? [String: Any])?[kSecAttrKeySizeInBits as String] as? Int, bits, name)
+            // The key openssl extracts is the key read here.
+            try openssl(["x509", "-in", name + ".pem", "-noout", "-pubkey", "-out", name + ".pub"])
+            try openssl(["pkey", "-pubin", "-in", name + ".pub", "-outform", "DER", "-out", name + ".spki"])
+            let spki = try Data(contentsOf: URL(fileURLWithPath: work + "/" + name + ".spki"))
+            let external = try XCTUnwrap(SecKeyCopyExternalRepresentation(key, nil) as Data?)
+            XCTAssertTrue(spki.suffix(external.count) == external, "\(name): the certificate's key")
+            XCTAssertEqual(SecItemAdd([kSecValueRef as String: certificate] as CFDictionary, nil), errSecSuccess)
+            var result: CFTypeRef?
+            let query: [String: Any] = [
+                kSecClass as String: kSecClassCertificate, kSecValueRef as String: certificate,
+                kSecReturnAttributes as String: true,
+            ]
+            XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &result), errSecSuccess)
+            let attributes = try XCTUnwrap(result as? [String: Any])
+            XCTAssertEqual(attributes[kSecAttrCertificateType as String] as? Int, 3, name)
+            XCTAssertEqual(attributes[kSecAttrLabel as String] as? String, commonName)
+            XCTAssertEqual(attributes[kSecAttrSerialNumber as String] as? Data, serialData)
+            XCTAssertEqual(
+                attributes[kSecAttrPublicKeyHash as String] as? Data,
+                (SecKeyCopyAttributes(key) as? [String: Any])?[kSecAttrApplicationLabel as String] as? Data)
+            // Every one of them has a subject key identifier (req -x509 adds one to the root).
+            let printed = try openssl(["x509", "-in", name + ".pem", "-noout", "-ext", "subjectKeyIdentifier"])
+            let hex = printed.split(separator: "\n").last.map {
+                $0.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: ":", with: "")
+            }
+            let identifier = try XCTUnwrap(attributes[kSecAttrSubjectKeyID as String] as? Data, name)
+            XCTAssertEqual(identifier.map { String(format: "%02X", $0) }.joined(), hex, name)
+            chain.append((name, certificate, attributes))
+        }
+        // Each issuer is the subject above it; the root issued itself.
+        XCTAssertEqual(
+            chain[0].attributes[kSecAttrIssuer as String] as? Data,
+            chain[0].attributes[kSecAttrSubject as String] as? Data)
+        for (upper, lower) in zip(chain, chain.dropFirst()) {
+            XCTAssertEqual(
+                lower.attributes[kSecAttrIssuer as String] as? Data,
+                upper.attributes[kSecAttrSubject as String] as? Data,
+                "\(lower.name) is issued by \(upper.name)")
+            XCTAssertEqual(
+                SecCertificateCopyNormalizedIssuerSequence(lower.certificate) as Data?,
+                SecCertificateCopyNormalizedSubjectSequence(upper.certificate) as Data?)
+        }
+        // openssl itself accepts the chain these are.
+        try openssl(["verify", "-CAfile", "root.pem", "-untrusted", "mid.pem", "end.pem"])
+    }
+
     func testMalformedAndMutatedDERIsRefusedWithoutACrash() throws {
         let (_, leaf) = try makeCertificates()
         let der = SecCertificateCopyData(leaf) as Data
