@@ -38,10 +38,11 @@ public enum KeychainRequest: Sendable, Codable {
     /// `SecKeyCreateRandomKey` with `kSecAttrTokenIDSecureEnclave`: makes a P-256 key whose private
     /// half only the device root's holder can use, stores it with these attributes (a SecItemAdd
     /// dictionary without the key itself), and answers like an add asked for its attributes, data
-    /// (the public key) and persistent reference.
+    /// (the public key) and persistent reference; with `perm` false, stores nothing and answers its
+    /// attributes, public key and token (`toid`).
     case generateEnclaveKey(attributes: [String: ItemValue])
-    /// One private-key operation with the enclave key `query` names by persistent reference; the
-    /// query also carries what a read would (`kSecUseAuthenticationContext`, the prompt, the UI
+    /// One private-key operation with the enclave key `query` names by persistent reference (or
+    /// carries the token of, as `toid`); the query also carries what a read would (`kSecUseAuthenticationContext`, the prompt, the UI
     /// choice), for the key's access control. Answers `.secret`.
     case useEnclaveKey(query: [String: ItemValue], operation: EnclaveKeyOperation)
 

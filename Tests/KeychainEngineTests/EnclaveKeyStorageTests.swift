@@ -106,4 +106,52 @@ final class EnclaveKeyStorageTests: EngineTestCase {
                 operation: .sharedSecret(peerPublicKey: offCurve), client: client)
         ) { XCTAssertEqual(($0 as? KeychainError)?.code, .invalidParameter) }
     }
+
+    func testAnEphemeralKeysTokenOpensOnlyHereAndOnlyWhole() throws {
+        let made = try keychain.generateEnclaveKey(
+            ["tkid": .string(enclaveTokenID), "perm": .bool(false)], client: client)
+        guard case .dictionary(let answer)? = made, case .data(let token)? = answer["toid"],
+            case .data(let publicKey)? = answer["v_Data"]
+        else { return XCTFail("\(String(describing: made))") }
+        XCTAssertNil(answer["v_PersistentRef"], "no item holds it")
+        let use: (Data) throws -> SecureBytes = { token in
+            try self.keychain.useEnclaveKey(
+                ["class": .string("keys"), "toid": .data(token)],
+                operation: .sign(hash: .sha256, input: .message, data: Data("m".utf8)), client: self.client)
+        }
+        XCTAssertNoThrow(try use(token))
+        // Any byte changed, the token is refused: its parts are bound together by the wrapping.
+        for index in [0, 5, token.count / 2, token.count - 1] {
+            var edited = token
+            edited[index] ^= 0x01
+            XCTAssertThrowsError(try use(edited), "byte \(index)") {
+                XCTAssertEqual(($0 as? KeychainError)?.code, .invalidParameter)
+            }
+        }
+        XCTAssertThrowsError(try use(token.prefix(token.count - 1))) {
+            XCTAssertEqual(($0 as? KeychainError)?.code, .invalidParameter)
+        }
+        // Another device's keychain (another root) cannot open it.
+        let elsewhere = directory + "-elsewhere"
+        defer { try? FileManager.default.removeItem(atPath: elsewhere) }
+        let other = try open(directory: elsewhere)
+        XCTAssertThrowsError(
+            try other.useEnclaveKey(
+                ["class": .string("keys"), "toid": .data(token)],
+                operation: .sign(hash: .sha256, input: .message, data: Data("m".utf8)), client: client)
+        ) { XCTAssertEqual(($0 as? KeychainError)?.code, .invalidParameter) }
+        // The private key is not in the token in the clear.
+        let stored = try keychain.add(
+            [
+                "class": .string("keys"), "tkid": .string(enclaveTokenID), "toid": .data(token),
+                "r_PersistentRef": .bool(true),
+            ],
+            client: client)
+        guard case .data(let reference)? = stored else { return XCTFail("\(String(describing: stored))") }
+        let wrapped = try EnclaveKeyRules.wrappedKey(in: try storedBlob(reference))
+        let privateBytes = try keychain.keybag.unwrapDeviceBound(wrapped, context: publicKey).withUnsafeBytes {
+            Data($0)
+        }
+        XCTAssertNil(token.range(of: privateBytes.suffix(32)))
+    }
 }

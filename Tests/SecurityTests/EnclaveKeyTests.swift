@@ -268,6 +268,91 @@ final class EnclaveKeyTests: KeychainTestCase {
         XCTAssertEqual(find([kSecReturnRef as String: true]).0, errSecItemNotFound)
     }
 
+    // MARK: Ephemeral keys
+
+    func testAnEphemeralKeySignsStoresNothingAndCanBeStoredLater() throws {
+        let key = try enclaveKey(privateExtra: [kSecAttrIsPermanent as String: false])
+        XCTAssertEqual(find([:]).0, errSecItemNotFound, "nothing was stored")
+        let attributes = try XCTUnwrap(SecKeyCopyAttributes(key) as? [String: Any])
+        XCTAssertEqual(attributes[kSecAttrIsPermanent as String] as? Bool, false)
+        XCTAssertEqual(attributes[kSecAttrTokenID as String] as? String, kSecAttrTokenIDSecureEnclave as String)
+        XCTAssertNil(SecKeyCopyExternalRepresentation(key, nil))
+        let message = Data("signed by a key no item holds".utf8)
+        let signature = try XCTUnwrap(sign(key, message).0)
+        XCTAssertTrue(verifies(key, message, signature, .ecdsaSignatureMessageX962SHA256))
+        let plaintext = Data("sealed to it".utf8)
+        let sealed = try XCTUnwrap(
+            SecKeyCreateEncryptedData(
+                SecKeyCopyPublicKey(key)!, .eciesEncryptionCofactorVariableIVX963SHA256AESGCM, plaintext as CFData,
+                nil))
+        XCTAssertEqual(
+            SecKeyCreateDecryptedData(key, .eciesEncryptionCofactorVariableIVX963SHA256AESGCM, sealed, nil) as Data?,
+            plaintext)
+        // Stored later by kSecValueRef, it is found as a stored enclave key; both sign.
+        XCTAssertEqual(
+            SecItemAdd([kSecValueRef as String: key, kSecAttrApplicationTag as String: tag] as CFDictionary, nil),
+            errSecSuccess)
+        XCTAssertEqual(
+            SecItemAdd([kSecValueRef as String: key, kSecAttrApplicationTag as String: tag] as CFDictionary, nil),
+            errSecDuplicateItem)
+        let (status, found) = find([kSecReturnRef as String: true])
+        XCTAssertEqual(status, errSecSuccess)
+        let stored = try XCTUnwrap(found as? SecKey)
+        XCTAssertEqual(stored, key)
+        XCTAssertEqual((SecKeyCopyAttributes(stored) as? [String: Any])?[kSecAttrIsPermanent as String] as? Bool, true)
+        XCTAssertTrue(verifies(key, message, try XCTUnwrap(sign(stored, message).0), .ecdsaSignatureMessageX962SHA256))
+        XCTAssertNil(sign(key, message).1)
+        // It cannot be stored under another access control than it was made with.
+        let other = try enclaveKey(privateExtra: [kSecAttrIsPermanent as String: false])
+        let accessControl = SecAccessControlCreateWithFlags(
+            nil, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, [.privateKeyUsage, .biometryAny], nil)!
+        XCTAssertEqual(
+            SecItemAdd(
+                [kSecValueRef as String: other, kSecAttrAccessControl as String: accessControl] as CFDictionary, nil),
+            errSecParam)
+    }
+
+    func testAnEphemeralKeysAccessControlAndProtectionHoldForEveryUse() throws {
+        _ = try service.biometry(.enroll)
+        let accessControl = SecAccessControlCreateWithFlags(
+            nil, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, [.privateKeyUsage, .biometryCurrentSet], nil)!
+        let key = try enclaveKey(privateExtra: [
+            kSecAttrIsPermanent as String: false, kSecAttrAccessControl as String: accessControl,
+        ])
+        let message = Data("approved".utf8)
+        _ = try service.biometry(.answer(.match))
+        XCTAssertNil(sign(key, message).1)
+        _ = try service.biometry(.answer(.nomatch))
+        XCTAssertEqual(sign(key, message).1, Int(errSecAuthFailed))
+        _ = try service.biometry(.answer(.cancel))
+        XCTAssertEqual(sign(key, message).1, Int(errSecUserCanceled))
+        // Locked, it signs nothing, and asks nobody.
+        let passcode = SecureBytes(copying: Array("2468".utf8))
+        try service.setPasscode(passcode, current: nil)
+        try service.lock()
+        _ = try service.biometry(.answer(.match))
+        XCTAssertEqual(sign(key, message).1, Int(errSecInteractionNotAllowed))
+        XCTAssertEqual(try service.biometry(.status).pendingAnswers, [.match])
+        try service.unlock(passcode: passcode)
+        XCTAssertNil(sign(key, message).1)
+        // A new enrollment ends a key bound to the enrolled set.
+        _ = try service.biometry(.enroll)
+        _ = try service.biometry(.answer(.match))
+        XCTAssertEqual(sign(key, message).1, Int(errSecAuthFailed))
+        // An application password cannot guard an ephemeral key.
+        let withPassword = SecAccessControlCreateWithFlags(
+            nil, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, [.privateKeyUsage, .applicationPassword], nil)!
+        let context = LAContext()
+        _ = context.setCredential(Data("pw".utf8), type: .applicationPassword)
+        XCTAssertEqual(
+            creationStatus(
+                parameters(
+                    [kSecUseAuthenticationContext as String: context],
+                    privateExtra: [
+                        kSecAttrIsPermanent as String: false, kSecAttrAccessControl as String: withPassword,
+                    ])), Int(errSecUnimplemented))
+    }
+
     // MARK: Identities
 
     /// Runs the openssl command in `directory`.
@@ -357,8 +442,6 @@ final class EnclaveKeyTests: KeychainTestCase {
             creationStatus(
                 parameters([kSecAttrKeyType as String: ec, kSecAttrTokenID as String: "com.example.token"])),
             Int(errSecParam))
-        XCTAssertEqual(
-            creationStatus(parameters(privateExtra: [kSecAttrIsPermanent as String: false])), Int(errSecUnimplemented))
         XCTAssertEqual(
             creationStatus(parameters(privateExtra: [kSecAttrSynchronizable as String: true])), Int(errSecParam))
         let withoutKeyUsage = SecAccessControlCreateWithFlags(

@@ -8,23 +8,52 @@ import KeychainStorage
 /// Reads give the public key as the item's data; the key's access control (`privateKeyUsage` with
 /// its constraints) guards signing and key exchange, by the same sealing as a guarded item's secret.
 extension Keychain {
-    /// Makes an enclave key and stores it as a key item with `dictionary`'s attributes (a SecItemAdd
-    /// dictionary without data). Answers the item's attributes, its data (the public key) and its
-    /// persistent reference.
+    /// Makes an enclave key. Permanent (the default): stored as a key item with `dictionary`'s
+    /// attributes (a SecItemAdd dictionary without data), answered with the item's attributes, its
+    /// data (the public key) and its persistent reference. With `kSecAttrIsPermanent` false: stored
+    /// nowhere, answered with its attributes, its public key and its token (`toid`).
     public func generateEnclaveKey(_ dictionary: [String: ItemValue], client: ClientIdentity) throws -> ItemResult? {
         try perform { try makeEnclaveKey(dictionary, client: client) }
     }
 
-    /// Signs with, or agrees a secret with, the enclave key the query names by persistent reference,
-    /// once the key's access control is satisfied (asking the user as a read would).
+    /// Signs with, or agrees a secret with, the enclave key the query names (its item's persistent
+    /// reference, or its token), once the key's access control is satisfied (asking the user as a
+    /// read would).
     public func useEnclaveKey(
         _ dictionary: [String: ItemValue], operation: EnclaveKeyOperation, client: ClientIdentity
     ) throws -> SecureBytes {
         try perform { try use(dictionary, operation: operation, client: client) }
     }
 
+    /// `SecItemAdd` of an ephemeral enclave key (its token as `toid`): stores it as any enclave key,
+    /// under the protection and access control it was made with.
+    func addEnclaveKeyToken(_ token: Data, _ dictionary: [String: ItemValue], client: ClientIdentity) throws
+        -> ItemResult?
+    {
+        let token = try EnclaveKeyToken(decoding: token)
+        let privateKey = try keybag.unwrapDeviceBound(
+            token.wrapped, context: EnclaveKeyToken.context(header: token.header))
+        var item = dictionary
+        item["toid"] = nil
+        // What the key was made under is its own: the add may repeat it, never change it.
+        if let given = item["accc"], given != token.accessControl.map({ ItemValue.accessControl($0) }) {
+            throw KeychainError.invalidParameter("an enclave key keeps the access control it was made with")
+        }
+        if let given = item["pdmn"], given != .string(token.protection.attributeValue) || token.accessControl != nil {
+            throw KeychainError.invalidParameter("an enclave key keeps the protection it was made with")
+        }
+        if let accessControl = token.accessControl {
+            item["accc"] = .accessControl(accessControl)
+        } else {
+            item["pdmn"] = .string(token.protection.attributeValue)
+        }
+        return try store(privateKey, publicKey: token.publicKey, attributes: item, client: client, answerAll: false)
+    }
+
     private func makeEnclaveKey(_ dictionary: [String: ItemValue], client: ClientIdentity) throws -> ItemResult? {
         try EnclaveKeyRules.checkCreation(dictionary)
+        var attributes = dictionary
+        let permanent = attributes.removeValue(forKey: "perm").map { $0 != .bool(false) && $0 != .integer(0) } ?? true
         let key = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
             try AsymmetricKey.generate(.ec(.p256))
         }
@@ -33,24 +62,97 @@ extension Keychain {
         let privateKey = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
             try key.externalRepresentation()
         }
+        if permanent {
+            return try store(privateKey, publicKey: publicKey, attributes: attributes, client: client, answerAll: true)
+        }
+        return try token(for: privateKey, publicKey: publicKey, attributes: attributes, client: client)
+    }
+
+    /// Stores an enclave key as its item. The answer (what the attributes' return keys ask for, or with
+    /// `answerAll` its attributes, data and persistent reference) gives, like every read, its public
+    /// key as its data.
+    private func store(
+        _ privateKey: SecureBytes, publicKey: Data, attributes: [String: ItemValue], client: ClientIdentity,
+        answerAll: Bool
+    ) throws -> ItemResult? {
+        try EnclaveKeyRules.checkCreation(attributes)
         let wrapped = try keybag.wrapDeviceBound(privateKey, context: publicKey)
-        var item = dictionary
+        var item = attributes
         for (name, value) in try EnclaveKeyRules.attributes(publicKey: publicKey) { item[name] = value }
         item["v_Data"] = .data(EnclaveKeyRules.blob(wrapping: wrapped))
-        for name in ["r_Attributes", "r_Data", "r_PersistentRef"] { item[name] = .bool(true) }
+        if answerAll { for name in ["r_Attributes", "r_Data", "r_PersistentRef"] { item[name] = .bool(true) } }
         let query = try Query.parse(item, for: .add)
         let (row, prepared) = try prepareAdd(query, client: client, enclavePublicKey: publicKey)
         try pool.writeTransaction { connection in try insertNew(row, store: ItemStore(connection: connection)) }
-        // The answer, like every read, gives the public key as the data.
+        guard query.returnsAnything else { return nil }
         var record = prepared
         record.secret = publicKey
         return try ResultShape(query: query).result(for: [record])
     }
 
+    /// An ephemeral key's token, made under the rules an item of these attributes would be added by:
+    /// its protection class, an access control that can bind to the enrolled biometry (a set must be
+    /// enrolled when it is bound to it). An application password, which the token could only check
+    /// by a stored secret of its own, is not supported.
+    private func token(
+        for privateKey: SecureBytes, publicKey: Data, attributes: [String: ItemValue], client: ClientIdentity
+    ) throws -> ItemResult? {
+        var probe = attributes
+        for (name, value) in try EnclaveKeyRules.attributes(publicKey: publicKey) { probe[name] = value }
+        let query = try Query.parse(probe, for: .add)
+        let accessControl = query.accessControl
+        if accessControl?.requiresApplicationPassword == true {
+            throw KeychainError.unimplemented("an ephemeral enclave key cannot have an application password")
+        }
+        // The same refusals as for an item bound to the enrolled set or the passcode.
+        _ = try authentication.factorsForNewItem(accessControl, context: query.authenticationContext)
+        let binding =
+            accessControl?.constraint.map { $0.bindsBiometryEnrollment || $0.offersBiometryCurrentSet } == true
+            ? try authentication.currentSetBinding() : nil
+        let protection = query.shared.protectionClass ?? .whenUnlocked
+        let unwrapped = EnclaveKeyToken(
+            publicKey: publicKey, protection: protection, accessControl: accessControl, biometryBinding: binding,
+            wrapped: Data())
+        let wrapped = try keybag.wrapDeviceBound(privateKey, context: EnclaveKeyToken.context(header: unwrapped.header))
+        let token = EnclaveKeyToken(
+            publicKey: publicKey, protection: protection, accessControl: accessControl, biometryBinding: binding,
+            wrapped: wrapped)
+        var answer = try EnclaveKeyRules.attributes(publicKey: publicKey)
+        answer["perm"] = .integer(0)
+        answer["pdmn"] = .string(protection.attributeValue)
+        if let accessControl { answer["accc"] = .accessControl(accessControl) }
+        for name in ["labl", "atag"] { answer[name] = attributes[name] }
+        answer["v_Data"] = .data(publicKey)
+        answer["toid"] = .data(token.encoded)
+        return .dictionary(answer)
+    }
+
     private func use(_ dictionary: [String: ItemValue], operation: EnclaveKeyOperation, client: ClientIdentity)
         throws -> SecureBytes
     {
-        let query = try Query.parse(dictionary, for: .copyMatching)
+        var options = dictionary
+        let token = options.removeValue(forKey: "toid")
+        let query = try Query.parse(options, for: .copyMatching)
+        let privateKey: AsymmetricKey
+        if case .data(let bytes)? = token {
+            privateKey = try unlockToken(bytes, query: query, client: client)
+        } else {
+            privateKey = try unlockItem(query, client: client)
+        }
+        return try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
+            switch operation {
+            case .sign(let hash, let input, let data):
+                return SecureBytes(copying: try privateKey.sign(data, .ecdsa(hash, input)))
+            case .sharedSecret(let peerBytes):
+                let peer = try AsymmetricKey.importing(peerBytes, kind: .ec, isPrivate: false)
+                return try privateKey.sharedSecret(with: peer)
+            }
+        }
+    }
+
+    /// A stored enclave key's private key, once its item is found with the caller's groups and its
+    /// access control satisfied.
+    private func unlockItem(_ query: Query, client: ClientIdentity) throws -> AsymmetricKey {
         guard query.persistentReference != nil, query.itemClass == .key else {
             throw KeychainError.invalidParameter("an enclave key is named by its item's persistent reference")
         }
@@ -67,17 +169,33 @@ extension Keychain {
         guard let publicKey = record.enclavePublicKey, let blob = record.secret else {
             throw KeychainError.invalidParameter("the key is not an enclave key")
         }
-        let privateKey = try EnclaveKeyRules.privateKey(
+        return try EnclaveKeyRules.privateKey(
             try keybag.unwrapDeviceBound(try EnclaveKeyRules.wrappedKey(in: blob), context: publicKey))
-        return try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
-            switch operation {
-            case .sign(let hash, let input, let data):
-                return SecureBytes(copying: try privateKey.sign(data, .ecdsa(hash, input)))
-            case .sharedSecret(let peerBytes):
-                let peer = try AsymmetricKey.importing(peerBytes, kind: .ec, isPrivate: false)
-                return try privateKey.sharedSecret(with: peer)
-            }
+    }
+
+    /// An ephemeral enclave key's private key, once its protection class is available and its access
+    /// control satisfied (by policy: no item's sealing stands behind a token).
+    private func unlockToken(_ bytes: Data, query: Query, client: ClientIdentity) throws -> AsymmetricKey {
+        let token = try EnclaveKeyToken(decoding: bytes)
+        // Unwrapped first, so that a token this root did not make asks nobody anything.
+        let representation: SecureBytes
+        do {
+            representation = try keybag.unwrapDeviceBound(
+                token.wrapped, context: EnclaveKeyToken.context(header: token.header))
+        } catch {
+            throw KeychainError.invalidParameter("the enclave key's token was not made on this device")
         }
+        guard authentication.isAvailable(token.protection) else {
+            throw KeychainError.interactionNotAllowed("the keychain is locked")
+        }
+        if let accessControl = token.accessControl {
+            let reason = query.operationPrompt ?? query.authenticationContext?.localizedReason ?? ""
+            try authentication.authorize(
+                accessControl, context: query.authenticationContext, client: client, reason: reason,
+                interactionAllowed: query.interactionAllowed && !query.skipItemsNeedingAuthentication,
+                boundSet: token.biometryBinding)
+        }
+        return try EnclaveKeyRules.privateKey(representation)
     }
 }
 

@@ -109,9 +109,9 @@ enum IdentityItems {
         certificate["class"] = nil
         certificate["v_Ref"] = nil
         var certificateItem = try KeyItems.addition(of: identity.certificate, to: certificate)
-        // An enclave key exists only as its item: the certificate joins it.
-        let keyItem =
-            identity.privateKey.enclave == nil ? try KeyItems.addition(of: identity.privateKey, to: certificate) : nil
+        // A stored enclave key exists only as its item: the certificate joins it.
+        let stored = identity.privateKey.enclave.map { $0.token == nil } ?? false
+        let keyItem = stored ? nil : try KeyItems.addition(of: identity.privateKey, to: certificate)
         certificateItem["r_PersistentRef"] = .bool(true)
         let added = try service.add(certificateItem)
         do {

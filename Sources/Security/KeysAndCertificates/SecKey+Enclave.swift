@@ -3,10 +3,17 @@ import KeychainCore
 import KeychainCrypto
 
 /// How an enclave key's `SecKey` reaches its private half: the query naming its item by persistent
-/// reference, with the authentication choices of the call that made or found the key
-/// (`kSecUseAuthenticationContext`, `kSecUseOperationPrompt`, the UI choice), which every use carries.
+/// reference (or, for an ephemeral key, carrying its token), with the authentication choices of the
+/// call that made or found the key (`kSecUseAuthenticationContext`, `kSecUseOperationPrompt`, the UI
+/// choice), which every use carries.
 struct EnclaveKeyReference: Sendable {
     let useQuery: [String: ItemValue]
+
+    /// The token of an ephemeral key (one no item holds), nil for a stored one.
+    var token: Data? {
+        guard case .data(let token)? = useQuery["toid"] else { return nil }
+        return token
+    }
 
     /// The keys of a query that a key found by it keeps for its uses.
     static let keptOptions = ["u_AuthCtx", "u_OpPrompt", "u_AuthUI", "u_NoAuthUI"]
@@ -14,11 +21,22 @@ struct EnclaveKeyReference: Sendable {
     /// The options kept, but not `kSecUseAuthenticationUISkip`: it chose which items a search finds,
     /// and kept it would make every use that needs the user fail as if the key were gone.
     init(persistentReference: Data, options: [String: ItemValue]) {
-        var query = options.filter { Self.keptOptions.contains($0.key) }
-        if query["u_AuthUI"] == .string("u_AuthUIS") { query["u_AuthUI"] = nil }
-        query["class"] = .string("keys")
+        var query = Self.kept(options)
         query["v_PersistentRef"] = .data(persistentReference)
         useQuery = query
+    }
+
+    init(token: Data, options: [String: ItemValue]) {
+        var query = Self.kept(options)
+        query["toid"] = .data(token)
+        useQuery = query
+    }
+
+    private static func kept(_ options: [String: ItemValue]) -> [String: ItemValue] {
+        var query = options.filter { keptOptions.contains($0.key) }
+        if query["u_AuthUI"] == .string("u_AuthUIS") { query["u_AuthUI"] = nil }
+        query["class"] = .string("keys")
+        return query
     }
 
     /// Performs the operation where the key is; failures become the CFError with the service's status.
@@ -77,13 +95,8 @@ enum EnclaveKeys {
             return nil
         }
         // Permanent unless the caller says otherwise (Apple's default for token keys).
-        if let permanent = privateAttributes["perm"], !isTrue(permanent) {
-            fail(
-                error, errSecUnimplemented,
-                "enclave keys are stored in the keychain (kSecAttrIsPermanent false is not supported)")
-            return nil
-        }
-        var attributes = privateAttributes.filter { $0.key != "perm" }
+        var attributes = privateAttributes
+        attributes["perm"] = privateAttributes["perm"].map { isTrue($0) } ?? true
         attributes["class"] = "keys"
         let values: [String: ItemValue]
         do {

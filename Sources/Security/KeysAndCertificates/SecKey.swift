@@ -264,9 +264,10 @@ private func itemAttributeValues(_ key: SecKey, includingData: Bool) -> [String:
     if let publicBytes = try? key.key.publicRepresentation(), let label = try? Digest.sha1(publicBytes) {
         values["klbl"] = .data(label)
     }
-    if key.enclave != nil {
+    if let enclave = key.enclave {
         // Made and held by the keychain: never extractable; its data is its public key.
         values["tkid"] = .string(enclaveTokenID)
+        values["perm"] = .bool(enclave.token == nil)
         values["extr"] = .bool(false)
         values["sens"] = .bool(true)
         values["asen"] = .bool(true)

@@ -75,8 +75,17 @@ enum KeyItems {
         }
         item["class"] = .string("keys")
         if item["v_Data"] != nil { throw KeychainError.invalidParameter("kSecValueRef and kSecValueData together") }
-        // An enclave key exists only as its item, made with it.
-        if key.enclave != nil { throw KeychainError.duplicateItem }
+        // A stored enclave key exists only as its item, made with it; an ephemeral one is stored by
+        // its token, which the service opens.
+        if let enclave = key.enclave {
+            guard let token = enclave.token else { throw KeychainError.duplicateItem }
+            for name in ["kcls", "type", "bsiz", "esiz"] where item[name] != nil {
+                throw KeychainError.invalidParameter("\(name) describes the enclave key itself")
+            }
+            item["tkid"] = .string(enclaveTokenID)
+            item["toid"] = .data(token)
+            return item
+        }
         // What the key is (its class, type and sizes) is the key's to say: a caller's other value is an
         // error, never stored (a private key labelled public would be returned to public-key queries).
         let own = try attributes(of: key)
@@ -211,10 +220,15 @@ enum KeyItems {
         default: throw KeychainError.invalidParameter("only RSA and EC keys are made into SecKey objects")
         }
         if attributes["tkid"] == .string(enclaveTokenID), isPrivate {
-            guard hint == .ec, case .data(let reference)? = attributes["v_PersistentRef"],
-                let publicKey = try? AsymmetricKey.importing(material, kind: .ec, isPrivate: false)
+            guard hint == .ec, let publicKey = try? AsymmetricKey.importing(material, kind: .ec, isPrivate: false)
             else { throw KeychainError.invalidParameter("the enclave key item is not one this keychain made") }
-            let enclave = EnclaveKeyReference(persistentReference: reference, options: options)
+            let enclave: EnclaveKeyReference
+            switch (attributes["v_PersistentRef"], attributes["toid"]) {
+            case (.data(let reference)?, _):
+                enclave = EnclaveKeyReference(persistentReference: reference, options: options)
+            case (nil, .data(let token)?): enclave = EnclaveKeyReference(token: token, options: options)
+            default: throw KeychainError.invalidParameter("the enclave key names neither its item nor its token")
+            }
             return SecKey(key: publicKey, attributes: attributes, enclave: enclave)
         }
         do {
