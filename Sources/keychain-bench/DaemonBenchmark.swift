@@ -146,6 +146,8 @@ struct DaemonBenchmark {
             print(String(format: "add throughput, 16 clients over 1: %.1f× (target ≥ 8×)", sixteen / one))
         }
 
+        measureEnclaveSignatures(service: service, groups: groups)
+
         // The command through the daemon: same spawn as the embedded command figure above.
         let security = Self.beside("security")
         if FileManager.default.isExecutableFile(atPath: security), let embeddedCommandMedian {
@@ -186,6 +188,45 @@ struct DaemonBenchmark {
             }
         }
         print("")
+    }
+
+    /// An enclave key's signature made by the daemon beside one made by the embedded engine, in
+    /// turn sample by sample: what holding the key outside the app costs.
+    private func measureEnclaveSignatures(service: DaemonKeychainService, groups: [String]) {
+        let parameters: [String: ItemValue] = ["tkid": .string(enclaveTokenID), "atag": .string("bench")]
+        let message = Data("a message to sign, as an app signs a request".utf8)
+        let operation = EnclaveKeyOperation.sign(hash: .sha256, input: .message, data: message)
+        var embedded = Latencies()
+        var throughDaemon = Latencies()
+        do {
+            let keychain = try Keychain(directory: root + "/daemon-enclave")
+            let client = ClientIdentity(accessGroups: groups)
+            func useQuery(_ answer: ItemResult?) throws -> [String: ItemValue] {
+                guard case .dictionary(let item)? = answer, let reference = item["v_PersistentRef"] else {
+                    throw KeychainError.internalError("no enclave key was made")
+                }
+                return ["class": .string("keys"), "v_PersistentRef": reference]
+            }
+            let local = try useQuery(try keychain.generateEnclaveKey(parameters, client: client))
+            let remote = try useQuery(try service.generateEnclaveKey(parameters))
+            for sample in 0..<samples {
+                for step in 0..<2 {
+                    if (step == 0) == (sample % 2 == 0) {
+                        try embedded.measure {
+                            _ = try keychain.useEnclaveKey(local, operation: operation, client: client)
+                        }
+                    } else {
+                        try throughDaemon.measure { _ = try service.useEnclaveKey(remote, operation) }
+                    }
+                }
+            }
+        } catch {
+            fail("enclave signatures: \(error)")
+        }
+        print(
+            "enclave key ECDSA P-256 signature: embedded engine \(format(embedded.median)), through securityd "
+                + "\(format(throughDaemon.median))"
+                + String(format: " (%.2f× the embedded)", throughDaemon.median / embedded.median))
     }
 
     private func lookup(_ sample: Int) -> [String: ItemValue] {

@@ -140,6 +140,16 @@ final class EnclaveKeyStorageTests: EngineTestCase {
                 ["class": .string("keys"), "toid": .data(token)],
                 operation: .sign(hash: .sha256, input: .message, data: Data("m".utf8)), client: client)
         ) { XCTAssertEqual(($0 as? KeychainError)?.code, .invalidParameter) }
+        // Nor can another keychain that shares this one's root: the token is sealed under this
+        // keychain's class key too.
+        let sharing = directory + "-sharing"
+        defer { try? FileManager.default.removeItem(atPath: sharing) }
+        let sibling = try open(directory: sharing, rootPath: directory + "/device-root")
+        XCTAssertThrowsError(
+            try sibling.useEnclaveKey(
+                ["class": .string("keys"), "toid": .data(token)],
+                operation: .sign(hash: .sha256, input: .message, data: Data("m".utf8)), client: client)
+        ) { XCTAssertEqual(($0 as? KeychainError)?.code, .itemNotFound) }
         // The private key is not in the token in the clear.
         let stored = try keychain.add(
             [

@@ -335,10 +335,33 @@ final class EnclaveKeyTests: KeychainTestCase {
         XCTAssertEqual(try service.biometry(.status).pendingAnswers, [.match])
         try service.unlock(passcode: passcode)
         XCTAssertNil(sign(key, message).1)
-        // A new enrollment ends a key bound to the enrolled set.
+        // A new enrollment ends a key bound to the enrolled set, and it cannot be stored afterwards.
         _ = try service.biometry(.enroll)
         _ = try service.biometry(.answer(.match))
-        XCTAssertEqual(sign(key, message).1, Int(errSecAuthFailed))
+        XCTAssertEqual(sign(key, message).1, Int(errSecItemNotFound))
+        XCTAssertEqual(try service.biometry(.status).pendingAnswers, [.match], "nobody was asked for a dead key")
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: key] as CFDictionary, nil), errSecItemNotFound)
+        // A key offering the enrolled set as one alternative is not stored under a set enrolled later.
+        let offered = SecAccessControlCreateWithFlags(
+            nil, kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
+            [.privateKeyUsage, .biometryCurrentSet, .or, .devicePasscode],
+            nil)!
+        let alternative = try enclaveKey(privateExtra: [
+            kSecAttrIsPermanent as String: false, kSecAttrAccessControl as String: offered,
+        ])
+        XCTAssertNil(sign(alternative, message).1, "the pending match answers it")
+        _ = try service.biometry(.enroll)
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: alternative] as CFDictionary, nil), errSecAuthFailed)
+        // A key that needs a passcode set dies with the passcode, and stays dead under a new one.
+        let passcodeBound = try enclaveKey(privateExtra: [
+            kSecAttrIsPermanent as String: false,
+            kSecAttrAccessible as String: kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly,
+        ])
+        XCTAssertNil(sign(passcodeBound, message).1)
+        try service.removePasscode(current: passcode)
+        XCTAssertEqual(sign(passcodeBound, message).1, Int(errSecItemNotFound))
+        try service.setPasscode(passcode, current: nil)
+        XCTAssertEqual(sign(passcodeBound, message).1, Int(errSecItemNotFound))
         // An application password cannot guard an ephemeral key.
         let withPassword = SecAccessControlCreateWithFlags(
             nil, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, [.privateKeyUsage, .applicationPassword], nil)!

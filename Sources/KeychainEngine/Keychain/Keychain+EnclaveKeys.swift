@@ -26,13 +26,21 @@ extension Keychain {
     }
 
     /// `SecItemAdd` of an ephemeral enclave key (its token as `toid`): stores it as any enclave key,
-    /// under the protection and access control it was made with.
-    func addEnclaveKeyToken(_ token: Data, _ dictionary: [String: ItemValue], client: ClientIdentity) throws
+    /// under the protection and access control it was made with. The token must still open (its class
+    /// available, its binding alive); adding asks nobody, as adding any item does.
+    func addEnclaveKeyToken(_ bytes: Data, _ dictionary: [String: ItemValue], client: ClientIdentity) throws
         -> ItemResult?
     {
-        let token = try EnclaveKeyToken(decoding: token)
-        let privateKey = try keybag.unwrapDeviceBound(
-            token.wrapped, context: EnclaveKeyToken.context(header: token.header))
+        let token = try EnclaveKeyToken(decoding: bytes)
+        let privateKey = try open(token, context: nil, interactionAllowed: false)
+        // A set offered as one alternative was recorded when the key was made: stored now, the key
+        // would be bound to the set enrolled now, which may be another.
+        if token.accessControl?.constraint?.offersBiometryCurrentSet == true,
+            token.biometryBinding != (try authentication.currentSetBinding())
+        {
+            throw KeychainError.authenticationFailed(
+                "the enrolled biometry changed since the key was made: it cannot be stored under a new set")
+        }
         var item = dictionary
         item["toid"] = nil
         // What the key was made under is its own: the add may repeat it, never change it.
@@ -91,9 +99,9 @@ extension Keychain {
     }
 
     /// An ephemeral key's token, made under the rules an item of these attributes would be added by:
-    /// its protection class, an access control that can bind to the enrolled biometry (a set must be
-    /// enrolled when it is bound to it). An application password, which the token could only check
-    /// by a stored secret of its own, is not supported.
+    /// its class key must be available, and an access control bound to the enrolled biometry or the
+    /// passcode needs them. An application password, which would have to be given at every use and
+    /// stretched each time, is not supported.
     private func token(
         for privateKey: SecureBytes, publicKey: Data, attributes: [String: ItemValue], client: ClientIdentity
     ) throws -> ItemResult? {
@@ -104,19 +112,18 @@ extension Keychain {
         if accessControl?.requiresApplicationPassword == true {
             throw KeychainError.unimplemented("an ephemeral enclave key cannot have an application password")
         }
-        // The same refusals as for an item bound to the enrolled set or the passcode.
-        _ = try authentication.factorsForNewItem(accessControl, context: query.authenticationContext)
-        let binding =
-            accessControl?.constraint.map { $0.bindsBiometryEnrollment || $0.offersBiometryCurrentSet } == true
-            ? try authentication.currentSetBinding() : nil
         let protection = query.shared.protectionClass ?? .whenUnlocked
+        let classKey = try keybag.classKey(for: protection)
+        let factors = try authentication.factorsForNewItem(accessControl, context: query.authenticationContext)
+        let binding =
+            accessControl?.constraint?.offersBiometryCurrentSet == true ? try authentication.currentSetBinding() : nil
         let unwrapped = EnclaveKeyToken(
             publicKey: publicKey, protection: protection, accessControl: accessControl, biometryBinding: binding,
-            wrapped: Data())
-        let wrapped = try keybag.wrapDeviceBound(privateKey, context: EnclaveKeyToken.context(header: unwrapped.header))
-        let token = EnclaveKeyToken(
-            publicKey: publicKey, protection: protection, accessControl: accessControl, biometryBinding: binding,
-            wrapped: wrapped)
+            salt: try Random.bytes(16))
+        let context = EnclaveKeyToken.context(header: unwrapped.header)
+        let contentKey = try (factors ?? SecretFactors()).contentKey(itemKey: classKey, salt: unwrapped.salt)
+        let sealed = try AESGCM.seal(privateKey, key: contentKey, authenticating: context)
+        let token = unwrapped.wrapping(try keybag.wrapDeviceBound(SecureBytes(copying: sealed), context: context))
         var answer = try EnclaveKeyRules.attributes(publicKey: publicKey)
         answer["perm"] = .integer(0)
         answer["pdmn"] = .string(protection.attributeValue)
@@ -125,6 +132,43 @@ extension Keychain {
         answer["v_Data"] = .data(publicKey)
         answer["toid"] = .data(token.encoded)
         return .dictionary(answer)
+    }
+
+    /// A token's private key: unwrapped by the root (a token this root did not make is errSecParam),
+    /// then opened with its class key (locked: errSecInteractionNotAllowed) and the factors its access
+    /// control binds it to (gone, or another set enrolled since: errSecItemNotFound, as for an item
+    /// whose binding died). Nobody is asked here.
+    private func open(_ token: EnclaveKeyToken, context: AuthenticationContextReference?, interactionAllowed: Bool)
+        throws -> SecureBytes
+    {
+        let wrappingContext = EnclaveKeyToken.context(header: token.header)
+        let sealed: SecureBytes
+        do {
+            sealed = try keybag.unwrapDeviceBound(token.wrapped, context: wrappingContext)
+        } catch {
+            throw KeychainError.invalidParameter("the enclave key's token was not made by this keychain")
+        }
+        let classKey: SecureBytes
+        do {
+            classKey = try keybag.classKey(for: token.protection)
+        } catch KeybagError.classUnavailable {
+            throw KeychainError(.itemNotFound, "the enclave key's protection class no longer exists")
+        }
+        var factors = SecretFactors()
+        if let accessControl = token.accessControl, accessControl.guardsSecret {
+            factors = try authentication.factors(
+                for: accessControl, context: context, interactionAllowed: interactionAllowed)
+        }
+        do {
+            let contentKey = try factors.contentKey(itemKey: classKey, salt: token.salt)
+            return try AESGCM.openSecure(
+                sealed.withUnsafeBytes { Data($0) }, key: contentKey, authenticating: wrappingContext)
+        } catch {
+            throw KeychainError(
+                .itemNotFound,
+                "the enclave key's binding is gone (a new biometry enrollment, the passcode removed, the keychain erased)"
+            )
+        }
     }
 
     private func use(_ dictionary: [String: ItemValue], operation: EnclaveKeyOperation, client: ClientIdentity)
@@ -173,27 +217,22 @@ extension Keychain {
             try keybag.unwrapDeviceBound(try EnclaveKeyRules.wrappedKey(in: blob), context: publicKey))
     }
 
-    /// An ephemeral enclave key's private key, once its protection class is available and its access
-    /// control satisfied (by policy: no item's sealing stands behind a token).
+    /// An ephemeral enclave key's private key, once its token opens (see `open`) and its access
+    /// control is satisfied, asking the user as a read would.
     private func unlockToken(_ bytes: Data, query: Query, client: ClientIdentity) throws -> AsymmetricKey {
         let token = try EnclaveKeyToken(decoding: bytes)
-        // Unwrapped first, so that a token this root did not make asks nobody anything.
-        let representation: SecureBytes
-        do {
-            representation = try keybag.unwrapDeviceBound(
-                token.wrapped, context: EnclaveKeyToken.context(header: token.header))
-        } catch {
-            throw KeychainError.invalidParameter("the enclave key's token was not made on this device")
-        }
-        guard authentication.isAvailable(token.protection) else {
-            throw KeychainError.interactionNotAllowed("the keychain is locked")
-        }
+        let context = query.authenticationContext
+        let interactionAllowed = query.interactionAllowed && !query.skipItemsNeedingAuthentication
+        let representation = try open(token, context: context, interactionAllowed: interactionAllowed)
         if let accessControl = token.accessControl {
-            let reason = query.operationPrompt ?? query.authenticationContext?.localizedReason ?? ""
+            let reason = query.operationPrompt ?? context?.localizedReason ?? ""
             try authentication.authorize(
-                accessControl, context: query.authenticationContext, client: client, reason: reason,
-                interactionAllowed: query.interactionAllowed && !query.skipItemsNeedingAuthentication,
-                boundSet: token.biometryBinding)
+                accessControl, context: context, client: client, reason: reason,
+                interactionAllowed: interactionAllowed, boundSet: token.biometryBinding)
+        }
+        // The keychain may have locked while the user was asked.
+        guard authentication.isAvailable(token.protection) else {
+            throw KeychainError.interactionNotAllowed("the keychain locked while the user was asked")
         }
         return try EnclaveKeyRules.privateKey(representation)
     }
