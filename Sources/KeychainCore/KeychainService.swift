@@ -71,15 +71,6 @@ public enum KeychainRequest: Sendable, Codable {
         case .useEnclaveKey: "useEnclaveKey"
         }
     }
-
-    /// Whether the request reads or writes items (and so needs the caller's access groups), as opposed
-    /// to the keychain's state or the app registry.
-    public var isItemRequest: Bool {
-        switch self {
-        case .add, .copyMatching, .update, .delete, .generateEnclaveKey, .useEnclaveKey: true
-        default: false
-        }
-    }
 }
 
 /// What a request gives back.
