@@ -19,7 +19,7 @@ public final class SecCertificate: SecObject, @unchecked Sendable {
 
 /// A certificate from its DER encoding; nil when the data is not exactly one certificate.
 public func SecCertificateCreateWithData(_ allocator: CFAllocator?, _ data: CFData) -> SecCertificate? {
-    X509Certificate(der: data as Data).map(SecCertificate.init)
+    X509Certificate(der: data.contiguousData).map(SecCertificate.init)
 }
 
 public func SecCertificateCopyData(_ certificate: SecCertificate) -> CFData { certificate.certificate.der as NSData }

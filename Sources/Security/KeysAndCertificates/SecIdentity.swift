@@ -46,7 +46,7 @@ public func SecPKCS12Import(
     if case .string(let given)? = values["passphrase"] { password = given }
     let bundle: PKCS12Bundle
     do {
-        bundle = try PKCS12Bundle.open(pkcs12Data as Data, password: password)
+        bundle = try PKCS12Bundle.open(pkcs12Data.contiguousData, password: password)
     } catch .wrongPassword {
         return errSecAuthFailed
     } catch .malformed {

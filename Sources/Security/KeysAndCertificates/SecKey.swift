@@ -202,7 +202,7 @@ public func SecKeyCreateWithData(
     }
     do {
         let key = try AsymmetricKey.importing(
-            keyData as Data, kind: type == "42" ? .rsa : .ec, isPrivate: isPrivate)
+            keyData.contiguousData, kind: type == "42" ? .rsa : .ec, isPrivate: isPrivate)
         if let expected = values["bsiz"], expected != .integer(Int64(key.bits)), expected != .string("\(key.bits)") {
             fail(error, errSecParam, "the key is \(key.bits) bits, not the kSecAttrKeySizeInBits given")
             return nil
@@ -325,11 +325,11 @@ public func SecKeyCreateSignature(
             fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
             return nil
         }
-        return enclave.perform(.sign(hash: hash, input: input, data: dataToSign as Data), error)
+        return enclave.perform(.sign(hash: hash, input: input, data: dataToSign.contiguousData), error)
             .map { $0.withUnsafeBytes { Data($0) } as NSData }
     }
     do {
-        return try key.key.sign(dataToSign as Data, scheme) as NSData
+        return try key.key.sign(dataToSign.contiguousData, scheme) as NSData
     } catch let failure {
         fail(error, failure)
         return nil
@@ -345,7 +345,7 @@ public func SecKeyVerifySignature(
         return false
     }
     do {
-        guard try key.key.verify(signature as Data, of: signedData as Data, scheme) else {
+        guard try key.key.verify(signature.contiguousData, of: signedData.contiguousData, scheme) else {
             fail(error, errSecVerifyFailed, "the signature does not verify")
             return false
         }
@@ -361,15 +361,17 @@ public func SecKeyCreateEncryptedData(
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     if let ecies = algorithm.eciesScheme {
-        return run(error) { () throws(AsymmetricKey.Failure) in try key.key.eciesEncrypt(plaintext as Data, ecies) }
+        return run(error) { () throws(AsymmetricKey.Failure) in
+            try key.key.eciesEncrypt(plaintext.contiguousData, ecies)
+        }
     }
     if let hash = algorithm.rsaHybridHash {
         return run(error) { () throws(AsymmetricKey.Failure) in
-            try key.key.rsaHybridEncrypt(plaintext as Data, hash: hash)
+            try key.key.rsaHybridEncrypt(plaintext.contiguousData, hash: hash)
         }
     }
     return cipher(algorithm, error) { scheme throws(AsymmetricKey.Failure) in
-        try key.key.publicKey().encrypt(plaintext as Data, scheme)
+        try key.key.publicKey().encrypt(plaintext.contiguousData, scheme)
     }
 }
 
@@ -378,7 +380,7 @@ public func SecKeyCreateDecryptedData(
     _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
 ) -> CFData? {
     if let ecies = algorithm.eciesScheme, let enclave = key.enclave {
-        return enclave.eciesDecrypt(ciphertext as Data, ecies, publicKey: key.key, error)
+        return enclave.eciesDecrypt(ciphertext.contiguousData, ecies, publicKey: key.key, error)
     }
     if key.enclave != nil {
         fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
@@ -386,16 +388,16 @@ public func SecKeyCreateDecryptedData(
     }
     if let ecies = algorithm.eciesScheme {
         return run(error) { () throws(AsymmetricKey.Failure) in
-            try key.key.eciesDecrypt(ciphertext as Data, ecies).withUnsafeBytes { Data($0) }
+            try key.key.eciesDecrypt(ciphertext.contiguousData, ecies).withUnsafeBytes { Data($0) }
         }
     }
     if let hash = algorithm.rsaHybridHash {
         return run(error) { () throws(AsymmetricKey.Failure) in
-            try key.key.rsaHybridDecrypt(ciphertext as Data, hash: hash).withUnsafeBytes { Data($0) }
+            try key.key.rsaHybridDecrypt(ciphertext.contiguousData, hash: hash).withUnsafeBytes { Data($0) }
         }
     }
     return cipher(algorithm, error) { scheme throws(AsymmetricKey.Failure) in
-        try key.key.decrypt(ciphertext as Data, scheme).withUnsafeBytes { Data($0) }
+        try key.key.decrypt(ciphertext.contiguousData, scheme).withUnsafeBytes { Data($0) }
     }
 }
 
