@@ -231,13 +231,21 @@ public final class AsymmetricKey: @unchecked Sendable {
     }
 
     /// One whole DER structure as a key; nil unless it decodes and nothing is left over.
-    private static func decode(_ bytes: Data, structure: String, keyType: String, selection: Int32) -> OpaquePointer? {
+    private static func decode(_ bytes: Data, structure: StaticString, keyType: StaticString, selection: Int32)
+        -> OpaquePointer?
+    {
         // The decoder keeps the address it is given and writes the key through it later: a slot that
-        // lives as long as the decoder, not a variable's address passed for one call.
+        // lives as long as the decoder, not a variable's address passed for one call. It keeps the
+        // input type, structure and key type strings by pointer too (OpenSSL 3.0 does not copy them):
+        // static strings, not the temporary C strings Swift makes for one call, which the decoder read
+        // after they were freed (at random: an 8192-bit public key failed to decode now and then).
         let slot = UnsafeMutablePointer<OpaquePointer?>.allocate(capacity: 1)
         slot.initialize(to: nil)
         defer { slot.deallocate() }
-        guard let decoder = OSSL_DECODER_CTX_new_for_pkey(slot, "DER", structure, keyType, selection, nil, nil) else {
+        guard
+            let decoder = OSSL_DECODER_CTX_new_for_pkey(
+                slot, name("DER"), name(structure), name(keyType), selection, nil, nil)
+        else {
             return nil
         }
         defer { OSSL_DECODER_CTX_free(decoder) }

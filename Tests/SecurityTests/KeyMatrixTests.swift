@@ -1,0 +1,293 @@
+import Foundation
+import Security
+import XCTest
+
+/// Every key size and every hash sibling of every algorithm: round trips on each, and the operations
+/// that have an independent implementation at hand (the `openssl` command) checked against it in both
+/// directions on each NIST curve and for RSA encryption.
+final class KeyMatrixTests: XCTestCase {
+    private var work: String!
+
+    override func setUpWithError() throws {
+        work = NSTemporaryDirectory() + "keymatrix-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() { try? FileManager.default.removeItem(atPath: work) }
+
+    private let hashes = ["SHA1", "SHA224", "SHA256", "SHA384", "SHA512"]
+    private let hashLengths = ["SHA1": 20, "SHA224": 28, "SHA256": 32, "SHA384": 48, "SHA512": 64]
+
+    private func algorithm(_ name: String) -> SecKeyAlgorithm { SecKeyAlgorithm(rawValue: name as CFString) }
+
+    private func randomKey(_ type: CFString, _ bits: Int) throws -> SecKey {
+        var error: Unmanaged<CFError>?
+        let parameters: [String: Any] = [kSecAttrKeyType as String: type, kSecAttrKeySizeInBits as String: bits]
+        guard let key = SecKeyCreateRandomKey(parameters as CFDictionary, &error) else {
+            throw error!.takeRetainedValue() as Error
+        }
+        return key
+    }
+
+    private func publicKey(_ data: Data, _ type: CFString) -> SecKey? {
+        SecKeyCreateWithData(
+            data as CFData,
+            [kSecAttrKeyType as String: type, kSecAttrKeyClass as String: kSecAttrKeyClassPublic] as CFDictionary,
+            nil)
+    }
+
+    private func signsAndVerifies(_ key: SecKey, _ algorithm: SecKeyAlgorithm, _ input: Data) -> Bool {
+        guard let publicKey = SecKeyCopyPublicKey(key),
+            let signature = SecKeyCreateSignature(key, algorithm, input as CFData, nil) as Data?
+        else { return false }
+        var tampered = signature
+        tampered[tampered.count - 1] ^= 0x01
+        return SecKeyVerifySignature(publicKey, algorithm, input as CFData, signature as CFData, nil)
+            && !SecKeyVerifySignature(publicKey, algorithm, input as CFData, tampered as CFData, nil)
+    }
+
+    // MARK: Round trips
+
+    func testEveryCurveSignsWithEveryHashInBothForms() throws {
+        let message = Data("the same message on every curve".utf8)
+        for bits in [192, 224, 256, 384, 521] {
+            let key = try randomKey(kSecAttrKeyTypeECSECPrimeRandom, bits)
+            for hash in hashes {
+                let message = algorithm("algid:sign:ECDSA:message-X962:\(hash)")
+                let digest = algorithm("algid:sign:ECDSA:digest-X962:\(hash)")
+                XCTAssertTrue(signsAndVerifies(key, message, Data("m".utf8)), "P-\(bits) \(hash) message")
+                let input = Data((0..<(hashLengths[hash] ?? 0)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+                XCTAssertTrue(signsAndVerifies(key, digest, input), "P-\(bits) \(hash) digest")
+            }
+            XCTAssertEqual(SecKeyGetBlockSize(key), (bits + 7) / 8)
+            _ = message
+        }
+    }
+
+    func testEveryRSASizeSignsAndEncryptsWithEverySiblingThatFits() throws {
+        let plaintext = Data("a session key".utf8)
+        for bits in [1024, 3072, 4096, 8192] {
+            let key = try randomKey(kSecAttrKeyTypeRSA, bits)
+            let publicKey = try XCTUnwrap(SecKeyCopyPublicKey(key), "RSA-\(bits)")
+            let bytes = bits / 8
+            XCTAssertEqual(SecKeyGetBlockSize(key), bytes)
+            // The largest key takes the common algorithms; the others every sibling.
+            let chosen = bits == 8192 ? ["SHA256"] : hashes
+            for hash in chosen {
+                let length = hashLengths[hash] ?? 0
+                XCTAssertTrue(
+                    signsAndVerifies(key, algorithm("algid:sign:RSA:message-PKCS1v15:\(hash)"), Data("m".utf8)),
+                    "RSA-\(bits) PKCS#1 \(hash)")
+                XCTAssertTrue(
+                    signsAndVerifies(key, algorithm("algid:sign:RSA:digest-PKCS1v15:\(hash)"), Data(count: length)),
+                    "RSA-\(bits) PKCS#1 digest \(hash)")
+                // PSS needs the digest, an equally long salt and two bytes within the modulus.
+                let salt = hash == "SHA224" ? "24" : "\(length)"
+                let pss = algorithm("algid:sign:RSA:message-PSS:\(hash):\(hash):\(salt)")
+                if 2 * length + 2 <= bytes {
+                    XCTAssertTrue(signsAndVerifies(key, pss, Data("m".utf8)), "RSA-\(bits) PSS \(hash)")
+                } else {
+                    XCTAssertNil(
+                        SecKeyCreateSignature(key, pss, Data("m".utf8) as CFData, nil), "RSA-\(bits) PSS \(hash)")
+                }
+                // OAEP takes at most the block size less twice the digest and two bytes; the hybrid form
+                // wraps a 16-byte session key (32 from 4096 bits) that way.
+                let oaep = algorithm("algid:encrypt:RSA:OAEP:\(hash)")
+                let hybrid = algorithm("algid:encrypt:RSA:OAEP:\(hash):AESGCM")
+                let sessionKey = bits >= 4096 ? 32 : 16
+                for (name, fits) in [
+                    (oaep, 2 * length + 2 + plaintext.count <= bytes), (hybrid, 2 * length + 2 + sessionKey <= bytes),
+                ] {
+                    let sealed = SecKeyCreateEncryptedData(publicKey, name, plaintext as CFData, nil)
+                    if fits {
+                        XCTAssertEqual(
+                            sealed.flatMap { SecKeyCreateDecryptedData(key, name, $0, nil) } as Data?, plaintext,
+                            "RSA-\(bits) \(name.rawValue)")
+                    } else {
+                        XCTAssertNil(sealed, "RSA-\(bits) \(name.rawValue) cannot fit")
+                    }
+                }
+            }
+            let sealed = try XCTUnwrap(
+                SecKeyCreateEncryptedData(publicKey, .rsaEncryptionPKCS1, plaintext as CFData, nil))
+            XCTAssertEqual(SecKeyCreateDecryptedData(key, .rsaEncryptionPKCS1, sealed, nil) as Data?, plaintext)
+            // The raw PKCS#1 v1.5 form signs what it is given, up to the block size less 11 bytes.
+            XCTAssertTrue(signsAndVerifies(key, .rsaSignatureDigestPKCS1v15Raw, Data(count: bytes - 11)))
+            XCTAssertNil(
+                SecKeyCreateSignature(key, .rsaSignatureDigestPKCS1v15Raw, Data(count: bytes - 10) as CFData, nil))
+        }
+    }
+
+    func testKeyExchangeAndECIESOnEveryCurveWithEveryHash() throws {
+        let plaintext = Data("for the holder of the private key".utf8)
+        for bits in [192, 224, 256, 384, 521] {
+            let alice = try randomKey(kSecAttrKeyTypeECSECPrimeRandom, bits)
+            let bob = try randomKey(kSecAttrKeyTypeECSECPrimeRandom, bits)
+            let alicePublic = try XCTUnwrap(SecKeyCopyPublicKey(alice))
+            let bobPublic = try XCTUnwrap(SecKeyCopyPublicKey(bob))
+            for exchange in ["ECDH", "ECDHC"] {
+                let raw = algorithm("algid:keyexchange:\(exchange)")
+                let ours = SecKeyCopyKeyExchangeResult(alice, raw, bobPublic, [:] as CFDictionary, nil) as Data?
+                XCTAssertEqual(ours?.count, (bits + 7) / 8)
+                XCTAssertEqual(
+                    ours, SecKeyCopyKeyExchangeResult(bob, raw, alicePublic, [:] as CFDictionary, nil) as Data?)
+                for hash in hashes {
+                    let kdf = algorithm("algid:keyexchange:\(exchange):KDFX963:\(hash)")
+                    let parameters =
+                        [
+                            SecKeyKeyExchangeParameter.requestedSize.rawValue as String: 48,
+                            SecKeyKeyExchangeParameter.sharedInfo.rawValue as String: Data("info".utf8),
+                        ] as CFDictionary
+                    let derived = SecKeyCopyKeyExchangeResult(alice, kdf, bobPublic, parameters, nil) as Data?
+                    XCTAssertEqual(derived?.count, 48, "P-\(bits) \(exchange) \(hash)")
+                    XCTAssertEqual(
+                        derived, SecKeyCopyKeyExchangeResult(bob, kdf, alicePublic, parameters, nil) as Data?)
+                }
+            }
+            for hash in hashes {
+                var names = [
+                    "algid:encrypt:ECIES:ECDH:KDFX963:\(hash):AESGCM",
+                    "algid:encrypt:ECIES:ECDHC:KDFX963:\(hash):AESGCM",
+                ]
+                if hash != "SHA1" {
+                    names += [
+                        "algid:encrypt:ECIES:ECDH:KDFX963:\(hash):AESGCM-KDFIV",
+                        "algid:encrypt:ECIES:ECDHC:KDFX963:\(hash):AESGCM-KDFIV",
+                    ]
+                }
+                for name in names {
+                    let ecies = algorithm(name)
+                    let sealed = SecKeyCreateEncryptedData(bobPublic, ecies, plaintext as CFData, nil)
+                    XCTAssertEqual(
+                        sealed.flatMap { SecKeyCreateDecryptedData(bob, ecies, $0, nil) } as Data?, plaintext,
+                        "P-\(bits) \(name)")
+                    XCTAssertNil(sealed.flatMap { SecKeyCreateDecryptedData(alice, ecies, $0, nil) }, "another key")
+                }
+            }
+        }
+    }
+
+    // MARK: Against the openssl command
+
+    @discardableResult
+    private func openssl(_ arguments: [String], input: Data? = nil) throws -> Data {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
+            throw XCTSkip("needs the openssl command (Debian's openssl package)")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: work)
+        let output = Pipe()
+        let stdin = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = stdin
+        try process.run()
+        if let input { stdin.fileHandleForWriting.write(input) }
+        try stdin.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "openssl \(arguments.joined(separator: " "))")
+        return data
+    }
+
+    private func write(_ data: Data, _ name: String) throws {
+        try data.write(to: URL(fileURLWithPath: work + "/" + name))
+    }
+
+    private func read(_ name: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: work + "/" + name)) }
+
+    /// A SubjectPublicKeyInfo for an X9.63 point on a named curve (OID content bytes given).
+    private func subjectPublicKeyInfo(point: Data, curveOID: [UInt8]) -> Data {
+        func tlv(_ tag: UInt8, _ body: Data) -> Data {
+            var length: [UInt8] = body.count < 0x80 ? [UInt8(body.count)] : [0x81, UInt8(body.count)]
+            if body.count > 0xff { length = [0x82, UInt8(body.count >> 8), UInt8(body.count & 0xff)] }
+            return Data([tag] + length) + body
+        }
+        let ecPublicKey = tlv(0x06, Data([0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01]))
+        let algorithm = tlv(0x30, ecPublicKey + tlv(0x06, Data(curveOID)))
+        return tlv(0x30, algorithm + tlv(0x03, Data([0]) + point))
+    }
+
+    func testECDHAndSignaturesAgreeWithOpenSSLOnEveryNISTCurve() throws {
+        let curves: [(bits: Int, name: String, oid: [UInt8], hash: String)] = [
+            (256, "prime256v1", [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07], "SHA384"),
+            (384, "secp384r1", [0x2b, 0x81, 0x04, 0x00, 0x22], "SHA384"),
+            (521, "secp521r1", [0x2b, 0x81, 0x04, 0x00, 0x23], "SHA512"),
+        ]
+        let message = Data("signed on both sides".utf8)
+        try write(message, "m")
+        for curve in curves {
+            // openssl's key, and its public point as ours.
+            try openssl(["ecparam", "-genkey", "-name", curve.name, "-noout", "-out", "theirs.pem"])
+            try openssl(["ec", "-in", "theirs.pem", "-pubout", "-outform", "DER", "-out", "theirs.der"])
+            let pointLength = 1 + 2 * ((curve.bits + 7) / 8)
+            let theirPublic = try XCTUnwrap(
+                publicKey(try read("theirs.der").suffix(pointLength), kSecAttrKeyTypeECSECPrimeRandom))
+            // Our key, and its public key as openssl's.
+            let ours = try randomKey(kSecAttrKeyTypeECSECPrimeRandom, curve.bits)
+            let ourPoint = try XCTUnwrap(SecKeyCopyExternalRepresentation(SecKeyCopyPublicKey(ours)!, nil) as Data?)
+            try write(subjectPublicKeyInfo(point: ourPoint, curveOID: curve.oid), "ours.der")
+            try openssl(["pkey", "-pubin", "-inform", "DER", "-in", "ours.der", "-out", "ours.pem"])
+            // ECDH: the same secret on both sides.
+            let secret = SecKeyCopyKeyExchangeResult(
+                ours, .ecdhKeyExchangeStandard, theirPublic, [:] as CFDictionary, nil)
+            let derived = try openssl(["pkeyutl", "-derive", "-inkey", "theirs.pem", "-peerkey", "ours.pem"])
+            XCTAssertEqual(secret as Data?, derived, "ECDH on \(curve.name)")
+            // Signatures with the curve's hash, each side verifying the other's.
+            let ecdsa = algorithm("algid:sign:ECDSA:message-X962:\(curve.hash)")
+            let signature = try XCTUnwrap(SecKeyCreateSignature(ours, ecdsa, message as CFData, nil) as Data?)
+            try write(signature, "ours.sig")
+            try openssl([
+                "dgst", "-\(curve.hash.lowercased())", "-verify", "ours.pem", "-signature", "ours.sig", "m",
+            ])
+            try openssl(["dgst", "-\(curve.hash.lowercased())", "-sign", "theirs.pem", "-out", "theirs.sig", "m"])
+            XCTAssertTrue(
+                SecKeyVerifySignature(theirPublic, ecdsa, message as CFData, try read("theirs.sig") as CFData, nil),
+                "openssl's \(curve.name) signature")
+        }
+    }
+
+    func testRSAEncryptionInteroperatesWithOpenSSLInBothDirections() throws {
+        let plaintext = Data("a key to carry".utf8)
+        try openssl(["genrsa", "-out", "theirs.pem", "2048"])
+        try openssl(["rsa", "-in", "theirs.pem", "-RSAPublicKey_out", "-outform", "DER", "-out", "theirs.der"])
+        let theirPublic = try XCTUnwrap(publicKey(try read("theirs.der"), kSecAttrKeyTypeRSA))
+        let ours = try randomKey(kSecAttrKeyTypeRSA, 2048)
+        try write(try XCTUnwrap(SecKeyCopyExternalRepresentation(SecKeyCopyPublicKey(ours)!, nil) as Data?), "ours.der")
+        try openssl(["rsa", "-RSAPublicKey_in", "-inform", "DER", "-in", "ours.der", "-pubout", "-out", "ours.pem"])
+        try write(plaintext, "plain")
+        let paddings: [(SecKeyAlgorithm, [String])] = [
+            (.rsaEncryptionPKCS1, ["-pkeyopt", "rsa_padding_mode:pkcs1"]),
+            (.rsaEncryptionOAEPSHA1, ["-pkeyopt", "rsa_padding_mode:oaep"]),
+            (
+                .rsaEncryptionOAEPSHA256,
+                [
+                    "-pkeyopt", "rsa_padding_mode:oaep", "-pkeyopt", "rsa_oaep_md:sha256", "-pkeyopt",
+                    "rsa_mgf1_md:sha256",
+                ]
+            ),
+            (
+                .rsaEncryptionOAEPSHA512,
+                [
+                    "-pkeyopt", "rsa_padding_mode:oaep", "-pkeyopt", "rsa_oaep_md:sha512", "-pkeyopt",
+                    "rsa_mgf1_md:sha512",
+                ]
+            ),
+        ]
+        for (algorithm, options) in paddings {
+            // openssl encrypts to our key; we decrypt.
+            let sealed = try openssl(["pkeyutl", "-encrypt", "-pubin", "-inkey", "ours.pem", "-in", "plain"] + options)
+            XCTAssertEqual(
+                SecKeyCreateDecryptedData(ours, algorithm, sealed as CFData, nil) as Data?, plaintext,
+                "\(algorithm.rawValue) from openssl")
+            // We encrypt to openssl's key; it decrypts.
+            let ciphertext = try XCTUnwrap(
+                SecKeyCreateEncryptedData(theirPublic, algorithm, plaintext as CFData, nil) as Data?)
+            try write(ciphertext, "sealed")
+            let opened = try openssl(["pkeyutl", "-decrypt", "-inkey", "theirs.pem", "-in", "sealed"] + options)
+            XCTAssertEqual(opened, plaintext, "\(algorithm.rawValue) to openssl")
+        }
+    }
+}
