@@ -105,4 +105,50 @@ final class KeyItemTests: KeychainTestCase {
         XCTAssertEqual(SecItemCopyMatching(all as CFDictionary, &result), errSecSuccess)
         XCTAssertEqual(result as? [SecKey], [publicKey])
     }
+
+    func testStoredKeysCarryApplesAttributesAndAreFoundByLabelTypeAndClass() throws {
+        let signing = try permanentKey()
+        let other = try permanentKey(kSecAttrKeyTypeRSA, bits: 2048)
+        // Two different keys under one tag and one label both fit (their klbl differs).
+        let (status, found) = find([
+            kSecAttrApplicationTag as String: tag, kSecMatchLimit as String: kSecMatchLimitAll,
+            kSecReturnAttributes as String: true, kSecReturnRef as String: true,
+        ])
+        XCTAssertEqual(status, errSecSuccess)
+        let items = try XCTUnwrap(found as? [[String: Any]])
+        XCTAssertEqual(items.count, 2)
+        for item in items {
+            let key = try XCTUnwrap(item[kSecValueRef as String] as? SecKey)
+            let isEC = key == signing
+            XCTAssertTrue(isEC || key == other)
+            // Apple's attributes of a stored private key (spec 8.1): its type and class as numbers, and
+            // what it may do.
+            XCTAssertEqual(item[kSecAttrKeyType as String] as? Int, isEC ? 73 : 42)
+            XCTAssertEqual(item[kSecAttrKeyClass as String] as? Int, 1)
+            XCTAssertEqual(item[kSecAttrKeySizeInBits as String] as? Int, isEC ? 256 : 2048)
+            XCTAssertEqual(item[kSecAttrEffectiveKeySize as String] as? Int, isEC ? 256 : 2048)
+            for (name, expected) in [
+                (kSecAttrCanSign, true), (kSecAttrCanDecrypt, true), (kSecAttrCanUnwrap, true),
+                (kSecAttrCanDerive, true), (kSecAttrCanVerify, false), (kSecAttrCanEncrypt, false),
+                (kSecAttrCanWrap, false), (kSecAttrIsPermanent, true), (kSecAttrIsExtractable, true),
+            ] {
+                XCTAssertEqual(item[name as String] as? Bool, expected, "\(name) of \(isEC ? "EC" : "RSA")")
+            }
+        }
+        // Found by label, by type, by class.
+        XCTAssertEqual(
+            find([
+                kSecAttrLabel as String: "signing key", kSecAttrKeyType as String: kSecAttrKeyTypeRSA,
+                kSecReturnRef as String: true,
+            ]).1 as? SecKey, other)
+        XCTAssertEqual(
+            find([
+                kSecAttrLabel as String: "signing key", kSecAttrKeyType as String: kSecAttrKeyTypeECSECPrimeRandom,
+                kSecReturnRef as String: true,
+            ]).1 as? SecKey, signing)
+        XCTAssertEqual(find([kSecAttrLabel as String: "another label"]).0, errSecItemNotFound)
+        XCTAssertEqual(
+            find([kSecAttrKeyClass as String: kSecAttrKeyClassPublic, kSecAttrApplicationTag as String: tag]).0,
+            errSecItemNotFound)
+    }
 }

@@ -25,11 +25,17 @@ final class SecKeyTests: XCTestCase {
         return key
     }
 
+    /// The code of the CFError a failing call gives, which must be in Apple's OSStatus domain.
     private func status(_ body: (UnsafeMutablePointer<Unmanaged<CFError>?>) -> AnyObject?) -> Int? {
         var error: Unmanaged<CFError>?
         let result = body(&error)
         XCTAssertNil(result)
-        return (error?.takeRetainedValue() as NSError?)?.code
+        let failure = error?.takeRetainedValue()
+        if let failure {
+            XCTAssertEqual(CFErrorGetDomain(failure) as String, kCFErrorDomainOSStatus as String)
+            XCTAssertFalse(failure.localizedDescription.isEmpty, "a reason")
+        }
+        return failure.map { CFErrorGetCode($0) }
     }
 
     private func key(_ data: Data, type: CFString, keyClass: CFString) -> SecKey? {
@@ -452,6 +458,22 @@ final class SecKeyTests: XCTestCase {
                 publicKey(exponent: [0x01] + [UInt8](repeating: 0, count: 2_000) + [0x01]), kSecAttrKeyTypeRSA,
                 kSecAttrKeyClassPublic),
             Int(errSecParam), "16,000 bits of exponent")
+        // A modulus too small (256 bits) or too large (8,800 bits) to be used.
+        func publicKey(modulusBytes: Int) -> Data {
+            let modulus = [0x00, 0xc3] + [UInt8](repeating: 0x5a, count: modulusBytes - 2) + [0x01]
+            var body = Data([0x02] + derLength(modulus.count) + modulus)
+            body.append(contentsOf: [0x02, 0x03, 0x01, 0x00, 0x01])
+            return Data([0x30] + derLength(body.count)) + body
+        }
+        XCTAssertEqual(
+            refused(publicKey(modulusBytes: 32), kSecAttrKeyTypeRSA, kSecAttrKeyClassPublic), Int(errSecParam),
+            "a 256-bit modulus")
+        XCTAssertEqual(
+            refused(publicKey(modulusBytes: 1_100), kSecAttrKeyTypeRSA, kSecAttrKeyClassPublic), Int(errSecParam),
+            "an 8,800-bit modulus")
+        XCTAssertNotNil(
+            key(publicKey(modulusBytes: 128), type: kSecAttrKeyTypeRSA, keyClass: kSecAttrKeyClassPublic),
+            "the same construction at 1,024 bits is a key")
         XCTAssertEqual(
             refused(Data(repeating: 0x30, count: 300), kSecAttrKeyTypeRSA, kSecAttrKeyClassPrivate), Int(errSecParam))
         XCTAssertEqual(
