@@ -33,16 +33,25 @@ public enum SignatureInput: Sendable, Equatable, Codable { case message, digest 
 public enum SignatureScheme: Sendable, Equatable {
     /// ECDSA with a DER `Ecdsa-Sig-Value` (ANSI X9.62).
     case ecdsa(Hash, SignatureInput)
+    /// ECDSA over a digest of any length (taken as it is, or cut to the curve's size), DER signature:
+    /// Apple's `ecdsaSignatureDigestX962`.
+    case ecdsaDigest
+    /// ECDSA over a digest of any length, the signature as r ‖ s, each as long as the curve's
+    /// coordinates (RFC 4754): Apple's `ecdsaSignatureRFC4754`.
+    case ecdsaRawRS
     /// RSASSA-PKCS1-v1_5; no hash with `.digest`: the input is signed as it is (Apple's "Raw").
     case rsaPKCS1v15(Hash?, SignatureInput)
     /// RSASSA-PSS with MGF1 of the same hash and a salt of `saltLength` bytes (Apple's names give it:
     /// the digest's length, but 24 with SHA-224).
     case rsaPSS(Hash, SignatureInput, saltLength: Int)
+    /// The RSA private-key operation on an input of the key's size, with no padding (Apple's
+    /// `rsaSignatureRaw`; what it signs is the caller's to make safe).
+    case rsaRaw
 
     var isRSA: Bool {
         switch self {
-        case .ecdsa: false
-        case .rsaPKCS1v15, .rsaPSS: true
+        case .ecdsa, .ecdsaDigest, .ecdsaRawRS: false
+        case .rsaPKCS1v15, .rsaPSS, .rsaRaw: true
         }
     }
 }
@@ -52,6 +61,9 @@ public enum EncryptionScheme: Sendable, Equatable {
     case rsaPKCS1
     /// RSAES-OAEP with MGF1 of the same hash and no label.
     case rsaOAEP(Hash)
+    /// The RSA public-key operation on an input of the key's size, with no padding (Apple's
+    /// `rsaEncryptionRaw`).
+    case rsaRaw
 }
 
 extension AsymmetricKey {
@@ -71,7 +83,7 @@ extension AsymmetricKey {
                 }
             }
         case .digest:
-            return try withKeyContext(scheme, signing: true) { context throws(Failure) in
+            let signature = try withKeyContext(scheme, signing: true) { context throws(Failure) in
                 try Self.twoPass { buffer, length in
                     input.withUnsafeBytes { raw in
                         EVP_PKEY_sign(
@@ -79,13 +91,24 @@ extension AsymmetricKey {
                     }
                 }
             }
+            guard scheme == .ecdsaRawRS, case .ec(let curve) = kind else { return signature }
+            guard let raw = ECDSASignatureEncoding.rawRS(fromDER: signature, coordinateSize: curve.coordinateSize)
+            else { throw .library("ECDSA signature encoding") }
+            return raw
         }
     }
 
     /// Whether `signature` is a valid signature of `input` under this key (a private key verifies with
     /// its public half).
-    public func verify(_ signature: Data, of input: Data, _ scheme: SignatureScheme) throws(Failure) -> Bool {
+    public func verify(_ given: Data, of input: Data, _ scheme: SignatureScheme) throws(Failure) -> Bool {
         try check(scheme, input: input)
+        var signature = given
+        if scheme == .ecdsaRawRS, case .ec(let curve) = kind {
+            guard let der = ECDSASignatureEncoding.der(fromRawRS: given, coordinateSize: curve.coordinateSize) else {
+                return false
+            }
+            signature = der
+        }
         let result: Int32
         switch Self.input(of: scheme) {
         case .message:
@@ -132,6 +155,10 @@ extension AsymmetricKey {
             guard input.count <= blockSize - 11 else { throw .invalidKey("the input is too long for the key") }
         case .rsaPKCS1v15(nil, .message):
             throw .unsupported("raw PKCS#1 v1.5 signs a digest")
+        case .ecdsaDigest, .ecdsaRawRS:
+            guard !input.isEmpty else { throw .invalidKey("an empty digest") }
+        case .rsaRaw:
+            guard input.count == blockSize else { throw .invalidKey("a raw RSA input is the key's size") }
         default:
             break
         }
@@ -140,6 +167,7 @@ extension AsymmetricKey {
     private static func input(of scheme: SignatureScheme) -> SignatureInput {
         switch scheme {
         case .ecdsa(_, let input), .rsaPKCS1v15(_, let input), .rsaPSS(_, let input, _): input
+        case .ecdsaDigest, .ecdsaRawRS, .rsaRaw: .digest
         }
     }
 
@@ -147,6 +175,7 @@ extension AsymmetricKey {
         switch scheme {
         case .ecdsa(let hash, _), .rsaPSS(let hash, _, _): hash
         case .rsaPKCS1v15(let hash, _): hash
+        case .ecdsaDigest, .ecdsaRawRS, .rsaRaw: nil
         }
     }
 
@@ -187,7 +216,9 @@ extension AsymmetricKey {
 
     private static func configure(_ context: OpaquePointer, _ scheme: SignatureScheme) throws(Failure) {
         switch scheme {
-        case .ecdsa: return
+        case .ecdsa, .ecdsaDigest, .ecdsaRawRS: return
+        case .rsaRaw:
+            guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1 else { throw .library("padding") }
         case .rsaPKCS1v15:
             guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1 else { throw .library("padding") }
         case .rsaPSS(let hash, _, let saltLength):
@@ -206,6 +237,9 @@ extension AsymmetricKey {
         switch scheme {
         case .rsaPKCS1: overhead = 11
         case .rsaOAEP(let hash): overhead = 2 * hash.length + 2
+        case .rsaRaw:
+            guard plaintext.count == blockSize else { throw .invalidKey("a raw RSA input is the key's size") }
+            overhead = 0
         }
         guard plaintext.count <= blockSize - overhead else { throw .invalidKey("the input is too long for the key") }
         return try withCipherContext(scheme, encrypting: true) { context throws(Failure) in
@@ -252,6 +286,8 @@ extension AsymmetricKey {
         switch scheme {
         case .rsaPKCS1:
             guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1 else { throw .library("padding") }
+        case .rsaRaw:
+            guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1 else { throw .library("padding") }
         case .rsaOAEP(let hash):
             guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_OAEP_PADDING) == 1,
                 EVP_PKEY_CTX_set_rsa_oaep_md_name(context, hash.name, nil) == 1,

@@ -91,6 +91,11 @@ final class EnclaveKeyTests: KeychainTestCase {
         // A digest of the wrong length, and RSA algorithms, are refused.
         XCTAssertEqual(sign(key, Data(count: 20), .ecdsaSignatureDigestX962SHA256).1, Int(errSecParam))
         XCTAssertEqual(sign(key, message, .rsaSignatureMessagePKCS1v15SHA256).1, Int(errSecParam))
+        // RFC 4754's r ‖ s, over a digest, verifies as a software key's does.
+        let raw = try XCTUnwrap(sign(key, digest, .ecdsaSignatureRFC4754).0)
+        XCTAssertEqual(raw.count, 64)
+        XCTAssertTrue(verifies(key, digest, raw, .ecdsaSignatureRFC4754))
+        XCTAssertEqual(sign(key, Data(count: 33), .ecdsaSignatureDigestX962).1, Int(errSecParam))
         XCTAssertTrue(SecKeyIsAlgorithmSupported(key, .sign, .ecdsaSignatureMessageX962SHA512))
         XCTAssertFalse(SecKeyIsAlgorithmSupported(key, .sign, .rsaSignatureMessagePKCS1v15SHA256))
         // Its attributes say what it is.

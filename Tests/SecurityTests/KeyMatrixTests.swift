@@ -60,6 +60,20 @@ final class KeyMatrixTests: XCTestCase {
                 XCTAssertTrue(signsAndVerifies(key, digest, input), "P-\(bits) \(hash) digest")
             }
             XCTAssertEqual(SecKeyGetBlockSize(key), (bits + 7) / 8)
+            // Digests of any length without a named hash, in DER and as RFC 4754's r ‖ s.
+            let coordinate = (bits + 7) / 8
+            for length in [20, 32, 64, 100] {
+                let digest = Data((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+                XCTAssertTrue(signsAndVerifies(key, .ecdsaSignatureDigestX962, digest), "P-\(bits) digest \(length)")
+                XCTAssertTrue(signsAndVerifies(key, .ecdsaSignatureRFC4754, digest), "P-\(bits) RFC 4754 \(length)")
+                let raw = try XCTUnwrap(
+                    SecKeyCreateSignature(key, .ecdsaSignatureRFC4754, digest as CFData, nil) as Data?)
+                XCTAssertEqual(raw.count, 2 * coordinate)
+                XCTAssertFalse(
+                    SecKeyVerifySignature(
+                        SecKeyCopyPublicKey(key)!, .ecdsaSignatureRFC4754, digest as CFData, raw.dropLast() as CFData,
+                        nil), "r ‖ s one byte short")
+            }
             _ = message
         }
     }
@@ -111,6 +125,13 @@ final class KeyMatrixTests: XCTestCase {
             let sealed = try XCTUnwrap(
                 SecKeyCreateEncryptedData(publicKey, .rsaEncryptionPKCS1, plaintext as CFData, nil))
             XCTAssertEqual(SecKeyCreateDecryptedData(key, .rsaEncryptionPKCS1, sealed, nil) as Data?, plaintext)
+            // Raw RSA, both ways: an input of the key's size (below the modulus), unpadded.
+            let block = Data([0x00]) + Data(repeating: 0x5a, count: bytes - 1)
+            XCTAssertTrue(signsAndVerifies(key, .rsaSignatureRaw, block), "RSA-\(bits) raw signature")
+            XCTAssertNil(SecKeyCreateSignature(key, .rsaSignatureRaw, block.dropFirst() as CFData, nil))
+            let rawSealed = try XCTUnwrap(SecKeyCreateEncryptedData(publicKey, .rsaEncryptionRaw, block as CFData, nil))
+            XCTAssertEqual(SecKeyCreateDecryptedData(key, .rsaEncryptionRaw, rawSealed, nil) as Data?, block)
+            XCTAssertNil(SecKeyCreateEncryptedData(publicKey, .rsaEncryptionRaw, plaintext as CFData, nil))
             // The raw PKCS#1 v1.5 form signs what it is given, up to the block size less 11 bytes.
             XCTAssertTrue(signsAndVerifies(key, .rsaSignatureDigestPKCS1v15Raw, Data(count: bytes - 11)))
             XCTAssertNil(

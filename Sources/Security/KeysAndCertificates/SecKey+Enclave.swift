@@ -141,3 +141,32 @@ enum EnclaveKeys {
         return key
     }
 }
+
+/// An enclave key's signature: ECDSA made where the key is. The digest forms without a named hash
+/// (`ecdsaSignatureDigestX962`, `ecdsaSignatureRFC4754`) take digests of the five hashes' lengths;
+/// RFC 4754's r ‖ s is made here from the DER the service gives.
+func enclaveSignature(
+    _ enclave: EnclaveKeyReference, _ scheme: SignatureScheme, _ input: Data,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> Data? {
+    let operation: EnclaveKeyOperation
+    switch scheme {
+    case .ecdsa(let hash, let form): operation = .sign(hash: hash, input: form, data: input)
+    case .ecdsaDigest, .ecdsaRawRS:
+        guard let hash = Hash.allCases.first(where: { $0.length == input.count }) else {
+            fail(error, errSecParam, "an enclave key signs digests of 20, 28, 32, 48 or 64 bytes")
+            return nil
+        }
+        operation = .sign(hash: hash, input: .digest, data: input)
+    default:
+        fail(error, errSecParam, "the algorithm is not supported by this key")
+        return nil
+    }
+    guard let signature = enclave.perform(operation, error)?.withUnsafeBytes({ Data($0) }) else { return nil }
+    guard scheme == .ecdsaRawRS else { return signature }
+    guard let raw = ECDSASignatureEncoding.rawRS(fromDER: signature, coordinateSize: 32) else {
+        fail(error, errSecInternalComponent, "the enclave key's signature is not DER")
+        return nil
+    }
+    return raw
+}

@@ -321,12 +321,7 @@ public func SecKeyCreateSignature(
         return nil
     }
     if let enclave = key.enclave {
-        guard case .ecdsa(let hash, let input) = scheme else {
-            fail(error, errSecParam, "\(algorithm.name) is not supported by this key")
-            return nil
-        }
-        return enclave.perform(.sign(hash: hash, input: input, data: dataToSign.contiguousData), error)
-            .map { $0.withUnsafeBytes { Data($0) } as NSData }
+        return enclaveSignature(enclave, scheme, dataToSign.contiguousData, error) as NSData?
     }
     do {
         return try key.key.sign(dataToSign.contiguousData, scheme) as NSData

@@ -83,6 +83,8 @@ extension SecKeyAlgorithm {
         let hashes: [(String, Hash)] = [
             ("SHA1", .sha1), ("SHA224", .sha224), ("SHA256", .sha256), ("SHA384", .sha384), ("SHA512", .sha512),
         ]
+        if name == "algid:sign:ECDSA:RFC4754" { return .ecdsaRawRS }
+        if name == "algid:sign:RSA:raw" { return .rsaRaw }
         let parts = name.split(separator: ":").map(String.init)
         guard parts.count >= 4, parts[0] == "algid", parts[1] == "sign" else { return nil }
         let input: SignatureInput? =
@@ -92,6 +94,7 @@ extension SecKeyAlgorithm {
         let padding = parts[3].split(separator: "-").last.map(String.init)
         switch (parts[2], padding, hash) {
         case ("ECDSA", "X962", let hash?) where parts.count == 5: return .ecdsa(hash, input)
+        case ("ECDSA", "X962", nil) where parts.count == 4 && input == .digest: return .ecdsaDigest
         case ("RSA", "PKCS1v15", nil) where parts.count == 4 && input == .digest: return .rsaPKCS1v15(nil, .digest)
         case ("RSA", "PKCS1v15", let hash?) where parts.count == 5: return .rsaPKCS1v15(hash, input)
         // PSS names repeat the hash (for MGF1) and end with a salt length; Apple's salt is always the
@@ -107,6 +110,7 @@ extension SecKeyAlgorithm {
 
     var encryptionScheme: EncryptionScheme? {
         switch name {
+        case "algid:encrypt:RSA:raw": .rsaRaw
         case "algid:encrypt:RSA:PKCS1": .rsaPKCS1
         case "algid:encrypt:RSA:OAEP:SHA1": .rsaOAEP(.sha1)
         case "algid:encrypt:RSA:OAEP:SHA224": .rsaOAEP(.sha224)
