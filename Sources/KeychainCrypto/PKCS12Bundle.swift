@@ -29,11 +29,18 @@ public struct PKCS12Bundle: Sendable {
         defer { ERR_clear_error() }
         guard let parsed else { throw .malformed }
         defer { PKCS12_free(parsed) }
-        guard PKCS12_verify_mac(parsed, password, -1) == 1 else { throw .wrongPassword }
+        // The MAC, when there is one, says whether the password is right; after it, a file that does
+        // not open uses what this build cannot decrypt (RC2 or DES, with OpenSSL's legacy provider not
+        // loaded), which is no wrong password. (A file without a MAC does not open with a password at
+        // all through OpenSSL 3.0's PKCS12_parse, and reads as a wrong one.)
+        let hasMAC = PKCS12_mac_present(parsed) == 1
+        if hasMAC, PKCS12_verify_mac(parsed, password, -1) != 1 { throw .wrongPassword }
         var key: OpaquePointer?
         var certificate: OpaquePointer?
         var chain: OpaquePointer?
-        guard PKCS12_parse(parsed, password, &key, &certificate, &chain) == 1 else { throw .wrongPassword }
+        guard PKCS12_parse(parsed, password, &key, &certificate, &chain) == 1 else {
+            throw hasMAC ? .unsupported : .wrongPassword
+        }
         defer {
             if let key { EVP_PKEY_free(key) }
             if let certificate { X509_free(certificate) }
