@@ -158,7 +158,9 @@ extension AsymmetricKey {
         case .ecdsaDigest, .ecdsaRawRS:
             guard !input.isEmpty else { throw .invalidKey("an empty digest") }
         case .rsaRaw:
-            guard input.count == blockSize else { throw .invalidKey("a raw RSA input is the key's size") }
+            guard input.count == blockSize, isBelowModulus(input) else {
+                throw .invalidKey("a raw RSA input is the key's size and below its modulus")
+            }
         default:
             break
         }
@@ -238,7 +240,9 @@ extension AsymmetricKey {
         case .rsaPKCS1: overhead = 11
         case .rsaOAEP(let hash): overhead = 2 * hash.length + 2
         case .rsaRaw:
-            guard plaintext.count == blockSize else { throw .invalidKey("a raw RSA input is the key's size") }
+            guard plaintext.count == blockSize, isBelowModulus(plaintext) else {
+                throw .invalidKey("a raw RSA input is the key's size and below its modulus")
+            }
             overhead = 0
         }
         guard plaintext.count <= blockSize - overhead else { throw .invalidKey("the input is too long for the key") }

@@ -217,6 +217,23 @@ public final class AsymmetricKey: @unchecked Sendable {
         return key
     }
 
+    /// Whether `value`, read as a big-endian number, is below an RSA key's modulus: what a raw RSA
+    /// operation takes.
+    func isBelowModulus(_ value: Data) -> Bool {
+        var modulus: OpaquePointer?
+        guard EVP_PKEY_get_bn_param(key, "n", &modulus) == 1, let modulus else {
+            ERR_clear_error()
+            return false
+        }
+        defer { BN_free(modulus) }
+        let number = value.withUnsafeBytes { raw in
+            BN_bin2bn(raw.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(raw.count), nil)
+        }
+        guard let number else { return false }
+        defer { BN_clear_free(number) }
+        return BN_cmp(number, modulus) < 0
+    }
+
     /// The size in bits of the key's big-number parameter `name` (nil when it has none, or it is not
     /// odd when `odd` asks it to be).
     private func bigNumberBits(_ name: String, odd: Bool?) -> Int? {

@@ -16,11 +16,21 @@ public enum KeyDerivation {
         defer { EVP_KDF_free(kdf) }
         guard let context = EVP_KDF_CTX_new(kdf) else { throw CryptoError.libraryFailure("EVP_KDF_CTX_new") }
         defer { EVP_KDF_CTX_free(context) }
-        var n = UInt64(1) << UInt64(logN)
-        var r = r
-        var p = p
+        let n = UInt64(1) << UInt64(logN)
         // OpenSSL refuses to use more than this; what scrypt needs, plus room for its bookkeeping.
-        var maximumMemory = 128 * UInt64(r) * (n + UInt64(p) + 2) + (1 << 20)
+        let maximumMemory = 128 * UInt64(r) * (n + UInt64(p) + 2) + (1 << 20)
+        // OSSL_PARAM keeps pointers to the numbers and reads them during the derivation: storage that
+        // lives until then, not the addresses `&` gives for one call.
+        let wide = UnsafeMutablePointer<UInt64>.allocate(capacity: 2)
+        let narrow = UnsafeMutablePointer<UInt32>.allocate(capacity: 2)
+        defer {
+            wide.deallocate()
+            narrow.deallocate()
+        }
+        wide.initialize(to: n)
+        (wide + 1).initialize(to: maximumMemory)
+        narrow.initialize(to: r)
+        (narrow + 1).initialize(to: p)
         return try SecureBytes(count: length) { (out: UnsafeMutableRawBufferPointer) throws in
             let ok = password.withUnsafeBytes { passwordBytes in
                 salt.withUnsafeBytes { saltBytes in
@@ -31,10 +41,10 @@ public enum KeyDerivation {
                             passwordBytes.count),
                         OSSL_PARAM_construct_octet_string(
                             name("salt"), UnsafeMutableRawPointer(mutating: saltBytes.baseAddress), saltBytes.count),
-                        OSSL_PARAM_construct_uint64(name("n"), &n),
-                        OSSL_PARAM_construct_uint32(name("r"), &r),
-                        OSSL_PARAM_construct_uint32(name("p"), &p),
-                        OSSL_PARAM_construct_uint64(name("maxmem_bytes"), &maximumMemory),
+                        OSSL_PARAM_construct_uint64(name("n"), wide),
+                        OSSL_PARAM_construct_uint32(name("r"), narrow),
+                        OSSL_PARAM_construct_uint32(name("p"), narrow + 1),
+                        OSSL_PARAM_construct_uint64(name("maxmem_bytes"), wide + 1),
                         OSSL_PARAM_construct_end(),
                     ]
                     return EVP_KDF_derive(

@@ -53,9 +53,9 @@ final class KeyMatrixTests: XCTestCase {
         for bits in [192, 224, 256, 384, 521] {
             let key = try randomKey(kSecAttrKeyTypeECSECPrimeRandom, bits)
             for hash in hashes {
-                let message = algorithm("algid:sign:ECDSA:message-X962:\(hash)")
+                let messageForm = algorithm("algid:sign:ECDSA:message-X962:\(hash)")
                 let digest = algorithm("algid:sign:ECDSA:digest-X962:\(hash)")
-                XCTAssertTrue(signsAndVerifies(key, message, Data("m".utf8)), "P-\(bits) \(hash) message")
+                XCTAssertTrue(signsAndVerifies(key, messageForm, message), "P-\(bits) \(hash) message")
                 let input = Data((0..<(hashLengths[hash] ?? 0)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
                 XCTAssertTrue(signsAndVerifies(key, digest, input), "P-\(bits) \(hash) digest")
             }
@@ -74,7 +74,6 @@ final class KeyMatrixTests: XCTestCase {
                         SecKeyCopyPublicKey(key)!, .ecdsaSignatureRFC4754, digest as CFData, raw.dropLast() as CFData,
                         nil), "r ‖ s one byte short")
             }
-            _ = message
         }
     }
 
@@ -132,6 +131,16 @@ final class KeyMatrixTests: XCTestCase {
             let rawSealed = try XCTUnwrap(SecKeyCreateEncryptedData(publicKey, .rsaEncryptionRaw, block as CFData, nil))
             XCTAssertEqual(SecKeyCreateDecryptedData(key, .rsaEncryptionRaw, rawSealed, nil) as Data?, block)
             XCTAssertNil(SecKeyCreateEncryptedData(publicKey, .rsaEncryptionRaw, plaintext as CFData, nil))
+            // An input of the key's size that is not below its modulus is the caller's error.
+            let tooLarge = Data(repeating: 0xff, count: bytes)
+            for attempt in [
+                { SecKeyCreateEncryptedData(publicKey, .rsaEncryptionRaw, tooLarge as CFData, $0) },
+                { SecKeyCreateSignature(key, .rsaSignatureRaw, tooLarge as CFData, $0) },
+            ] as [(UnsafeMutablePointer<Unmanaged<CFError>?>) -> CFData?] {
+                var error: Unmanaged<CFError>?
+                XCTAssertNil(attempt(&error))
+                XCTAssertEqual(error.map { CFErrorGetCode($0.takeRetainedValue()) }, Int(errSecParam))
+            }
             // The raw PKCS#1 v1.5 form signs what it is given, up to the block size less 11 bytes.
             XCTAssertTrue(signsAndVerifies(key, .rsaSignatureDigestPKCS1v15Raw, Data(count: bytes - 11)))
             XCTAssertNil(
