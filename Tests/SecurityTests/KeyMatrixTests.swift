@@ -240,6 +240,38 @@ final class KeyMatrixTests: XCTestCase {
         return tlv(0x30, algorithm + tlv(0x03, Data([0]) + point))
     }
 
+    /// An ECDSA DER signature from r and s, written out here rather than with the code under test.
+    private func derSignature(r: Data, s: Data) -> Data {
+        func integer(_ value: Data) -> [UInt8] {
+            var bytes = Array(value.drop { $0 == 0 })
+            if bytes.isEmpty { bytes = [0] }
+            if bytes[0] & 0x80 != 0 { bytes.insert(0, at: 0) }
+            return [0x02, UInt8(bytes.count)] + bytes
+        }
+        let body = integer(r) + integer(s)
+        return Data((body.count < 0x80 ? [0x30, UInt8(body.count)] : [0x30, 0x81, UInt8(body.count)]) + body)
+    }
+
+    /// r and s of an ECDSA DER signature (short or one-byte long lengths, as openssl writes them).
+    private func integers(ofDER der: Data) -> (Data, Data)? {
+        let bytes = [UInt8](der)
+        var index = bytes.count > 1 && bytes[1] == 0x81 ? 3 : 2
+        func next() -> Data? {
+            guard index + 2 <= bytes.count, bytes[index] == 0x02 else { return nil }
+            let length = Int(bytes[index + 1])
+            guard index + 2 + length <= bytes.count else { return nil }
+            defer { index += 2 + length }
+            return Data(bytes[index + 2..<index + 2 + length])
+        }
+        guard let r = next(), let s = next() else { return nil }
+        return (r, s)
+    }
+
+    private func padded(_ value: Data, _ size: Int) -> Data {
+        let trimmed = value.drop { $0 == 0 }
+        return Data(repeating: 0, count: max(0, size - trimmed.count)) + trimmed
+    }
+
     func testECDHAndSignaturesAgreeWithOpenSSLOnEveryNISTCurve() throws {
         let curves: [(bits: Int, name: String, oid: [UInt8], hash: String)] = [
             (256, "prime256v1", [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07], "SHA384"),
@@ -276,6 +308,23 @@ final class KeyMatrixTests: XCTestCase {
             XCTAssertTrue(
                 SecKeyVerifySignature(theirPublic, ecdsa, message as CFData, try read("theirs.sig") as CFData, nil),
                 "openssl's \(curve.name) signature")
+            // RFC 4754's r ‖ s over a digest: ours, put into DER here, verifies with openssl; openssl's DER,
+            // taken apart here, verifies with us.
+            let coordinate = (curve.bits + 7) / 8
+            let digest = Data((0..<48).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 1) })
+            try write(digest, "digest")
+            let raw = try XCTUnwrap(SecKeyCreateSignature(ours, .ecdsaSignatureRFC4754, digest as CFData, nil) as Data?)
+            XCTAssertEqual(raw.count, 2 * coordinate)
+            try write(derSignature(r: raw.prefix(coordinate), s: raw.suffix(coordinate)), "ours-raw.sig")
+            try openssl([
+                "pkeyutl", "-verify", "-pubin", "-inkey", "ours.pem", "-in", "digest", "-sigfile", "ours-raw.sig",
+            ])
+            try openssl(["pkeyutl", "-sign", "-inkey", "theirs.pem", "-in", "digest", "-out", "theirs-digest.sig"])
+            let (r, s) = try XCTUnwrap(integers(ofDER: try read("theirs-digest.sig")))
+            let theirsRaw = padded(r, coordinate) + padded(s, coordinate)
+            XCTAssertTrue(
+                SecKeyVerifySignature(theirPublic, .ecdsaSignatureRFC4754, digest as CFData, theirsRaw as CFData, nil),
+                "openssl's \(curve.name) digest signature as r ‖ s")
         }
     }
 
