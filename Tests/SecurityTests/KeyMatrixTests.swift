@@ -5,29 +5,11 @@ import XCTest
 /// Every key size and every hash sibling of every algorithm: round trips on each, and the operations
 /// that have an independent implementation at hand (the `openssl` command) checked against it in both
 /// directions on each NIST curve and for RSA encryption.
-final class KeyMatrixTests: XCTestCase {
-    private var work: String!
-
-    override func setUpWithError() throws {
-        work = NSTemporaryDirectory() + "keymatrix-" + UUID().uuidString.prefix(8)
-        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-    }
-
-    override func tearDown() { try? FileManager.default.removeItem(atPath: work) }
-
+final class KeyMatrixTests: KeyTestCase {
     private let hashes = ["SHA1", "SHA224", "SHA256", "SHA384", "SHA512"]
     private let hashLengths = ["SHA1": 20, "SHA224": 28, "SHA256": 32, "SHA384": 48, "SHA512": 64]
 
     private func algorithm(_ name: String) -> SecKeyAlgorithm { SecKeyAlgorithm(rawValue: name as CFString) }
-
-    private func randomKey(_ type: CFString, _ bits: Int) throws -> SecKey {
-        var error: Unmanaged<CFError>?
-        let parameters: [String: Any] = [kSecAttrKeyType as String: type, kSecAttrKeySizeInBits as String: bits]
-        guard let key = SecKeyCreateRandomKey(parameters as CFDictionary, &error) else {
-            throw error!.takeRetainedValue() as Error
-        }
-        return key
-    }
 
     private func publicKey(_ data: Data, _ type: CFString) -> SecKey? {
         SecKeyCreateWithData(
@@ -201,25 +183,9 @@ final class KeyMatrixTests: XCTestCase {
 
     @discardableResult
     private func openssl(_ arguments: [String], input: Data? = nil) throws -> Data {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
-            throw XCTSkip("needs the openssl command (Debian's openssl package)")
-        }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: work)
-        let output = Pipe()
-        let stdin = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = stdin
-        try process.run()
-        if let input { stdin.fileHandleForWriting.write(input) }
-        try stdin.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "openssl \(arguments.joined(separator: " "))")
-        return data
+        let (status, output) = try OpenSSLCommand.run(arguments, in: work, input: input)
+        XCTAssertEqual(status, 0, "openssl \(arguments.joined(separator: " "))")
+        return output
     }
 
     private func write(_ data: Data, _ name: String) throws {

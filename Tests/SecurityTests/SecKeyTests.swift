@@ -6,25 +6,7 @@ import XCTest
 /// `SecKey` over OpenSSL: generation, external representations, signatures and RSA encryption, each
 /// cross-checked against the `openssl` command in both directions, and bad input refused with the
 /// documented CFError codes.
-final class SecKeyTests: XCTestCase {
-    private var work: String!
-
-    override func setUpWithError() throws {
-        work = NSTemporaryDirectory() + "seckey-" + UUID().uuidString.prefix(8)
-        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-    }
-
-    override func tearDown() { try? FileManager.default.removeItem(atPath: work) }
-
-    private func randomKey(_ type: CFString, _ bits: Int) throws -> SecKey {
-        var error: Unmanaged<CFError>?
-        let parameters: [String: Any] = [kSecAttrKeyType as String: type, kSecAttrKeySizeInBits as String: bits]
-        guard let key = SecKeyCreateRandomKey(parameters as CFDictionary, &error) else {
-            throw error!.takeRetainedValue() as Error
-        }
-        return key
-    }
-
+final class SecKeyTests: KeyTestCase {
     /// The code of the CFError a failing call gives, which must be in Apple's OSStatus domain.
     private func status(_ body: (UnsafeMutablePointer<Unmanaged<CFError>?>) -> AnyObject?) -> Int? {
         var error: Unmanaged<CFError>?
@@ -216,24 +198,7 @@ final class SecKeyTests: XCTestCase {
     // MARK: Against the openssl command
 
     private func openssl(_ arguments: [String], input: Data? = nil) throws -> (status: Int32, output: Data) {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
-            throw XCTSkip("needs the openssl command (Debian's openssl package)")
-        }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: work)
-        let output = Pipe()
-        let stdin = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = stdin
-        try process.run()
-        if let input { stdin.fileHandleForWriting.write(input) }
-        try stdin.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, data)
+        try OpenSSLCommand.run(arguments, in: work, input: input)
     }
 
     private func file(_ name: String) -> String { work + "/" + name }
