@@ -39,6 +39,7 @@ enum ValueBridging {
             case UInt8(ascii: "f"), UInt8(ascii: "d"): return .double(number.doubleValue)
             default: return .integer(number.int64Value)
             }
+        case let data as NSData: return .data(data.contiguousData)  // `as Data` walks it byte by byte
         case let data as Data: return .data(data)
         case let date as Date: return .date(date)
         case is NSNull: return .null
