@@ -4,7 +4,7 @@ import XCTest
 
 /// `SecCertificate` against certificates the `openssl` command makes: a CA and leaf certificates, read
 /// back as `openssl x509` reads them; malformed and mutated DER refused without a crash.
-final class SecCertificateTests: XCTestCase {
+final class SecCertificateTests: KeychainTestCase {
     private var work: String!
 
     override func setUpWithError() throws {
@@ -15,7 +15,10 @@ final class SecCertificateTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
     }
 
-    override func tearDown() { if let work { try? FileManager.default.removeItem(atPath: work) } }
+    override func tearDown() {
+        if let work { try? FileManager.default.removeItem(atPath: work) }
+        super.tearDown()
+    }
 
     @discardableResult
     private func openssl(_ arguments: [String]) throws -> String {
@@ -103,8 +106,6 @@ final class SecCertificateTests: XCTestCase {
     /// certificate's accessors and keychain attributes agree with what `openssl x509` prints of it,
     /// and each one's issuer is the one above's subject.
     func testAChainOfRootIntermediateAndLeafReadsAsOpenSSLReadsIt() throws {
-        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
-        defer { withExtendedLifetime(keychain) {} }
         try
             "basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n"
             .write(toFile: work + "/ca.cnf", atomically: true, encoding: .utf8)
@@ -230,8 +231,6 @@ final class SecCertificateTests: XCTestCase {
     }
 
     func testACertificateInTheKeychainCarriesApplesAttributes() throws {
-        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
-        defer { withExtendedLifetime(keychain) {} }
         let (_, leaf) = try makeCertificates()
         XCTAssertEqual(SecItemAdd([kSecValueRef as String: leaf] as CFDictionary, nil), errSecSuccess)
         XCTAssertEqual(SecItemAdd([kSecValueRef as String: leaf] as CFDictionary, nil), errSecDuplicateItem)
@@ -265,8 +264,6 @@ final class SecCertificateTests: XCTestCase {
     }
 
     func testPKCS12ImportGivesAnIdentityThatTheKeychainPairsAgain() throws {
-        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
-        defer { withExtendedLifetime(keychain) {} }
         let (ca, leaf) = try makeCertificates()
         try openssl([
             "pkcs12", "-export", "-inkey", "leaf.key", "-in", "leaf.pem", "-certfile", "ca.pem", "-passout",
@@ -345,8 +342,6 @@ final class SecCertificateTests: XCTestCase {
     }
 
     func testACertificateIsFoundUpdatedAndDeletedByItsReference() throws {
-        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
-        defer { withExtendedLifetime(keychain) {} }
         let (ca, leaf) = try makeCertificates()
         XCTAssertEqual(SecItemAdd([kSecValueRef as String: ca] as CFDictionary, nil), errSecSuccess)
         XCTAssertEqual(SecItemAdd([kSecValueRef as String: leaf] as CFDictionary, nil), errSecSuccess)
@@ -376,8 +371,6 @@ final class SecCertificateTests: XCTestCase {
     }
 
     func testIdentitiesAreQueriedByEitherHalfAndDeletedWhole() throws {
-        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
-        defer { withExtendedLifetime(keychain) {} }
         let (identity, ca, leaf) = try leafIdentity()
         var key: SecKey?
         XCTAssertEqual(SecIdentityCopyPrivateKey(identity, &key), errSecSuccess)
@@ -448,8 +441,6 @@ final class SecCertificateTests: XCTestCase {
     }
 
     func testIdentityDeletesKeepWhatOtherIdentitiesAndKeysStillNeed() throws {
-        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
-        defer { withExtendedLifetime(keychain) {} }
         let (identity, ca, leaf) = try leafIdentity()
         // A renewed certificate for the same key, and an unrelated private key.
         try openssl([
@@ -521,8 +512,6 @@ final class SecCertificateTests: XCTestCase {
     }
 
     func testAnIdentityWhoseKeyCannotBeAddedLeavesNoCertificate() throws {
-        let keychain = TemporaryKeychain(accessGroups: ["TEAM.certs"])
-        defer { withExtendedLifetime(keychain) {} }
         let (identity, _, leaf) = try leafIdentity()
         // An issuer given beside the identity is a certificate attribute and no key attribute: the
         // certificate goes in, the key is refused, and the certificate is taken back.

@@ -8,7 +8,7 @@ import XCTest
 final class ThroughDaemonTests: XCTestCase {
     static let suites = [
         "SecItemSemanticsTests", "ClientIdiomTests", "BadInputTests", "ThreadSafetyTests", "SeedBehaviourTests",
-        "AccessControlTests", "KeyItemTests", "EnclaveKeyTests",
+        "AccessControlTests", "KeyItemTests", "EnclaveKeyTests", "SecCertificateTests",
     ]
 
     func testTheSecItemSuitesGiveTheSameAnswersThroughTheDaemon() throws {
