@@ -22,18 +22,9 @@ final class SecCertificateTests: KeychainTestCase {
 
     @discardableResult
     private func openssl(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: work)
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "openssl \(arguments.joined(separator: " "))")
-        return String(decoding: data, as: UTF8.self)
+        let (status, output) = try OpenSSLCommand.run(arguments, in: work)
+        XCTAssertEqual(status, 0, "openssl \(arguments.joined(separator: " "))")
+        return String(decoding: output, as: UTF8.self)
     }
 
     private func der(_ name: String) throws -> Data {

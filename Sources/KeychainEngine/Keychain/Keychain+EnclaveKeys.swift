@@ -31,6 +31,9 @@ extension Keychain {
     func addEnclaveKeyToken(_ bytes: Data, _ dictionary: [String: ItemValue], client: ClientIdentity) throws
         -> ItemResult?
     {
+        var item = dictionary
+        item["toid"] = nil
+        try EnclaveKeyRules.checkCreation(item)
         let token = try EnclaveKeyToken(decoding: bytes)
         let privateKey = try open(token, context: nil, interactionAllowed: false)
         // A set offered as one alternative was recorded when the key was made: stored now, the key
@@ -41,8 +44,6 @@ extension Keychain {
             throw KeychainError.authenticationFailed(
                 "the enrolled biometry changed since the key was made: it cannot be stored under a new set")
         }
-        var item = dictionary
-        item["toid"] = nil
         // What the key was made under is its own: the add may repeat it, never change it.
         if let given = item["accc"], given != token.accessControl.map({ ItemValue.accessControl($0) }) {
             throw KeychainError.invalidParameter("an enclave key keeps the access control it was made with")
@@ -83,7 +84,6 @@ extension Keychain {
         _ privateKey: SecureBytes, publicKey: Data, attributes: [String: ItemValue], client: ClientIdentity,
         answerAll: Bool
     ) throws -> ItemResult? {
-        try EnclaveKeyRules.checkCreation(attributes)
         let wrapped = try keybag.wrapDeviceBound(privateKey, context: publicKey)
         var item = attributes
         for (name, value) in try EnclaveKeyRules.attributes(publicKey: publicKey) { item[name] = value }
