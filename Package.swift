@@ -87,7 +87,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "keychain-test-helper",
-            dependencies: ["Security", "KeychainCore"]
+            dependencies: ["Security", "KeychainCore", "KeychainCrypto"]
         ),
         // Test support (not a product): a securityd of its own for tests that need the daemon.
         .target(

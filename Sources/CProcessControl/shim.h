@@ -53,9 +53,26 @@ static inline int process_control_pidfd_open(int pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/// 0 when the process the pidfd refers to has not ended.
+#include <poll.h>
+
+/// 0 when the process the pidfd refers to has not ended. A pidfd turns readable when its process
+/// ends; polling it needs no right over the process (a signal, even 0, would need CAP_KILL for a
+/// process of another user), and it also counts a process that ended but was not yet reaped as ended.
 static inline int process_control_pidfd_alive(int pidfd) {
-    return (int)syscall(SYS_pidfd_send_signal, pidfd, 0, (void *)0, 0);
+    struct pollfd wait = { pidfd, POLLIN, 0 };
+    int ready = poll(&wait, 1, 0);
+    if (ready < 0) return -1;
+    return ready == 0 ? 0 : -1;
+}
+
+#include <sys/uio.h>
+
+/// Copies `length` bytes at `address` in process `pid` into `buffer` (process_vm_readv: needs the right
+/// to attach to that process, which CAP_SYS_PTRACE gives). Returns the bytes copied, or -1.
+static inline long process_control_read_memory(int pid, void *buffer, unsigned long address, unsigned long length) {
+    struct iovec local = { buffer, length };
+    struct iovec remote = { (void *)address, length };
+    return (long)syscall(SYS_process_vm_readv, pid, &local, 1UL, &remote, 1UL, 0UL);
 }
 
 /// accept4 with close-on-exec (a GNU extension the Swift Glibc module leaves out).

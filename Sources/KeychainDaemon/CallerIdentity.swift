@@ -74,8 +74,12 @@ final class CallerIdentity: Sendable {
                 "is dumpable: other processes of its user could take its descriptors or memory (a client of the system daemon must call prctl(PR_SET_DUMPABLE, 0) before connecting, as the Security library does)"
             )
         }
-        if let variable = peer.injectingVariable() {
-            return refuse("runs with \(variable) set, so it may not be that program")
+        switch peer.environmentCheck() {
+        case .clean: break
+        case .injecting(let variable): return refuse("runs with \(variable) set, so it may not be that program")
+        case .unreadable:
+            // Every check fails closed: a process whose loader variables cannot be seen is not trusted.
+            return refuse("has an environment the daemon cannot read, so its loader variables cannot be checked")
         }
         if peer.isTraced() { return refuse("is being traced") }
         // The connection must be this program's own: opened by it (closed on exec), and still in its hands.

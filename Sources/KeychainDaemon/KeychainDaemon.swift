@@ -16,24 +16,32 @@ public final class KeychainDaemon: Sendable {
     /// slot's lock, so that opening one user's keychain never holds up another user's requests.
     private let tenants = Mutex<[uid_t: TenantSlot]>([:])
     private let ownUID = getuid()
-    /// When an item request last came, for the idle lock (CLOCK_MONOTONIC nanoseconds).
-    private let lastActivity = Atomic<UInt64>(0)
+    /// System mode: the daemon's claim on its home directory.
+    private let systemHomeLock = Mutex<OwnerLock?>(nil)
+
+    /// What a second daemon on one of these keychains is told about this one.
+    private var ownerRecord: String { "securityd pid \(getpid()), socket \(configuration.socketPath)" }
 
     /// Opens the user's keychain at once in user mode (a damaged one fails here, not at the first
     /// client); system mode opens each user's keychain when that user first connects.
     public init(configuration: DaemonConfiguration) throws {
         self.configuration = configuration
-        lastActivity.store(Self.monotonicNow, ordering: .relaxed)
         switch configuration.mode {
         case .user:
             _ = try tenant(for: ownUID)
         case .system:
+            let home: String
             do {
-                let home = try SecureFiles.ensureDirectory(configuration.home)
+                home = try SecureFiles.ensureDirectory(configuration.home)
                 _ = try SecureFiles.ensureDirectory((home as NSString).appendingPathComponent("users"))
             } catch {
                 throw KeychainError.notAvailable("cannot use the daemon's directory: \(error)")
             }
+            // Each user's keychain is claimed when it is opened; the home, for the daemon's life, so
+            // that a second system daemon on it stops at once rather than at its first client.
+            systemHomeLock.withLock { $0 = nil }
+            let lock = try OwnerLock.claim(directory: home, holder: ownerRecord)
+            systemHomeLock.withLock { $0 = lock }
         }
     }
 
@@ -58,13 +66,13 @@ public final class KeychainDaemon: Sendable {
                 tenant = try Tenant(
                     uid: uid, directory: configuration.home, deviceRootPath: configuration.deviceRootPath,
                     pinentryProgram: configuration.pinentryProgram, fprintdBus: fprintdBus,
-                    simulatedCompanion: configuration.simulatedCompanion)
+                    simulatedCompanion: configuration.simulatedCompanion, owner: ownerRecord)
             case .system:
                 let directory = ((configuration.home as NSString).appendingPathComponent("users") as NSString)
                     .appendingPathComponent(String(uid))
                 tenant = try Tenant(
                     uid: uid, directory: directory, deviceRootPath: nil, pinentryProgram: configuration.pinentryProgram,
-                    fprintdBus: fprintdBus, simulatedCompanion: configuration.simulatedCompanion)
+                    fprintdBus: fprintdBus, simulatedCompanion: configuration.simulatedCompanion, owner: ownerRecord)
             }
             opened = tenant
             DaemonLog.info("serving the keychain of uid \(uid) in \(tenant.keychain.directory)")
@@ -86,11 +94,17 @@ public final class KeychainDaemon: Sendable {
             let tenant = try tenant(for: caller.peer.uid)
             switch request {
             case .add, .copyMatching, .update, .delete, .generateEnclaveKey, .useEnclaveKey:
-                lastActivity.store(Self.monotonicNow, ordering: .relaxed)
                 var client: ClientIdentity
                 do {
-                    client = try entitlements(of: caller, in: tenant)
+                    let app = try registration(of: caller, in: tenant)
+                    if app.isGeneralPurposeTool, Self.readsSecrets(request) {
+                        try approveToolRead(app, caller: caller, in: tenant)
+                    }
+                    client = app.identity
                     client.contextScope = caller.peer.contextScope
+                    // Only the keychain's own permitted apps keep it awake: a refused caller (another
+                    // user, an unregistered program) must not hold someone's keychain unlocked.
+                    tenant.lastActivity.store(Self.monotonicNow, ordering: .relaxed)
                 } catch let refusal as KeychainError {
                     if caller.isNewRefusal(refusal.reason) {
                         DaemonLog.warning("pid \(caller.peer.pid) uid \(caller.peer.uid) refused: \(refusal.reason)")
@@ -99,20 +113,17 @@ public final class KeychainDaemon: Sendable {
                 }
                 return .success(
                     try InProcessKeychainService(keychain: tenant.keychain, client: client).perform(request))
-            case .setPasscode(_, current: nil)
-            where configuration.mode == .system && caller.peer.uid != 0 && !tenant.keychain.status.passcodeSet:
-                // A first passcode proves nothing about who sets it. Were it allowed on a keychain that
-                // already holds items or apps, any process of the user could set one and then pass the
+            case .setPasscode(let new, let current) where configuration.mode == .system && caller.peer.uid != 0:
+                // Whatever the request says about a current passcode, the keybag decides from its own
+                // state: with none set, a first one goes only onto an empty keychain. Were it allowed on
+                // one that holds items or apps, any process of the user could set one and then pass the
                 // registry's passcode check with it.
-                guard try tenant.keychain.isEmpty(), case .success(let apps) = tenant.registry.entries(), apps.isEmpty
-                else {
-                    throw KeychainError.authenticationFailed(
-                        "in system mode a first passcode can be set only on an empty keychain (no items, no apps); this one needs its directory removed by an administrator"
-                    )
-                }
-                return .success(
-                    try InProcessKeychainService(keychain: tenant.keychain, client: ClientIdentity(accessGroups: []))
-                        .perform(request))
+                let registry = tenant.registry
+                try tenant.keychain.setPasscode(
+                    new, current: current,
+                    firstPasscodePolicy: .onlyOnAnEmptyKeychain { try registry.entries().get().isEmpty })
+                DaemonLog.info("\(request.name) by pid \(caller.peer.pid) uid \(caller.peer.uid)")
+                return .success(.done)
             case .status, .lock, .unlock, .setPasscode, .removePasscode, .setEraseAfterFailedAttempts, .location:
                 let answer = try InProcessKeychainService(
                     keychain: tenant.keychain, client: ClientIdentity(accessGroups: [])
@@ -149,7 +160,7 @@ public final class KeychainDaemon: Sendable {
                 let app = try makeEntry(registration)
                 try tenant.registry.register(app)
                 DaemonLog.info(
-                    "registered \(app.executablePath) as \(app.applicationIdentifier)\(app.trustsPathOnly ? " (development: trusted by path)" : "") for uid \(tenant.uid), by pid \(caller.peer.pid)"
+                    "registered \(app.executablePath) as \(app.applicationIdentifier)\(app.trustsPathOnly ? " (development: trusted by path)" : "")\(app.isGeneralPurposeTool ? " (a general-purpose tool: its reads ask the user)" : "") for uid \(tenant.uid), by pid \(caller.peer.pid)"
                 )
                 return .success(.done)
             case .removeApp(let path, let passcode):
@@ -165,26 +176,60 @@ public final class KeychainDaemon: Sendable {
         }
     }
 
-    /// The largest request this caller may send: the protocol's limit (a 64 MiB secret) for a registered
-    /// app, 1 MiB for anyone else, whose item requests are refused anyway. So a process that is no app
-    /// of this keychain cannot make the daemon hold large frames.
-    func frameLimit(for caller: CallerIdentity) -> Int {
-        let unregistered = 1 << 20
+    /// The largest request a process that is no registered app of its keychain may send (its item
+    /// requests are refused anyway): so it cannot make the daemon hold large frames. A registered app
+    /// may send the protocol's limit (a 64 MiB secret).
+    static let unregisteredFrameLimit = 1 << 20
+
+    /// Whether the caller is a registered app of its uid's keychain (and so may send large frames,
+    /// from its keychain's own budget).
+    func isRegisteredApp(_ caller: CallerIdentity) -> Bool {
         guard let tenant = try? tenant(for: caller.peer.uid), case .success(let executable) = caller.identified,
             case .success(let apps) = tenant.registry.entries(),
             case .success = executable.registration(in: apps, development: configuration.development)
-        else { return unregistered }
-        return WireFormat.maximumPayload
+        else { return false }
+        return true
     }
 
-    /// The access groups the caller's executable is registered with; -34018 when it is not registered,
-    /// has changed, or cannot be identified. Nothing the client sent is consulted.
-    private func entitlements(of caller: CallerIdentity, in tenant: Tenant) throws -> ClientIdentity {
+    /// The registry entry of the caller's executable (its access groups); -34018 when it is not
+    /// registered, has changed, or cannot be identified. Nothing the client sent is consulted.
+    private func registration(of caller: CallerIdentity, in tenant: Tenant) throws -> AppRegistration {
         let executable = try caller.identified.get()
         let apps = try tenant.registry.entries().mapError { registryError in
             KeychainError.missingEntitlement("the app registry cannot be used: \(registryError.reason)")
         }.get()
-        return try executable.registration(in: apps, development: configuration.development).get().identity
+        return try executable.registration(in: apps, development: configuration.development).get()
+    }
+
+    /// Whether a request hands out secrets: data, or references (a key's) from a search; a use of an
+    /// enclave key. Attributes, adds, updates and deletes reveal no secret.
+    static func readsSecrets(_ request: KeychainRequest) -> Bool {
+        switch request {
+        case .copyMatching(let query):
+            // Any value at all counts: the parser decides what is true, and asking too often is safe.
+            return query["r_Data"] != nil || query["r_Ref"] != nil
+        case .useEnclaveKey: return true
+        default: return false
+        }
+    }
+
+    /// A general-purpose tool (the `security` command, an interpreter) runs whatever its user tells it,
+    /// so its registration would lend the groups to every process of that user: the user is asked first,
+    /// as macOS asks before its `security` tool reads an item another app made.
+    private func approveToolRead(_ app: AppRegistration, caller: CallerIdentity, in tenant: Tenant) throws {
+        let digest = app.executableDigest.map { $0.map { String(format: "%02x", $0) }.joined() } ?? app.executablePath
+        let approvalKey = caller.peer.terminalSession.map { "\(digest)@\($0)" }
+        let reason =
+            "\(app.executablePath) (pid \(caller.peer.pid)) wants to read a secret of \(app.applicationIdentifier)"
+        do {
+            try tenant.keychain.approveToolRead(
+                approvalKey: approvalKey, reason: reason, reuse: .seconds(app.approvalReuseSeconds ?? 0))
+        } catch let refusal as KeychainError {
+            DaemonLog.warning(
+                "pid \(caller.peer.pid) uid \(caller.peer.uid): \(app.executablePath): read not approved: \(refusal.reason)"
+            )
+            throw refusal
+        }
     }
 
     /// In user mode the daemon's owner (the only user it serves) changes the registry. In system mode
@@ -205,6 +250,25 @@ public final class KeychainDaemon: Sendable {
         try tenant.keychain.unlock(passcode: passcode)
     }
 
+    /// Program names that run whatever script they are given: registering one makes every script of the
+    /// user that app (its `/proc/<pid>/exe` is the interpreter's), so the daemon refuses unless told.
+    static func isInterpreter(_ path: String) -> Bool {
+        let name = (path as NSString).lastPathComponent
+        let exact: Set<String> = [
+            "sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "env", "awk", "gawk",
+            "mawk", "node", "nodejs", "deno", "bun", "java", "pwsh", "R", "Rscript", "guile", "racket", "sbcl",
+            "ocaml", "swift", "tclsh", "wish", "expect", "gdb", "osascript", "jshell", "irb", "ipython",
+            "ipython3",
+        ]
+        if exact.contains(name) { return true }
+        // Versioned names: python3.11, perl5.36, ruby3.1, lua5.4, php8.2, pypy3, tclsh8.6.
+        for family in ["python", "pypy", "perl", "ruby", "lua", "luajit", "php", "tclsh", "node"]
+        where name.hasPrefix(family) {
+            if name.dropFirst(family.count).allSatisfy({ $0.isNumber || $0 == "." }) { return true }
+        }
+        return false
+    }
+
     private func makeEntry(_ request: AppRegistrationRequest) throws -> AppRegistration {
         guard request.executablePath.hasPrefix("/") else {
             throw KeychainError.invalidParameter("the executable must be given by its absolute path")
@@ -220,6 +284,16 @@ public final class KeychainDaemon: Sendable {
         }
         let path = String(cString: resolved)
         free(resolved)
+        let interpreter = Self.isInterpreter(path)
+        if interpreter, !request.allowInterpreter {
+            throw KeychainError.invalidParameter(
+                "\(path) is an interpreter: registered, it would make every script of this user that app; register it only with --allow-interpreter (its reads of secrets then ask the user)"
+            )
+        }
+        let asksUser = request.generalPurposeTool || interpreter
+        guard request.approvalReuseSeconds >= 0, request.approvalReuseSeconds <= 86_400 else {
+            throw KeychainError.invalidParameter("an approval reuse window is 0 to 86400 seconds")
+        }
         if request.trustPathOnly {
             guard configuration.development else {
                 throw KeychainError.invalidParameter(
@@ -227,28 +301,30 @@ public final class KeychainDaemon: Sendable {
             }
             return AppRegistration(
                 executablePath: path, executableDigest: nil, applicationIdentifier: request.applicationIdentifier,
-                accessGroups: request.accessGroups)
+                accessGroups: request.accessGroups, asksUser: asksUser,
+                approvalReuseSeconds: request.approvalReuseSeconds)
         }
         guard access(path, X_OK) == 0, let digest = ExecutableDigests.digest(ofFileAt: path) else {
             throw KeychainError.invalidParameter("\(path) is not an executable file the daemon can read")
         }
         return AppRegistration(
             executablePath: path, executableDigest: digest, applicationIdentifier: request.applicationIdentifier,
-            accessGroups: request.accessGroups)
+            accessGroups: request.accessGroups, asksUser: asksUser, approvalReuseSeconds: request.approvalReuseSeconds)
     }
 
     // MARK: Idle lock and shutdown
 
-    /// Locks every keychain with a passcode when no item request came for `configuration.idleLock`.
+    /// Locks each keychain with a passcode that had no item request from one of its permitted apps for
+    /// `configuration.idleLock`. Each keychain keeps its own time.
     func lockIfIdle() {
         guard let idle = configuration.idleLock else { return }
         let (seconds, attoseconds) = idle.components
         let limit = UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
-        // Read before the clock: a request that lands in between makes `last` later than `now`.
-        let last = lastActivity.load(ordering: .relaxed)
-        let now = Self.monotonicNow
-        guard now > last, now - last >= limit else { return }
         for tenant in openTenants where tenant.keychain.status.lockState == .unlocked {
+            // Read before the clock: a request that lands in between makes `last` later than `now`.
+            let last = tenant.lastActivity.load(ordering: .relaxed)
+            let now = Self.monotonicNow
+            guard now > last, now - last >= limit else { continue }
             tenant.keychain.lock()
             DaemonLog.info("locked the keychain of uid \(tenant.uid) after \(seconds) s without use")
         }

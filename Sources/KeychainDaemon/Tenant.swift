@@ -13,15 +13,19 @@ final class Tenant: Sendable {
     let uid: uid_t
     let keychain: Keychain
     let registry: AppRegistry
+    /// When one of this keychain's permitted apps last made an item request (CLOCK_MONOTONIC
+    /// nanoseconds), for the idle lock; opening counts as activity.
+    let lastActivity = Atomic<UInt64>(KeychainDaemon.monotonicNow)
 
     init(
         uid: uid_t, directory: String, deviceRootPath: String?, pinentryProgram: String?, fprintdBus: String?,
-        simulatedCompanion: Bool
+        simulatedCompanion: Bool, owner: String
     ) throws {
         self.uid = uid
         var options = KeychainOptions(
             deviceRootPath: deviceRootPath, idleConnections: 64, pinentryProgram: pinentryProgram)
         options.simulatedCompanion = simulatedCompanion
+        options.owner = .daemon(holder: owner)
         if let fprintdBus {
             guard let user = KeychainLocations.userName(of: uid) else {
                 throw KeychainError.notAvailable("uid \(uid) has no user name for fprintd")

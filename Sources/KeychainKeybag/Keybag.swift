@@ -152,7 +152,13 @@ public final class Keybag: Sendable {
 
     /// Sets a passcode (none set: `current` must be nil) or changes it (`current` is the old one).
     /// Setting one creates the `whenPasscodeSetThisDeviceOnly` class key; the process stays unlocked.
-    public func setPasscode(_ newPasscode: SecureBytes, current: SecureBytes?) throws {
+    ///
+    /// `firstPasscodeAllowed` decides, when no passcode is set, whether one may be set now: it runs under
+    /// the keybag's lock, once the keybag file has confirmed that none is set, whatever `current` says
+    /// (a caller-supplied `current` proves nothing while there is no passcode to check it against).
+    public func setPasscode(
+        _ newPasscode: SecureBytes, current: SecureBytes?, firstPasscodeAllowed: () throws -> Void = {}
+    ) throws {
         guard newPasscode.count > 0 else { throw KeybagError.emptyPasscode }
         let function = fixedFunction ?? PasscodeFunction.calibrated()
         let hasPasscode = state.withLock { $0.file.passcode != nil }
@@ -166,6 +172,7 @@ public final class Keybag: Sendable {
             try SecureFiles.withDirectoryLock(directory) {
                 let file = try self.reloadLocked()
                 guard file.passcode == nil else { throw KeybagError.passcodeRequired }
+                try firstPasscodeAllowed()
                 try self.rewrap(file: file, currentPasscodeKey: nil, newPasscode: newPasscode, function: function)
             }
         }

@@ -126,12 +126,22 @@ private struct PayloadWriter {
             optionalSecret(passcode)
         case .location: writer.write(UInt8(11))
         case .registerApp(let registration):
-            writer.write(UInt8(12))
+            // Tag 21 adds the tool options to tag 12; a registration without them keeps the old tag, so
+            // that a daemon from before them still takes it.
+            let withOptions =
+                registration.generalPurposeTool || registration.allowInterpreter
+                || registration.approvalReuseSeconds != 0
+            writer.write(UInt8(withOptions ? 21 : 12))
             string(registration.executablePath)
             string(registration.applicationIdentifier)
             strings(registration.accessGroups)
             writer.write(UInt8(registration.trustPathOnly ? 1 : 0))
             optionalSecret(registration.passcode)
+            if withOptions {
+                writer.write(UInt8(registration.generalPurposeTool ? 1 : 0))
+                writer.write(UInt8(registration.allowInterpreter ? 1 : 0))
+                writer.write(UInt32(clamping: max(registration.approvalReuseSeconds, 0)))
+            }
         case .listApps: writer.write(UInt8(13))
         case .removeApp(let path, let passcode):
             writer.write(UInt8(14))
@@ -228,9 +238,17 @@ private struct PayloadWriter {
             writer.write(UInt8(4))
             string(path)
         case .apps(let apps):
-            writer.write(UInt8(5))
+            // Tag 9 adds each entry's tool options to tag 5, used only when an entry has them.
+            let withOptions = apps.contains { $0.isGeneralPurposeTool }
+            writer.write(UInt8(withOptions ? 9 : 5))
             writer.write(UInt32(apps.count))
-            for app in apps { self.app(app) }
+            for app in apps {
+                self.app(app)
+                if withOptions {
+                    writer.write(UInt8(app.isGeneralPurposeTool ? 1 : 0))
+                    writer.write(UInt32(clamping: max(app.approvalReuseSeconds ?? 0, 0)))
+                }
+            }
         case .authentication(let outcome):
             writer.write(UInt8(6))
             writer.write(UInt8(outcome.failure == nil ? 0 : 1))
@@ -362,6 +380,10 @@ private struct PayloadReader {
         do { return try reader.readBytes() } catch { throw WireError("the payload is truncated") }
     }
 
+    private mutating func unsigned() throws(WireError) -> UInt32 {
+        try integer { (reader) throws(ByteReader.Truncated) -> UInt32 in try reader.read() }
+    }
+
     private mutating func count() throws(WireError) -> Int {
         let count = Int(try integer { (reader) throws(ByteReader.Truncated) -> UInt32 in try reader.read() })
         guard count <= WireFormat.maximumEntries else { throw WireError("\(count) entries are over the limit") }
@@ -407,6 +429,12 @@ private struct PayloadReader {
                 AppRegistrationRequest(
                     executablePath: try string(), applicationIdentifier: try string(), accessGroups: try strings(),
                     trustPathOnly: try flag(), passcode: try optionalSecret()))
+        case 21:
+            return .registerApp(
+                AppRegistrationRequest(
+                    executablePath: try string(), applicationIdentifier: try string(), accessGroups: try strings(),
+                    trustPathOnly: try flag(), passcode: try optionalSecret(), generalPurposeTool: try flag(),
+                    allowInterpreter: try flag(), approvalReuseSeconds: Int(try unsigned())))
         case 13: return .listApps
         case 14: return .removeApp(executablePath: try string(), passcode: try optionalSecret())
         case 15:
@@ -433,7 +461,8 @@ private struct PayloadReader {
     }
 
     mutating func answer() throws(WireError) -> KeychainAnswer {
-        switch try byte() {
+        let tag = try byte()
+        switch tag {
         case 1: return .done
         case 2: return .result(try flag() ? try result(depth: 0) : nil)
         case 3:
@@ -452,14 +481,21 @@ private struct PayloadReader {
                     lockState: LockStateCode.all[code], failedAttempts: Int(failures), nextAttemptAllowed: next,
                     wipeAfterFailures: try flag()))
         case 4: return .location(try string())
-        case 5:
+        case 5, 9:
+            let withOptions = tag == 9
             let count = try count()
             var apps: [AppRegistration] = []
             for _ in 0..<count {
+                let path = try string()
+                let digest = try flag() ? try bytes() : nil
+                let identifier = try string()
+                let groups = try strings()
+                let asksUser = withOptions ? try flag() : false
+                let reuse = withOptions ? Int(try unsigned()) : 0
                 apps.append(
                     AppRegistration(
-                        executablePath: try string(), executableDigest: try flag() ? try bytes() : nil,
-                        applicationIdentifier: try string(), accessGroups: try strings()))
+                        executablePath: path, executableDigest: digest, applicationIdentifier: identifier,
+                        accessGroups: groups, asksUser: asksUser, approvalReuseSeconds: reuse))
             }
             return .apps(apps)
         case 6:

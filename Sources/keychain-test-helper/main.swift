@@ -17,9 +17,18 @@
 //                                                     read naming an authentication context this process
 //                                                     never evaluated (another's identifier), without
 //                                                     allowing a prompt
+//   keychain-test-helper read-hiding-environment <service> <account>
+//                                                     move the environment to the heap, make the pages the
+//                                                     kernel shows as the environment unreadable, then read
+//   keychain-test-helper set-passcode <new> <current|->
+//                                                     send a passcode-setting request as it is (- : none)
+//   keychain-test-helper hold-frames <socket> <count> <bytes>
+//                                                     open <count> connections, each announcing a frame of
+//                                                     <bytes> and sending one byte of it; then wait
 
 import Foundation
 import KeychainCore
+import KeychainCrypto
 import Security
 
 /// A context that claims another context's identifier, as a client faking an authentication would.
@@ -52,6 +61,11 @@ guard arguments.count >= 3 else {
     exit(2)
 }
 guard arguments.count >= 4 || ["count", "groups", "sleep"].contains(arguments[1]) else { exit(2) }
+
+/// The OSStatus the facade gives for an error of the service.
+func status(of error: any Error) -> OSStatus {
+    (error as? KeychainError)?.osStatus ?? errSecInternalComponent
+}
 
 switch arguments[1] {
 case "add":
@@ -128,6 +142,85 @@ case "count", "groups":
             "groups "
                 + items.compactMap { $0[kSecAttrAccessGroup as String] as? String }.sorted().joined(separator: ","))
     }
+case "read-hiding-environment":
+    hideEnvironment()
+    var query = item(arguments[2], arguments[3])
+    query[kSecReturnData as String] = true
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(query as CFDictionary, &result)
+    if status == errSecSuccess, let data = result as? Data {
+        say(String(decoding: data, as: UTF8.self))
+    } else {
+        say("status \(status)")
+    }
+case "set-passcode":
+    let new = SecureBytes(copying: arguments[2].utf8)
+    let current = arguments[3] == "-" ? nil : SecureBytes(copying: arguments[3].utf8)
+    do {
+        _ = try KeychainServices.current().perform(.setPasscode(new: new, current: current))
+        say("status 0")
+    } catch {
+        say("status \(status(of: error))")
+    }
+case "hold-frames":
+    guard arguments.count >= 5, let count = Int(arguments[3]), let size = UInt32(arguments[4]) else { exit(2) }
+    var held: [Int32] = []
+    for _ in 0..<count {
+        guard let connection = announceFrame(socket: arguments[2], size: size) else { break }
+        held.append(connection)
+    }
+    say("holding \(held.count)")
+    while true { sleep(60) }
 default:
     exit(2)
+}
+
+/// Copies the environment to the heap (what getenv reads from then on), then takes every access away
+/// from the whole pages inside the range `/proc/self/stat` gives for it: the kernel's `environ` file
+/// then reads short (unmapped pages would not do: the stack grows back into them, as zeros).
+func hideEnvironment() {
+    let variables = ProcessInfo.processInfo.environment
+    clearenv()
+    for (name, value) in variables { setenv(name, value, 1) }
+    guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+        let end = stat.lastIndex(of: ")")
+    else { exit(3) }
+    let fields = stat[stat.index(after: end)...].split(separator: " ")
+    guard fields.count > 48, let start = UInt(fields[47]), let finish = UInt(fields[48]) else { exit(3) }
+    let page = UInt(sysconf(Int32(_SC_PAGESIZE)))
+    let first = (start + page - 1) / page * page
+    let last = finish / page * page
+    guard last > first, let address = UnsafeMutableRawPointer(bitPattern: first) else {
+        say("the environment spans no whole page: give a larger one")
+        exit(3)
+    }
+    guard mprotect(address, Int(last - first), PROT_NONE) == 0 else { exit(3) }
+}
+
+/// A connection to `socket` that announces a request frame of `size` bytes and sends one of them.
+func announceFrame(socket path: String, size: UInt32) -> Int32? {
+    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { return nil }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        for (index, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[index] = byte }
+    }
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
+    }
+    guard connected == 0 else {
+        close(descriptor)
+        return nil
+    }
+    var header: [UInt8] = Array("SKWP".utf8) + [2, 1, 1, 0, 0, 0]
+    header += withUnsafeBytes(of: size.littleEndian) { Array($0) }
+    header.append(0)
+    guard write(descriptor, header, header.count) == header.count else {
+        close(descriptor)
+        return nil
+    }
+    return descriptor
 }

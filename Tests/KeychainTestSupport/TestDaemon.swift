@@ -18,6 +18,10 @@ public final class TestDaemon {
     private let environment: [String: String]
     /// The uid the daemon runs as (through setpriv); nil: this process's.
     public let user: uid_t?
+    /// More `setpriv` options for a daemon run as `user` (capabilities, `--no-new-privs`), and a
+    /// command the whole start runs under (a sandbox), so that a test can start it as a unit would.
+    private let privileges: [String]
+    private let launcher: [String]
 
     /// The built `securityd`, beside the test bundle.
     public static var binary: String {
@@ -34,8 +38,11 @@ public final class TestDaemon {
     /// Starts a daemon with `arguments` (after `--socket`); waits until it accepts connections. `user`
     /// runs it as that uid (this process must be root), its directory then that user's.
     public init(
-        arguments: [String] = [], environment: [String: String] = [:], home: String? = nil, user: uid_t? = nil
+        arguments: [String] = [], environment: [String: String] = [:], home: String? = nil, user: uid_t? = nil,
+        privileges: [String] = [], launcher: [String] = []
     ) throws {
+        self.privileges = privileges
+        self.launcher = launcher
         directory = NSTemporaryDirectory() + "securityd-test-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         chmod(directory, 0o755)
@@ -63,14 +70,15 @@ public final class TestDaemon {
         let daemonArguments =
             ["--socket", socket, "--exit-with-parent"] + (arguments.contains("--home") ? [] : ["--home", home])
             + arguments
+        var command = [Self.binary] + daemonArguments
         if let user {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments =
-                ["--reuid", "\(user)", "--regid", "\(user)", "--clear-groups", Self.binary] + daemonArguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: Self.binary)
-            process.arguments = daemonArguments
+            command =
+                ["/usr/bin/setpriv", "--reuid", "\(user)", "--regid", "\(user)", "--clear-groups"] + privileges
+                + command
         }
+        command = launcher + command
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         var variables = ProcessInfo.processInfo.environment
         variables["KEYCHAIN_SOCKET"] = nil
         variables["KEYCHAIN_HOME"] = nil

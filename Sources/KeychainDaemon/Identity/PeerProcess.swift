@@ -72,6 +72,18 @@ final class PeerProcess: @unchecked Sendable {
         close(pidfd)
     }
 
+    /// The terminal session the process runs in (its session id and controlling terminal, from `stat`),
+    /// which a tool's approval is kept for, as `sudo` keeps one per terminal; nil without a terminal.
+    var terminalSession: String? {
+        guard let stat = read("stat"), let end = stat.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        let fields = stat[stat.index(after: end)...].split(separator: UInt8(ascii: " "))
+        guard fields.count > 4 else { return nil }
+        let session = String(decoding: fields[3], as: UTF8.self)
+        let terminal = String(decoding: fields[4], as: UTF8.self)
+        guard terminal != "0", isAlive else { return nil }
+        return "\(uid):\(session):\(terminal)"
+    }
+
     /// Whether the process that connected is still running.
     var isAlive: Bool { process_control_pidfd_alive(pidfd) == 0 }
 
@@ -107,17 +119,59 @@ final class PeerProcess: @unchecked Sendable {
     /// program started with them is not that program any more.
     static let injectingVariables = ["LD_PRELOAD=", "LD_AUDIT=", "LD_LIBRARY_PATH="]
 
-    /// The first loader variable set in the process's environment, if any; nil also when it cannot be
-    /// read (then `isTraced` and the executable checks still apply).
-    func injectingVariable() -> String? {
-        guard let environment = read("environ") else { return nil }
+    /// What the environment check found.
+    enum EnvironmentCheck: Equatable {
+        case clean
+        /// A loader variable is set (its name).
+        case injecting(String)
+        /// The environment could not be read: the process is not trusted (fail closed).
+        case unreadable
+    }
+
+    /// Whether a loader variable is set in the process's environment.
+    func environmentCheck() -> EnvironmentCheck {
+        guard let environment = readEnvironment() else { return .unreadable }
         for entry in environment.split(separator: 0) {
             for variable in Self.injectingVariables where entry.starts(with: Data(variable.utf8)) {
-                if entry.count > variable.utf8.count { return String(variable.dropLast()) }
+                if entry.count > variable.utf8.count { return .injecting(String(variable.dropLast())) }
             }
         }
-        return nil
+        return .clean
     }
+
+    /// The environment block, whole. The kernel's `environ` file reads the process's memory between the
+    /// bounds its `stat` gives, and stops without an error where that memory is gone (the process may
+    /// unmap it): so what it gives counts only if it is as long as those bounds say. That file is the
+    /// process's own (mode 0400) and shows as root's while the process is not dumpable, so a daemon of
+    /// another user may not open it without a DAC override; the same bytes are then copied from the
+    /// process's memory, which CAP_SYS_PTRACE allows.
+    private func readEnvironment() -> Data? {
+        guard let (start, length) = environmentBounds() else { return nil }
+        if let contents = read("environ"), contents.count == length { return contents }
+        var contents = Data(count: length)
+        if contents.isEmpty { return contents }
+        let copied = contents.withUnsafeMutableBytes { buffer in
+            process_control_read_memory(pid, buffer.baseAddress, start, UInt(buffer.count))
+        }
+        return copied == contents.count ? contents : nil
+    }
+
+    /// Where the environment lies in the process's memory (`env_start`, `env_end` in `stat`, shown only
+    /// to those who may look into the process).
+    private func environmentBounds() -> (start: UInt, length: Int)? {
+        guard let stat = read("stat"), let end = stat.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        // Fields from the third on, after the command name (which may hold spaces and parentheses).
+        let fields = stat[stat.index(after: end)...].split(separator: UInt8(ascii: " "))
+        guard fields.count > 48, let start = UInt(String(decoding: fields[47], as: UTF8.self)),
+            let finish = UInt(String(decoding: fields[48], as: UTF8.self)),
+            start > 0, finish >= start, finish - start <= Self.environmentLimit
+        else { return nil }
+        return (start, Int(finish - start))
+    }
+
+    /// An environment larger than this is not read, and not trusted (the kernel's limit for the
+    /// arguments and environment together is a quarter of the stack limit; 8 MiB covers the usual).
+    private static let environmentLimit: UInt = 8 << 20
 
     /// Whether the process is in this daemon's user namespace.
     var sharesUserNamespace: Bool {
@@ -184,35 +238,54 @@ final class PeerProcess: @unchecked Sendable {
     }
 
     /// Finds the client end of the connection (`socket` is the daemon's end) among the process's
-    /// descriptors, and whether it is closed on exec.
+    /// descriptors, and whether it is closed on exec. Each descriptor's `fdinfo` names its file by mount
+    /// and inode; the directory of those is readable with the right to look into the process
+    /// (CAP_SYS_PTRACE for another user's), whereas `/proc/<pid>/fd` is the process's own 0500 directory
+    /// and would also need a DAC override.
     func holding(connection socket: Int32) -> ConnectionHolding {
         let peerInode = process_control_unix_peer_inode(socket)
-        guard peerInode > 0 else { return .unknown }
-        let wanted = "socket:[\(peerInode)]"
-        let descriptors = openat(procDirectory, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard peerInode > 0, let socketMount = Self.mountID(ofOwnDescriptor: socket) else { return .unknown }
+        let descriptors = openat(procDirectory, "fdinfo", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptors >= 0, let directory = fdopendir(descriptors) else {
             if descriptors >= 0 { close(descriptors) }
             return .unknown
         }
         defer { closedir(directory) }
-        var buffer = [CChar](repeating: 0, count: 64)
         while let entry = readdir(directory) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard let number = Int32(name) else { continue }
-            let length = readlinkat(dirfd(directory), name, &buffer, buffer.count - 1)
-            guard length > 0,
-                String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) == wanted
-            else { continue }
-            guard let info = read("fdinfo/\(number)") else { return .unknown }
-            for line in String(decoding: info, as: UTF8.self).split(separator: "\n") where line.hasPrefix("flags:") {
-                let flags = Int(line.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8) ?? 0
-                return flags & Int(O_CLOEXEC) != 0 ? .ownedByThisProgram : .inheritable
-            }
-            return .unknown
+            guard Int32(name) != nil, let info = read("fdinfo/\(name)") else { continue }
+            let fields = Self.fields(ofDescriptorInfo: info)
+            // Kernels before 5.14 do not name the inode: then nothing can be matched.
+            guard let inode = fields["ino"], let mount = fields["mnt_id"] else { return .unknown }
+            guard inode == String(peerInode), mount == socketMount else { continue }
+            guard let flags = fields["flags"].flatMap({ Int($0, radix: 8) }) else { return .unknown }
+            return flags & Int(O_CLOEXEC) != 0 ? .ownedByThisProgram : .inheritable
         }
         return .notHeld
+    }
+
+    /// The `name: value` lines of an fdinfo file.
+    private static func fields(ofDescriptorInfo info: Data) -> [String: String] {
+        var fields: [String: String] = [:]
+        for line in String(decoding: info, as: UTF8.self).split(separator: "\n") {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let name = String(line[..<colon])
+            if fields[name] == nil {
+                fields[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return fields
+    }
+
+    /// The mount of a descriptor of this process (for a socket: the kernel's socket filesystem), so
+    /// that an inode number found in another process is known to be a socket's, not a file's that
+    /// happens to have the same number on another filesystem.
+    private static func mountID(ofOwnDescriptor descriptor: Int32) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: "/proc/self/fdinfo/\(descriptor)") else { return nil }
+        defer { try? handle.close() }
+        return fields(ofDescriptorInfo: handle.readDataToEndOfFile())["mnt_id"]
     }
 
     /// Whether a debugger is attached (another process may be steering this one).

@@ -27,9 +27,8 @@ public final class DaemonServer: Sendable {
     /// has open, so that no one user can take every slot.
     private let open = Mutex<(connections: Set<Int32>, perUID: [uid_t: Int])>(([], [:]))
     private let drained = Condition()
-    /// Bytes of large frames held at once, across all connections.
-    private let largeFrames = Atomic<Int>(0)
-    private static let largeFrameBudget = 256 << 20
+    /// Bytes of large frames held at once, per uid.
+    private let largeFrames = FrameBudget()
 
     /// Connections one uid may hold: all of them for a user's own daemon; an eighth for each user of the
     /// system daemon.
@@ -205,16 +204,14 @@ public final class DaemonServer: Sendable {
             stream.pollBeforeSleeping = handling.load(ordering: .relaxed) == 0 ? .microseconds(100) : .zero
             var frame: Data
             var held = 0
-            defer { if held > 0 { largeFrames.subtract(held, ordering: .relaxed) } }
+            let registered = daemon.isRegisteredApp(caller)
+            defer { if held > 0 { largeFrames.release(held, uid: peer.uid, registered: registered) } }
             do {
                 frame = try stream.readFrame(
                     idle: configuration.idleTimeout, stall: configuration.stallTimeout,
-                    maximumPayload: daemon.frameLimit(for: caller)
+                    maximumPayload: registered ? WireFormat.maximumPayload : KeychainDaemon.unregisteredFrameLimit
                 ) { size in
-                    guard largeFrames.add(size, ordering: .relaxed).newValue <= Self.largeFrameBudget else {
-                        largeFrames.subtract(size, ordering: .relaxed)
-                        return false
-                    }
+                    guard largeFrames.reserve(size, uid: peer.uid, registered: registered) else { return false }
                     held = size
                     return true
                 }

@@ -101,6 +101,48 @@ final class AuthenticationBroker: Sendable {
         remember(key) { $0.invalidated = true }
     }
 
+    // MARK: General-purpose tools
+
+    /// When the user last approved a tool's reads, by approval key (the tool and the terminal session it
+    /// ran in; CLOCK_MONOTONIC nanoseconds).
+    private let toolApprovals = Mutex<[String: UInt64]>([:])
+
+    /// Asks the user whether a general-purpose tool may read secrets (biometry when a set is enrolled,
+    /// else the device passcode: `userPresence`), unless they approved the same tool in the same terminal
+    /// session within `reuse`. `approvalKey` nil (no terminal) is never reused. Throws the SecItem
+    /// status when the user does not approve, or cannot be asked.
+    func approveToolRead(approvalKey: String?, reason: String, reuse: Duration) throws {
+        let now = Self.monotonicNow
+        let (seconds, attoseconds) = reuse.components
+        let window = UInt64(max(seconds, 0)) * 1_000_000_000 + UInt64(max(attoseconds, 0) / 1_000_000_000)
+        if let approvalKey, window > 0, let last = toolApprovals.withLock({ $0[approvalKey] }), now >= last,
+            now - last < window
+        {
+            return
+        }
+        let scratch = ContextKey(scope: "tool", identifier: UUID())
+        defer { forget(scratch) }
+        if let failure = try satisfy(.userPresence, key: scratch, reason: reason, interactionAllowed: true) {
+            if failure == .passcodeNotSet {
+                throw KeychainError.authenticationFailed(
+                    "a general-purpose tool reads secrets only after the user is asked, and this keychain has neither a passcode nor enrolled biometry to ask with"
+                )
+            }
+            throw failure.keychainError
+        }
+        guard let approvalKey, window > 0 else { return }
+        toolApprovals.withLock { approvals in
+            if approvals.count >= Self.maximumScopes { approvals.removeAll() }
+            approvals[approvalKey] = Self.monotonicNow
+        }
+    }
+
+    private static var monotonicNow: UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
     // MARK: Items
 
     /// Satisfies an item's constraint for a read or an update, asking the user where it must and may;

@@ -27,6 +27,9 @@ public struct KeychainOptions: Sendable {
     /// A simulated companion device (`security companion`) answers `kSecAccessControlCompanion`. Off
     /// unless asked for: anyone who can drive it satisfies every ACL with a companion alternative.
     public var simulatedCompanion = false
+    /// Who owns the directory while it is open: processes that open it themselves (embedded), any
+    /// number of them, or one daemon alone (see `OwnerLock`).
+    public var owner: KeychainOwner = .sharedWithOtherProcesses
 
     public init(
         deviceRootPath: String? = nil, clock: any Clock = SystemClock(), passcodeFunction: PasscodeFunction? = nil,
@@ -39,6 +42,14 @@ public struct KeychainOptions: Sendable {
         self.biometryAnswerWait = biometryAnswerWait
         self.pinentryProgram = pinentryProgram
     }
+}
+
+/// Who holds a keychain directory open.
+public enum KeychainOwner: Sendable, Equatable {
+    /// This process, beside others that open the files themselves; refused while a daemon owns it.
+    case sharedWithOtherProcesses
+    /// A daemon, alone, for its life; `holder` (its pid and socket) is what a second one is told.
+    case daemon(holder: String)
 }
 
 /// One keychain: a directory holding the encrypted database and the keybag, and the engine that
@@ -55,6 +66,8 @@ public final class Keychain: Sendable {
     let clock: any Clock
     let authentication: AuthenticationBroker
     private let digestCache: Mutex<(SecureBytes, ItemDigests)?> = Mutex(nil)
+    /// Held for as long as this keychain is open.
+    private let ownerLock: OwnerLock
 
     public static let databaseName = "keychain.db"
 
@@ -72,6 +85,10 @@ public final class Keychain: Sendable {
             throw Self.unavailable("cannot use keychain directory: \(error)")
         }
         self.directory = directory
+        switch options.owner {
+        case .sharedWithOtherProcesses: ownerLock = try OwnerLock.share(directory: directory)
+        case .daemon(let holder): ownerLock = try OwnerLock.claim(directory: directory, holder: holder)
+        }
         databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
         clock = options.clock
         keybag = try Self.openKeybag(directory: directory, options: options)
@@ -152,12 +169,43 @@ public final class Keychain: Sendable {
     /// Locks: class-A items become unavailable until the next unlock.
     public func lock() { keybag.lock() }
 
+    /// Asks the user to approve a general-purpose tool's read of secrets, unless they approved the same
+    /// `approvalKey` (a tool in a terminal session) within `reuse` (see `AuthenticationBroker`).
+    public func approveToolRead(approvalKey: String?, reason: String, reuse: Duration) throws {
+        try authentication.approveToolRead(approvalKey: approvalKey, reason: reason, reuse: reuse)
+    }
+
     /// Forgets the keys a restart forgets: back to "before first unlock" (class D only).
     public func restart() { keybag.restart() }
 
     /// Sets a passcode (with `current` nil) or changes it.
-    public func setPasscode(_ passcode: SecureBytes, current: SecureBytes?) throws {
-        try passcodeOperation { try keybag.setPasscode(passcode, current: current) }
+    ///
+    /// `firstPasscodePolicy` decides whether a first passcode (none set before) may be set: the keybag
+    /// asks it under its lock, from the keychain's state, not from the shape of the request.
+    public func setPasscode(
+        _ passcode: SecureBytes, current: SecureBytes?, firstPasscodePolicy: FirstPasscodePolicy = .always
+    ) throws {
+        try passcodeOperation {
+            try keybag.setPasscode(passcode, current: current) {
+                guard case .onlyOnAnEmptyKeychain(let othersEmpty) = firstPasscodePolicy else { return }
+                guard try isEmpty(), try othersEmpty() else {
+                    throw KeychainError.authenticationFailed(
+                        "a first passcode can be set only on an empty keychain (no items, no apps); this one needs its directory removed by an administrator"
+                    )
+                }
+            }
+        }
+    }
+
+    /// Whether a keychain without a passcode may be given one.
+    public enum FirstPasscodePolicy: Sendable {
+        /// Always: the device's owner sets a passcode whenever they like (embedded, a user's own daemon).
+        case always
+        /// Only while the keychain holds no item, and `othersEmpty` (whatever else the keychain's owner
+        /// keeps, the daemon's app registry) says it holds nothing either: a first passcode proves
+        /// nothing about who sets it, so on a keychain with contents it would let anyone who can send
+        /// the request claim them (a system daemon's registry trusts the passcode).
+        case onlyOnAnEmptyKeychain(othersEmpty: @Sendable () throws -> Bool)
     }
 
     /// Removes the passcode. Items of `kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly` are destroyed:
