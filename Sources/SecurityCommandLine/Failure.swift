@@ -26,16 +26,23 @@ enum Failure: Error {
             return message.isEmpty ? usage : "security: \(message)\n\(usage)"
         case .keychain(let status, let function, let detail):
             let message = SecCopyErrorMessageString(status, nil).map { String($0) } ?? "OSStatus \(status)"
-            var explanation = detail
-            if explanation == nil, status == errSecMissingEntitlement, KeychainServices.daemonSocket() != nil {
-                // The daemon's reason stays in its log; the usual one is worth saying here.
-                explanation =
-                    "the keychain daemon does not know this executable, or it changed since it was registered: see security app register"
-            }
-            return "security: \(function): \(message)" + (explanation.map { " (\($0))" } ?? "")
+            return "security: \(function): \(message)" + (detail.map { " (\($0))" } ?? "")
         case .message(let text):
             return "security: \(text)"
         }
+    }
+
+    /// The same failure with the keychain's reason, when a SecItem call's status was all it had and a
+    /// daemon gave that status: a daemon refuses an executable (-34018) for one of several reasons, and
+    /// is unavailable (-25291) for more than one, which only its own reason tells apart. The embedded
+    /// keychain's statuses speak for themselves, as on macOS.
+    var withServiceReason: Failure {
+        guard case .keychain(let status, let function, nil) = self,
+            status == errSecMissingEntitlement || status == errSecNotAvailable,
+            KeychainServices.daemonSocketInUse() != nil, let last = SecItemFailure.lastOnThisThread,
+            last.status == status
+        else { return self }
+        return .keychain(status, function: function, detail: last.reason)
     }
 }
 

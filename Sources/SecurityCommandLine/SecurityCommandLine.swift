@@ -13,8 +13,9 @@ public enum SecurityCommandLine {
             try dispatch(arguments)
             return 0
         } catch {
-            FileHandle.standardError.write(Data((error.text + "\n").utf8))
-            return error.exitStatus
+            let failure = error.withServiceReason
+            FileHandle.standardError.write(Data((failure.text + "\n").utf8))
+            return failure.exitStatus
         }
     }
 

@@ -1,0 +1,87 @@
+import Foundation
+import KeychainTestSupport
+import Security
+import XCTest
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The rough edges a new user hit (issue 17), each as it showed.
+final class NewUserTests: XCTestCase {
+    private var cli: CommandRunner!
+
+    override func setUp() { cli = CommandRunner() }
+    override func tearDown() { cli = nil }
+
+    private static let missingEntitlementExit = Int32(UInt32(bitPattern: errSecMissingEntitlement) & 0xff)
+
+    /// Every -34018 through the daemon said "the keychain daemon does not know this executable", even
+    /// for a registered one refused for another reason. The daemon's own reason is shown now.
+    func testTheDaemonsRefusalReasonIsShown() throws {
+        let daemon = try TestDaemon()
+        cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
+        let unknown = try cli.run("find-generic-password", "-s", "refused")
+        XCTAssertEqual(unknown.status, Self.missingEntitlementExit, unknown.stderr)
+        XCTAssertTrue(
+            unknown.stderr.contains("\(cli.executable) is not registered with the keychain daemon"), unknown.stderr)
+
+        let registered = try cli.run(
+            "app", "register", cli.executable, "--application-identifier", "security", "--access-group", "security")
+        XCTAssertEqual(registered.status, 0, registered.stderr)
+        XCTAssertEqual(try cli.run("add-generic-password", "-s", "refused", "-a", "a", "-w", "pw").status, 0)
+
+        // Registered, but run with a loader variable: refused for that, and the message says so.
+        cli.extraEnvironment["LD_LIBRARY_PATH"] = cli.home + "/no-libraries-here"
+        let loader = try cli.run("find-generic-password", "-s", "refused")
+        XCTAssertEqual(loader.status, Self.missingEntitlementExit, loader.stderr)
+        XCTAssertTrue(loader.stderr.contains("runs with LD_LIBRARY_PATH set"), loader.stderr)
+        XCTAssertFalse(loader.stderr.contains("not registered"), loader.stderr)
+        XCTAssertFalse(loader.stderr.contains("does not know this executable"), loader.stderr)
+    }
+
+    /// A socket left behind by a daemon that stopped: item verbs said only "No keychain is available.
+    /// You may need to restart your computer." (53); they name the daemon that is not running now.
+    func testAStoppedDaemonIsNamed() throws {
+        let directory = cli.home + "-run"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socketPath = directory + "/securityd.sock"
+        try Self.leaveSocketWithoutListener(at: socketPath)
+        cli.extraEnvironment["KEYCHAIN_SOCKET"] = socketPath
+
+        for arguments in [
+            ["find-generic-password", "-s", "gone"], ["add-generic-password", "-s", "gone", "-a", "a", "-w", "pw"],
+            ["delete-generic-password", "-s", "gone"], ["dump-keychain"],
+        ] {
+            let result = try cli.run(arguments)
+            XCTAssertEqual(result.status, 53, "\(arguments): \(result.stderr)")
+            XCTAssertTrue(
+                result.stderr.contains("(the keychain daemon at \(socketPath) is not running"),
+                "\(arguments): \(result.stderr)")
+            XCTAssertFalse(result.stderr.contains("pw"), "secrets never appear in messages")
+        }
+    }
+
+    /// Binds a Unix socket at `path` and closes it without listening: the file stays, nothing answers.
+    static func leaveSocketWithoutListener(at path: String) throws {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw NSError(domain: "socket", code: Int(errno)) }
+        defer { close(descriptor) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw NSError(domain: "socket path too long", code: bytes.count)
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0 else { throw NSError(domain: "bind", code: Int(errno)) }
+    }
+}
