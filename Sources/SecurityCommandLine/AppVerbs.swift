@@ -116,9 +116,16 @@ struct AppVerbs {
         return groups
     }
 
+    /// The path as the daemon stores it: the daemon registers an executable under its real path, so
+    /// the command resolves symbolic links the same way (for an existing file) before register and
+    /// remove, and a path through a link names the same entry in both.
     private func absolute(_ path: String) -> String {
-        path.hasPrefix("/")
+        let absolute =
+            path.hasPrefix("/")
             ? path : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
+        guard let resolved = realpath(absolute, nil) else { return absolute }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     private func failure(_ error: any Error) -> Failure {

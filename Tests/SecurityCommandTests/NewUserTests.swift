@@ -63,6 +63,31 @@ final class NewUserTests: XCTestCase {
         }
     }
 
+    /// `app register` of a path through a symbolic link stored the resolved path (the daemon resolves
+    /// it), and `app remove` of the same path then failed with 44: both resolve it now.
+    func testRegisterAndRemoveAgreeThroughASymbolicLink() throws {
+        let daemon = try TestDaemon()
+        cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
+        let links = cli.home + "-links"
+        try FileManager.default.createDirectory(atPath: links, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: links) }
+        let link = links + "/security"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: cli.executable)
+
+        let registered = try cli.run(
+            "app", "register", link, "--application-identifier", "security", "--access-group", "security")
+        XCTAssertEqual(registered.status, 0, registered.stderr)
+        let listed = try cli.run("app", "list")
+        XCTAssertEqual(listed.status, 0, listed.stderr)
+        let paths = listed.stdout.split(separator: "\n").filter { !$0.hasPrefix(" ") }
+        XCTAssertEqual(paths, [Substring(cli.executable)], "the stored path is the link's target")
+
+        let removed = try cli.run("app", "remove", link)
+        XCTAssertEqual(removed.status, 0, removed.stderr)
+        XCTAssertFalse(try cli.run("app", "list").stdout.contains(cli.executable), "the entry is gone")
+        XCTAssertEqual(try cli.run("app", "remove", link).status, 44, "nothing left to remove")
+    }
+
     /// Binds a Unix socket at `path` and closes it without listening: the file stays, nothing answers.
     static func leaveSocketWithoutListener(at path: String) throws {
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
