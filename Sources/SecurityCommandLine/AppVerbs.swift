@@ -43,7 +43,21 @@ struct AppVerbs {
             request.passcode = passcode
             try service.registerApp(request)
         }
+        let granted = request.accessGroups.isEmpty ? [identifier] : request.accessGroups
+        if !granted.contains(Self.embeddedGroup), request.executablePath == absolute("/proc/self/exe") {
+            FileHandle.standardError.write(
+                Data(
+                    ("security: note: items stored without a daemon are in access group \"\(Self.embeddedGroup)\" "
+                        + "(the command's own group when KEYCHAIN_ACCESS_GROUPS is not set), which this registration "
+                        + "does not grant: through the daemon the command will not see them. To keep seeing them, "
+                        + "register with --access-group \(Self.embeddedGroup) as well, e.g. --access-group "
+                        + "\(Self.embeddedGroup) --access-group \(granted[0]).\n").utf8))
+        }
     }
+
+    /// The access group of what the command stores embedded without KEYCHAIN_ACCESS_GROUPS: its
+    /// application identifier, the executable's name (`security`).
+    private static var embeddedGroup: String { ClientIdentity.applicationIdentifier ?? "security" }
 
     private func list(_ rawArguments: [CommandArgument]) throws(Failure) {
         guard rawArguments.isEmpty else { throw .usage(verb: "app", message: "app list takes no arguments") }

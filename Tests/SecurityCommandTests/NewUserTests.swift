@@ -88,6 +88,37 @@ final class NewUserTests: XCTestCase {
         XCTAssertEqual(try cli.run("app", "remove", link).status, 44, "nothing left to remove")
     }
 
+    /// Registering the command with `--access-group TEAM.shared` alone hid every item stored embedded
+    /// (group `security`) without a word: `app register` says so now, and how to keep them.
+    func testRegisteringTheCommandWithoutItsEmbeddedGroupWarns() throws {
+        let daemon = try TestDaemon()
+        cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
+        let note = "items stored without a daemon are in access group \"security\""
+
+        let shared = try cli.run(
+            "app", "register", cli.executable, "--application-identifier", "security", "--access-group", "TEAM.shared")
+        XCTAssertEqual(shared.status, 0, shared.stderr)
+        XCTAssertTrue(shared.stderr.contains(note), shared.stderr)
+        XCTAssertTrue(
+            shared.stderr.contains("--access-group security --access-group TEAM.shared"), shared.stderr)
+
+        let both = try cli.run(
+            "app", "register", cli.executable, "--application-identifier", "security", "--access-group", "security",
+            "--access-group", "TEAM.shared")
+        XCTAssertEqual(both.status, 0, both.stderr)
+        XCTAssertEqual(both.stderr, "", "the group is granted: nothing to say")
+        let byIdentifier = try cli.run("app", "register", cli.executable, "--application-identifier", "security")
+        XCTAssertEqual(byIdentifier.stderr, "", "without groups the identifier, security, is the group")
+
+        // Another executable is not the command: its groups are its own business.
+        let helper = URL(fileURLWithPath: cli.executable).deletingLastPathComponent()
+            .appendingPathComponent("keychain-test-helper").path
+        let other = try cli.run(
+            "app", "register", helper, "--application-identifier", "helper", "--access-group", "TEAM.shared")
+        XCTAssertEqual(other.status, 0, other.stderr)
+        XCTAssertEqual(other.stderr, "")
+    }
+
     /// Binds a Unix socket at `path` and closes it without listening: the file stays, nothing answers.
     static func leaveSocketWithoutListener(at path: String) throws {
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
