@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import Security
 
 /// How a verb ends when it does not succeed; each case knows its exit status and its message.
@@ -43,6 +44,24 @@ enum Failure: Error {
             last.status == status
         else { return self }
         return .keychain(status, function: function, detail: last.reason)
+    }
+}
+
+extension Failure {
+    /// A keychain error as macOS reports it: the status, and the keychain's reason where the status
+    /// alone would leave the user guessing (which includes how many wrong passcodes were counted, and a
+    /// daemon's refusal to set a passcode; delays speak for themselves).
+    static func from(_ error: any Error, function: String) -> Failure {
+        if let failure = error as? Failure { return failure }
+        guard let error = error as? KeychainError else {
+            return .keychain(errSecInternalComponent, function: function, detail: "\(error)")
+        }
+        switch error.code {
+        case .interactionNotAllowed, .invalidParameter:
+            return .keychain(error.osStatus, function: function)
+        default:
+            return .keychain(error.osStatus, function: function, detail: error.reason)
+        }
     }
 }
 

@@ -119,6 +119,87 @@ final class NewUserTests: XCTestCase {
         XCTAssertEqual(other.stderr, "")
     }
 
+    private static let unlockPrompt = "password to unlock default: "
+    private static let wrongPasscode =
+        "security: SecKeychainUnlock: The user name or passphrase you entered is not correct."
+
+    private func failedAttempts() throws -> String? {
+        try cli.run("show-keychain-info").stdout.split(separator: "\n").first { $0.contains("failed attempts:") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    private func occurrences(of text: String, in screen: String) -> Int {
+        screen.components(separatedBy: text).count - 1
+    }
+
+    /// Enter alone at the terminal's passcode prompt was sent to the keychain as a passcode, and counted
+    /// as a wrong one. It is asked again now, and nothing is counted.
+    func testEnterAloneAtThePasscodePromptIsAskedAgain() throws {
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "a", "-s", "locked", "-w", "class-a").status, 0)
+        XCTAssertEqual(try cli.run("set-keychain-password", "-p", "1234").status, 0)
+
+        let (found, screen) = try cli.runOnTerminal(
+            ["find-generic-password", "-s", "locked", "-w"],
+            answers: [(Self.unlockPrompt, ""), (Self.unlockPrompt, "1234")])
+        XCTAssertEqual(found.status, 0, screen)
+        XCTAssertEqual(found.stdout, "class-a\n")
+        XCTAssertEqual(occurrences(of: Self.unlockPrompt, in: screen), 2, screen)
+        XCTAssertFalse(screen.contains(Self.wrongPasscode), screen)
+        XCTAssertEqual(try failedAttempts(), "failed attempts: 0")
+
+        let (unlocked, unlockScreen) = try cli.runOnTerminal(
+            ["unlock-keychain"], answers: [(Self.unlockPrompt, ""), (Self.unlockPrompt, "1234")])
+        XCTAssertEqual(unlocked.status, 0, unlockScreen)
+        XCTAssertEqual(occurrences(of: Self.unlockPrompt, in: unlockScreen), 2, unlockScreen)
+        XCTAssertEqual(try failedAttempts(), "failed attempts: 0")
+
+        // The current passcode of set-keychain-password: Enter alone asked again, a wrong one too, the new
+        // passcode kept from the first time it was typed.
+        let (changed, changeScreen) = try cli.runOnTerminal(
+            ["set-keychain-password"],
+            answers: [
+                ("Old Password: ", ""), ("Old Password: ", "9999"), ("New Password: ", "5678"),
+                ("Retype New Password: ", "5678"), ("Old Password: ", "1234"),
+            ])
+        XCTAssertEqual(changed.status, 0, changeScreen)
+        XCTAssertEqual(occurrences(of: "Old Password: ", in: changeScreen), 3, changeScreen)
+        XCTAssertEqual(
+            occurrences(of: "New Password: ", in: changeScreen), 2, "asked and retyped once: \(changeScreen)")
+        XCTAssertTrue(
+            changeScreen.contains(
+                "security: SecKeychainChangePassword: The user name or passphrase you entered is not correct."),
+            changeScreen)
+        XCTAssertEqual(try failedAttempts(), "failed attempts: 0", "a right passcode clears the count")
+        XCTAssertEqual(try cli.run("unlock-keychain", "-p", "5678").status, 0, "the new passcode is set")
+    }
+
+    /// Wrong passcodes at the terminal's prompt: three, as sudo allows, then the command ends with the
+    /// failure a wrong passcode on standard input gives (51), having asked exactly three times.
+    func testThreeWrongPasscodesAtTheTerminalEndTheCommand() throws {
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "a", "-s", "locked", "-w", "class-a").status, 0)
+        XCTAssertEqual(try cli.run("set-keychain-password", "-p", "1234").status, 0)
+        let wrong = Array(repeating: (Self.unlockPrompt, "0000"), count: 3)
+
+        let (found, screen) = try cli.runOnTerminal(["find-generic-password", "-s", "locked", "-w"], answers: wrong)
+        XCTAssertEqual(found.status, 51, screen)
+        XCTAssertEqual(found.stdout, "")
+        XCTAssertEqual(occurrences(of: Self.unlockPrompt, in: screen), 3, screen)
+        XCTAssertEqual(occurrences(of: Self.wrongPasscode, in: screen), 3, "each wrong one is reported: \(screen)")
+        XCTAssertFalse(screen.contains("0000"), "passcodes are not echoed")
+        XCTAssertEqual(try failedAttempts(), "failed attempts: 3")
+
+        let piped = try cli.run(["unlock-keychain"], input: "0000\n")
+        XCTAssertEqual(piped.status, 51)
+        XCTAssertTrue(piped.stderr.hasPrefix(Self.wrongPasscode), "the same wording: \(piped.stderr)")
+
+        let other = CommandRunner()
+        XCTAssertEqual(try other.run("set-keychain-password", "-p", "1234").status, 0)
+        let (unlock, unlockScreen) = try other.runOnTerminal(["unlock-keychain"], answers: wrong)
+        XCTAssertEqual(unlock.status, 51, unlockScreen)
+        XCTAssertEqual(occurrences(of: Self.unlockPrompt, in: unlockScreen), 3, unlockScreen)
+        XCTAssertEqual(occurrences(of: Self.wrongPasscode, in: unlockScreen), 3, unlockScreen)
+    }
+
     /// Binds a Unix socket at `path` and closes it without listening: the file stays, nothing answers.
     static func leaveSocketWithoutListener(at path: String) throws {
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
