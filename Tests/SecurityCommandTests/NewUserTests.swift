@@ -200,6 +200,38 @@ final class NewUserTests: XCTestCase {
         XCTAssertEqual(occurrences(of: Self.wrongPasscode, in: unlockScreen), 3, unlockScreen)
     }
 
+    /// Every status the Security module defines, by name, read from its source.
+    private static func definedStatusCodes() throws -> [(name: String, status: OSStatus)] {
+        let source = try String(
+            contentsOfFile: SecurityCommandTests.packageRoot + "/Sources/Security/StatusCodes/SecStatusCodes.swift",
+            encoding: .utf8)
+        let pattern = try NSRegularExpression(pattern: #"public let (\w+): OSStatus = (-?\d+)"#)
+        let text = source as NSString
+        return pattern.matches(in: source, range: NSRange(location: 0, length: text.length)).compactMap { match in
+            OSStatus(text.substring(with: match.range(at: 2))).map { (text.substring(with: match.range(at: 1)), $0) }
+        }
+    }
+
+    /// `security error -25294` printed only "OSStatus -25294": every code the module defines has Apple's
+    /// message now, in SecCopyErrorMessageString and so in the command.
+    func testEveryDefinedStatusHasAMessage() throws {
+        let codes = try Self.definedStatusCodes()
+        XCTAssertGreaterThan(codes.count, 400, "the codes were read")
+        for (name, status) in codes {
+            let message = SecCopyErrorMessageString(status, nil) as String?
+            XCTAssertNotEqual(message, "OSStatus \(status)", "\(name) (\(status)) has no message")
+            XCTAssertFalse(message?.isEmpty ?? true, name)
+        }
+        let shown = try cli.run(["error"] + codes.map { String($0.status) })
+        XCTAssertEqual(shown.status, 0, shown.stderr)
+        let lines = shown.stdout.split(separator: "\n")
+        XCTAssertEqual(lines.count, codes.count)
+        for line in lines { XCTAssertFalse(line.contains(" OSStatus "), String(line)) }
+        XCTAssertEqual(
+            try cli.run("error", "-25294").stdout,
+            "Error: 0xFFFF9D32 -25294 The specified keychain could not be found.\n")
+    }
+
     /// Binds a Unix socket at `path` and closes it without listening: the file stays, nothing answers.
     static func leaveSocketWithoutListener(at path: String) throws {
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
