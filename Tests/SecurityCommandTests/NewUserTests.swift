@@ -1,6 +1,7 @@
 import Foundation
 import KeychainTestSupport
 import Security
+import SecurityCommandLine
 import XCTest
 
 #if canImport(Glibc)
@@ -230,6 +231,64 @@ final class NewUserTests: XCTestCase {
         XCTAssertEqual(
             try cli.run("error", "-25294").stdout,
             "Error: 0xFFFF9D32 -25294 The specified keychain could not be found.\n")
+    }
+
+    func testVersion() throws {
+        let version = try cli.run("--version")
+        XCTAssertEqual(version.status, 0, version.stderr)
+        XCTAssertEqual(version.stdout, "security (swift-keychain) \(SecurityCommandLine.version)\n")
+        XCTAssertEqual(version.stderr, "")
+        XCTAssertFalse(SecurityCommandLine.version.isEmpty)
+        XCTAssertEqual(try cli.run("--version", "extra").status, 2)
+    }
+
+    /// The usage said -a was required, but (as on macOS) an item without one is stored, with an empty
+    /// account: the usage says it is optional now.
+    func testAddWithoutAnAccountAndItsUsage() throws {
+        let added = try cli.run("add-generic-password", "-s", "foo", "-w", "x")
+        XCTAssertEqual(added.status, 0, added.stderr)
+        let found = try cli.run("find-generic-password", "-s", "foo", "--json")
+        let object = try JSONSerialization.jsonObject(with: Data(found.stdout.utf8)) as? [String: Any]
+        XCTAssertEqual(object?["acct"] as? String, "", "stored with an empty account")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "foo", "-w").stdout, "x\n")
+
+        let usage = try cli.run("help", "add-generic-password").stdout
+        XCTAssertTrue(usage.hasPrefix("Usage: add-generic-password [-a account] "), usage)
+        let accountLine = usage.split(separator: "\n").first {
+            $0.trimmingCharacters(in: .whitespaces).hasPrefix("-a ")
+        }
+        XCTAssertEqual(
+            accountLine.map { $0.trimmingCharacters(in: .whitespaces) },
+            "-a  Specify account name (optional; if omitted, the account is empty)")
+    }
+
+    /// `companion` failures were labelled SecKeychainBiometry.
+    func testCompanionFailuresHaveTheirOwnLabel() throws {
+        let companion = try cli.run("companion", "pair")
+        XCTAssertNotEqual(companion.status, 0, "no companion is simulated here")
+        XCTAssertTrue(companion.stderr.hasPrefix("security: SecKeychainCompanion: "), companion.stderr)
+        XCTAssertFalse(companion.stderr.contains("SecKeychainBiometry"), companion.stderr)
+    }
+
+    /// The README's verb list left out biometry and companion: every verb `security help` lists is in it.
+    func testTheReadmeListsEveryVerb() throws {
+        let readme = try String(contentsOfFile: SecurityCommandTests.packageRoot + "/README.md", encoding: .utf8)
+        let list = try XCTUnwrap(
+            readme.components(separatedBy: "\n- Verbs: ").dropFirst().first?.components(separatedBy: "\n- ").first)
+        let help = try cli.run("help").stdout
+        let verbs = help.split(separator: "\n").drop { $0 != "Commands:" }.dropFirst().compactMap {
+            $0.split(separator: " ").first.map(String.init)
+        }
+        XCTAssertGreaterThan(verbs.count, 10, help)
+        for verb in verbs {
+            // The password verbs are listed as `add-`, `find-`, `delete-generic-password`.
+            let parts = verb.split(separator: "-", maxSplits: 1).map(String.init)
+            let listedTogether =
+                parts.count == 2 && parts[1].hasSuffix("-password") && list.contains("`\(parts[0])-`")
+                && list.contains("-\(parts[1])`")
+            XCTAssertTrue(list.contains("`\(verb)") || listedTogether, "\(verb) is not in the README's verb list")
+        }
+        XCTAssertTrue(list.contains("`--version`"), list)
     }
 
     /// Binds a Unix socket at `path` and closes it without listening: the file stays, nothing answers.
