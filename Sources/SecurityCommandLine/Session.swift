@@ -13,18 +13,23 @@ final class Session {
     var directory: String { (databasePath as NSString).deletingLastPathComponent }
 
     /// Checks the keychain names left after a verb's options. macOS takes them as keychains to use; this
-    /// store has one, so its own database path or directory is accepted and any other name fails as
+    /// store has one, so its own database (by its path, or by its file name alone, as macOS finds
+    /// `login.keychain-db` in the keychains folder) or directory is accepted and any other name fails as
     /// macOS fails for a keychain it cannot find, before anything is written (a password flag that took
     /// the next option as its value leaves that option's value behind here).
     func checkKeychainNames(_ names: [CommandArgument], function: String) throws(Failure) {
         guard !names.isEmpty else { return }
         let own = [databasePath, directory].map { ($0 as NSString).standardizingPath }
+        let fileName = (databasePath as NSString).lastPathComponent
         // The name is not repeated: after a flag that took the next argument as its value, what is left
         // may be a password.
-        for name in names where !own.contains((name.text as NSString).standardizingPath) {
+        for name in names
+        where !own.contains((name.text as NSString).standardizingPath) && (fileName.isEmpty || name.text != fileName) {
             throw .keychain(
                 errSecNoSuchKeychain, function: function,
-                detail: "an argument after the options names a keychain; only this keychain's path is accepted")
+                detail:
+                    "an argument after the options names a keychain; only this keychain's database (by its file name or path) or directory is accepted"
+            )
         }
     }
 

@@ -262,6 +262,26 @@ final class NewUserTests: XCTestCase {
             "-a  Specify account name (optional; if omitted, the account is empty)")
     }
 
+    /// The README says the keychain's database names it after the options, but its file name alone
+    /// (`keychain.db`) exited 50: the file name and the full path are both accepted now.
+    func testTheDatabaseFileNameNamesTheKeychain() throws {
+        XCTAssertEqual(try cli.run("add-generic-password", "-s", "X", "-a", "a", "-w", "pw", "keychain.db").status, 0)
+        let byName = try cli.run("find-generic-password", "-s", "X", "-w", "keychain.db")
+        XCTAssertEqual(byName.status, 0, byName.stderr)
+        XCTAssertEqual(byName.stdout, "pw\n")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "X", "-w", cli.home + "/keychain.db").stdout, "pw\n")
+        XCTAssertEqual(try cli.run("dump-keychain", "keychain.db").status, 0)
+        let other = try cli.run("find-generic-password", "-s", "X", "other.db")
+        XCTAssertEqual(other.status, 50, "another name is still no keychain of this store")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "X", "sub/keychain.db").status, 50)
+
+        let readme = try String(contentsOfFile: SecurityCommandTests.packageRoot + "/README.md", encoding: .utf8)
+        XCTAssertTrue(
+            readme.replacingOccurrences(of: "\n  ", with: " ").contains(
+                "(its file name `keychain.db` or its full path)"),
+            "the README says so")
+    }
+
     /// `companion` failures were labelled SecKeychainBiometry.
     func testCompanionFailuresHaveTheirOwnLabel() throws {
         let companion = try cli.run("companion", "pair")
