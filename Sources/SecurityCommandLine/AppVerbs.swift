@@ -67,6 +67,7 @@ struct AppVerbs {
         } catch {
             throw failure(error)
         }
+        if apps.isEmpty { print("no apps registered") }
         for app in apps {
             let trust =
                 app.executableDigest.map { "sha256 " + $0.map { String(format: "%02x", $0) }.joined() }

@@ -131,6 +131,11 @@ struct StateVerbs {
             "    passcode: \(status.passcodeSet ? "set" : "not set")",
             "    failed attempts: \(status.failedAttempts)",
         ]
+        if let socket = KeychainServices.daemonSocketInUse() {
+            lines.insert("    served by: the keychain daemon at \(socket)", at: 1)
+        } else {
+            lines.insert("    served by: the embedded keychain (no daemon), in \(session.directory)", at: 1)
+        }
         if let next = status.nextAttemptAllowed {
             let seconds = Int(exactly: min(max(next.timeIntervalSinceNow.rounded(.up), 0), 1e9)) ?? 0
             lines.append("    next attempt in: \(seconds) s")

@@ -85,7 +85,7 @@ final class NewUserTests: XCTestCase {
 
         let removed = try cli.run("app", "remove", link)
         XCTAssertEqual(removed.status, 0, removed.stderr)
-        XCTAssertFalse(try cli.run("app", "list").stdout.contains(cli.executable), "the entry is gone")
+        XCTAssertEqual(try cli.run("app", "list").stdout, "no apps registered\n", "the entry is gone")
         XCTAssertEqual(try cli.run("app", "remove", link).status, 44, "nothing left to remove")
     }
 
@@ -280,6 +280,23 @@ final class NewUserTests: XCTestCase {
             readme.replacingOccurrences(of: "\n  ", with: " ").contains(
                 "(its file name `keychain.db` or its full path)"),
             "the README says so")
+    }
+
+    /// show-keychain-info did not say what it talks to.
+    func testShowKeychainInfoSaysWhatServesIt() throws {
+        let embedded = try cli.run("show-keychain-info")
+        XCTAssertEqual(embedded.status, 0, embedded.stderr)
+        XCTAssertTrue(
+            embedded.stdout.contains("\n    served by: the embedded keychain (no daemon), in \(cli.home)\n"),
+            embedded.stdout)
+
+        let daemon = try TestDaemon()
+        cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
+        let served = try cli.run("show-keychain-info")
+        XCTAssertEqual(served.status, 0, served.stderr)
+        XCTAssertTrue(
+            served.stdout.contains("\n    served by: the keychain daemon at \(daemon.socket)\n"), served.stdout)
+        XCTAssertFalse(served.stdout.contains("embedded"), served.stdout)
     }
 
     /// `companion` failures were labelled SecKeychainBiometry.
