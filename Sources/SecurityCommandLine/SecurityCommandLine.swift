@@ -37,6 +37,7 @@ public enum SecurityCommandLine {
         case "find-internet-password": try PasswordVerbs(kind: .internet, session: session).find(rest)
         case "delete-internet-password": try PasswordVerbs(kind: .internet, session: session).delete(rest)
         case "dump-keychain": try DumpVerb(session: session).run(rest)
+        case "list-items": try ListVerb(session: session).run(rest)
         case "set-keychain-password": try StateVerbs(session: session).setPassword(rest)
         case "lock-keychain": try StateVerbs(session: session).lock(rest)
         case "unlock-keychain": try StateVerbs(session: session).unlock(rest)

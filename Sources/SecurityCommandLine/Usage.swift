@@ -121,6 +121,15 @@ enum Usage {
             """
         ),
         (
+            "list-items",
+            "List the items, one line each, without secrets (beyond macOS).",
+            """
+            Usage: list-items [--json]
+                Each item's class, service (or server), account, label and access group.
+                --json  Print the items as a JSON array
+            """
+        ),
+        (
             "set-keychain-password",
             "Set, change or remove the keychain's passcode.",
             """

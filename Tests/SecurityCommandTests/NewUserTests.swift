@@ -328,6 +328,52 @@ final class NewUserTests: XCTestCase {
         XCTAssertTrue(list.contains("`--version`"), list)
     }
 
+    /// `list-items`: one line an item, without secrets, and the same as JSON.
+    func testListItems() throws {
+        let empty = try cli.run("list-items")
+        XCTAssertEqual(empty.status, 0, empty.stderr)
+        XCTAssertEqual(empty.stdout, "")
+        XCTAssertEqual(try cli.run("list-items", "--json").stdout.filter { !$0.isWhitespace }, "[]")
+
+        cli.accessGroups = "TEAM.cli,TEAM.shared"
+        XCTAssertEqual(
+            try cli.run("add-generic-password", "-a", "alice", "-s", "web", "-l", "Web login", "-w", "secret-one")
+                .status, 0)
+        XCTAssertEqual(
+            try cli.run(
+                "add-internet-password", "-a", "bob", "-s", "example.com", "-g", "TEAM.shared", "-w", "secret-two"
+            )
+            .status, 0)
+        XCTAssertEqual(try cli.run("add-generic-password", "-s", "esc\u{1B}[2J", "-w", "secret-three").status, 0)
+
+        let listed = try cli.run("list-items")
+        XCTAssertEqual(listed.status, 0, listed.stderr)
+        let lines = listed.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 3, listed.stdout)
+        XCTAssertTrue(
+            lines.contains("class=genp service=\"web\" account=\"alice\" label=\"Web login\" group=\"TEAM.cli\""),
+            listed.stdout)
+        XCTAssertTrue(
+            lines.contains(
+                "class=inet service=\"example.com\" account=\"bob\" label=\"example.com\" group=\"TEAM.shared\""),
+            listed.stdout)
+        XCTAssertFalse(listed.stdout.contains("secret"), "no secrets")
+        XCTAssertFalse(listed.stdout.contains("\u{1B}"), "an escape in an attribute is not written raw")
+
+        let json = try cli.run("list-items", "--json")
+        XCTAssertEqual(json.status, 0, json.stderr)
+        let array = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
+        XCTAssertEqual(array.count, 3)
+        let web = try XCTUnwrap(array.first { $0["svce"] as? String == "web" })
+        XCTAssertEqual(web["class"] as? String, "genp")
+        XCTAssertEqual(web["acct"] as? String, "alice")
+        XCTAssertEqual(web["labl"] as? String, "Web login")
+        XCTAssertEqual(web["agrp"] as? String, "TEAM.cli")
+        XCTAssertEqual(Set(web.keys), ["class", "svce", "acct", "labl", "agrp"], "these attributes only")
+        XCTAssertFalse(json.stdout.contains("secret"))
+        XCTAssertEqual(try cli.run("list-items", "other.keychain").status, 50)
+    }
+
     /// Binds a Unix socket at `path` and closes it without listening: the file stays, nothing answers.
     static func leaveSocketWithoutListener(at path: String) throws {
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
