@@ -43,7 +43,21 @@ struct AppVerbs {
             request.passcode = passcode
             try service.registerApp(request)
         }
+        let granted = request.accessGroups.isEmpty ? [identifier] : request.accessGroups
+        if !granted.contains(Self.embeddedGroup), request.executablePath == absolute("/proc/self/exe") {
+            FileHandle.standardError.write(
+                Data(
+                    ("security: note: items stored without a daemon are in access group \"\(Self.embeddedGroup)\" "
+                        + "(the command's own group when KEYCHAIN_ACCESS_GROUPS is not set), which this registration "
+                        + "does not grant: through the daemon the command will not see them. To keep seeing them, "
+                        + "register with --access-group \(Self.embeddedGroup) as well, e.g. --access-group "
+                        + "\(Self.embeddedGroup) --access-group \(granted[0]).\n").utf8))
+        }
     }
+
+    /// The access group of what the command stores embedded without KEYCHAIN_ACCESS_GROUPS: its
+    /// application identifier, the executable's name (`security`).
+    private static var embeddedGroup: String { ClientIdentity.applicationIdentifier ?? "security" }
 
     private func list(_ rawArguments: [CommandArgument]) throws(Failure) {
         guard rawArguments.isEmpty else { throw .usage(verb: "app", message: "app list takes no arguments") }
@@ -53,6 +67,7 @@ struct AppVerbs {
         } catch {
             throw failure(error)
         }
+        if apps.isEmpty { print("no apps registered") }
         for app in apps {
             let trust =
                 app.executableDigest.map { "sha256 " + $0.map { String(format: "%02x", $0) }.joined() }
@@ -116,9 +131,16 @@ struct AppVerbs {
         return groups
     }
 
+    /// The path as the daemon stores it: the daemon registers an executable under its real path, so
+    /// the command resolves symbolic links the same way (for an existing file) before register and
+    /// remove, and a path through a link names the same entry in both.
     private func absolute(_ path: String) -> String {
-        path.hasPrefix("/")
+        let absolute =
+            path.hasPrefix("/")
             ? path : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
+        guard let resolved = realpath(absolute, nil) else { return absolute }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     private func failure(_ error: any Error) -> Failure {

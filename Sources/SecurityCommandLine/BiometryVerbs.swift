@@ -13,6 +13,8 @@ struct BiometryVerbs {
     var companion = false
 
     private var verb: String { companion ? "companion" : "biometry" }
+    /// The label of its failures: each device its own, so a message says which one failed.
+    private var function: String { companion ? "SecKeychainCompanion" : "SecKeychainBiometry" }
 
     func run(_ arguments: [CommandArgument]) throws(Failure) {
         guard let action = arguments.first?.text else {
@@ -51,9 +53,9 @@ struct BiometryVerbs {
             let service = try session.keychain()
             status = companion ? try service.companion(command) : try service.biometry(command)
         } catch let error as KeychainError {
-            throw .keychain(error.osStatus, function: "SecKeychainBiometry", detail: error.reason)
+            throw .keychain(error.osStatus, function: function, detail: error.reason)
         } catch {
-            throw .keychain(errSecInternalComponent, function: "SecKeychainBiometry", detail: "\(error)")
+            throw .keychain(errSecInternalComponent, function: function, detail: "\(error)")
         }
         guard command == .status else { return }
         print("\(companion ? "paired" : "enrolled"): \(status.enrolled ? "yes" : "no")")

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import Security
 
 /// How a verb ends when it does not succeed; each case knows its exit status and its message.
@@ -26,15 +27,40 @@ enum Failure: Error {
             return message.isEmpty ? usage : "security: \(message)\n\(usage)"
         case .keychain(let status, let function, let detail):
             let message = SecCopyErrorMessageString(status, nil).map { String($0) } ?? "OSStatus \(status)"
-            var explanation = detail
-            if explanation == nil, status == errSecMissingEntitlement, KeychainServices.daemonSocket() != nil {
-                // The daemon's reason stays in its log; the usual one is worth saying here.
-                explanation =
-                    "the keychain daemon does not know this executable, or it changed since it was registered: see security app register"
-            }
-            return "security: \(function): \(message)" + (explanation.map { " (\($0))" } ?? "")
+            return "security: \(function): \(message)" + (detail.map { " (\($0))" } ?? "")
         case .message(let text):
             return "security: \(text)"
+        }
+    }
+
+    /// The same failure with the keychain's reason, when a SecItem call's status was all it had and a
+    /// daemon gave that status: a daemon refuses an executable (-34018) for one of several reasons, and
+    /// is unavailable (-25291) for more than one, which only its own reason tells apart. The embedded
+    /// keychain's statuses speak for themselves, as on macOS.
+    var withServiceReason: Failure {
+        guard case .keychain(let status, let function, nil) = self,
+            status == errSecMissingEntitlement || status == errSecNotAvailable,
+            KeychainServices.daemonSocketInUse() != nil, let last = SecItemFailure.lastOnThisThread,
+            last.status == status
+        else { return self }
+        return .keychain(status, function: function, detail: last.reason)
+    }
+}
+
+extension Failure {
+    /// A keychain error as macOS reports it: the status, and the keychain's reason where the status
+    /// alone would leave the user guessing (which includes how many wrong passcodes were counted, and a
+    /// daemon's refusal to set a passcode; delays speak for themselves).
+    static func from(_ error: any Error, function: String) -> Failure {
+        if let failure = error as? Failure { return failure }
+        guard let error = error as? KeychainError else {
+            return .keychain(errSecInternalComponent, function: function, detail: "\(error)")
+        }
+        switch error.code {
+        case .interactionNotAllowed, .invalidParameter:
+            return .keychain(error.osStatus, function: function)
+        default:
+            return .keychain(error.osStatus, function: function, detail: error.reason)
         }
     }
 }

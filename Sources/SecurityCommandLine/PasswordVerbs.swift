@@ -89,7 +89,7 @@ struct PasswordVerbs {
         var query = item
         query[kSecValueData as String] = secret
 
-        var status = session.retryingWhenLocked { SecItemAdd(query as CFDictionary, nil) }
+        var status = try session.retryingWhenLocked { SecItemAdd(query as CFDictionary, nil) }
         if status == errSecDuplicateItem, arguments.has("U") {
             var match = item
             for key in [
@@ -103,7 +103,7 @@ struct PasswordVerbs {
                 changes[key as String] = nil
             }
             changes[kSecValueData as String] = secret
-            status = session.retryingWhenLocked { SecItemUpdate(match as CFDictionary, changes as CFDictionary) }
+            status = try session.retryingWhenLocked { SecItemUpdate(match as CFDictionary, changes as CFDictionary) }
             guard status == errSecSuccess else { throw .keychain(status, function: Function.modify) }
             return
         }
@@ -204,7 +204,7 @@ struct PasswordVerbs {
         var matching = query
         matching[kSecMatchLimit as String] = kSecMatchLimitOne
         var result: CFTypeRef?
-        let status = session.retryingWhenLocked { SecItemCopyMatching(matching as CFDictionary, &result) }
+        let status = try session.retryingWhenLocked { SecItemCopyMatching(matching as CFDictionary, &result) }
         guard status == errSecSuccess, let found = result as? Result else {
             throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Function.search)
         }
@@ -227,12 +227,12 @@ struct PasswordVerbs {
         query[kSecReturnAttributes as String] = true
         query[kSecReturnPersistentRef as String] = true
         var result: CFTypeRef?
-        var status = session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
+        var status = try session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
         guard status == errSecSuccess, let found = result as? [String: Any],
             let reference = found[kSecValuePersistentRef as String] as? Data
         else { throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Function.search) }
         // Like macOS, one item per call: the first match.
-        status = session.retryingWhenLocked {
+        status = try session.retryingWhenLocked {
             SecItemDelete([kSecValuePersistentRef as String: reference] as CFDictionary)
         }
         guard status == errSecSuccess else { throw .keychain(status, function: Function.delete) }
@@ -266,7 +266,7 @@ struct DumpVerb {
                 kSecReturnPersistentRef as String: withData,
             ]
             var result: CFTypeRef?
-            let status = session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
+            let status = try session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
             if status == errSecItemNotFound { continue }
             guard status == errSecSuccess, let items = result as? [[String: Any]] else {
                 throw .keychain(status, function: Function.search)

@@ -4,6 +4,9 @@ import Security
 /// The `security` command's verbs, as a library: the executable sets up the process and calls `main`;
 /// tests call `run` in-process, behind whatever keychain service they choose.
 public enum SecurityCommandLine {
+    /// This project's version, as `security --version` prints it.
+    public static let version = "0.1.0"
+
     /// Runs one invocation (the arguments after the program name) and returns its exit status, having
     /// written its output and messages. The keychain's connections are closed afterwards, so that a
     /// process about to exit leaves a database the next one opens without replaying a log.
@@ -13,8 +16,9 @@ public enum SecurityCommandLine {
             try dispatch(arguments)
             return 0
         } catch {
-            FileHandle.standardError.write(Data((error.text + "\n").utf8))
-            return error.exitStatus
+            let failure = error.withServiceReason
+            FileHandle.standardError.write(Data((failure.text + "\n").utf8))
+            return failure.exitStatus
         }
     }
 
@@ -33,6 +37,7 @@ public enum SecurityCommandLine {
         case "find-internet-password": try PasswordVerbs(kind: .internet, session: session).find(rest)
         case "delete-internet-password": try PasswordVerbs(kind: .internet, session: session).delete(rest)
         case "dump-keychain": try DumpVerb(session: session).run(rest)
+        case "list-items": try ListVerb(session: session).run(rest)
         case "set-keychain-password": try StateVerbs(session: session).setPassword(rest)
         case "lock-keychain": try StateVerbs(session: session).lock(rest)
         case "unlock-keychain": try StateVerbs(session: session).unlock(rest)
@@ -53,6 +58,9 @@ public enum SecurityCommandLine {
                 let message = SecCopyErrorMessageString(status, nil).map { String($0) } ?? "OSStatus \(status)"
                 print("Error: 0x\(String(format: "%08X", UInt32(bitPattern: status))) \(status) \(message)")
             }
+        case "--version":
+            guard rest.isEmpty else { throw .usage(verb: nil, message: "--version takes no arguments") }
+            print("security (swift-keychain) \(version)")
         case "help", "-h", "--help":
             if let topic = rest.first?.text {
                 guard let text = Usage.text(for: topic) else {

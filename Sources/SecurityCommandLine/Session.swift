@@ -13,18 +13,23 @@ final class Session {
     var directory: String { (databasePath as NSString).deletingLastPathComponent }
 
     /// Checks the keychain names left after a verb's options. macOS takes them as keychains to use; this
-    /// store has one, so its own database path or directory is accepted and any other name fails as
+    /// store has one, so its own database (by its path, or by its file name alone, as macOS finds
+    /// `login.keychain-db` in the keychains folder) or directory is accepted and any other name fails as
     /// macOS fails for a keychain it cannot find, before anything is written (a password flag that took
     /// the next option as its value leaves that option's value behind here).
     func checkKeychainNames(_ names: [CommandArgument], function: String) throws(Failure) {
         guard !names.isEmpty else { return }
         let own = [databasePath, directory].map { ($0 as NSString).standardizingPath }
+        let fileName = (databasePath as NSString).lastPathComponent
         // The name is not repeated: after a flag that took the next argument as its value, what is left
         // may be a password.
-        for name in names where !own.contains((name.text as NSString).standardizingPath) {
+        for name in names
+        where !own.contains((name.text as NSString).standardizingPath) && (fileName.isEmpty || name.text != fileName) {
             throw .keychain(
                 errSecNoSuchKeychain, function: function,
-                detail: "an argument after the options names a keychain; only this keychain's path is accepted")
+                detail:
+                    "an argument after the options names a keychain; only this keychain's database (by its file name or path) or directory is accepted"
+            )
         }
     }
 
@@ -48,24 +53,48 @@ final class Session {
     }
 
     /// Runs a SecItem call; if it meets a locked class and standard input is a terminal, asks for the
-    /// passcode, unlocks (for this process) and tries again.
-    func retryingWhenLocked(_ call: () -> OSStatus) -> OSStatus {
-        var status = call()
-        var attempts = 0
-        while status == errSecInteractionNotAllowed, Terminal.inputIsTerminal, attempts < 3 {
-            attempts += 1
-            guard let keychain = try? keychain(), (try? keychain.status())?.passcodeSet == true,
-                let passcode = Terminal.readSecret(prompt: "password to unlock default: ")
-            else { return status }
-            do {
-                try keychain.unlock(passcode: passcode)
-            } catch {
-                FileHandle.standardError.write(Data("security: \(Function.unlock): \(error.message)\n".utf8))
-                continue
-            }
-            status = call()
+    /// passcode (as `tryTerminalPasscodes` does), unlocks (for this process) and tries again.
+    func retryingWhenLocked(_ call: () -> OSStatus) throws(Failure) -> OSStatus {
+        let status = call()
+        guard status == errSecInteractionNotAllowed, Terminal.inputIsTerminal, let keychain = try? keychain(),
+            (try? keychain.status())?.passcodeSet == true
+        else { return status }
+        let unlocked = try tryTerminalPasscodes(prompt: "password to unlock default: ", function: Function.unlock) {
+            try keychain.unlock(passcode: $0)
         }
-        return status
+        return unlocked ? call() : status
+    }
+
+    /// How many wrong passcodes typed on a terminal end a command, as sudo ends after three.
+    static let terminalAttempts = 3
+
+    /// Gives `attempt` passcodes typed on the terminal (no echo) until one is right: an empty line is
+    /// asked again without being sent (it is no passcode, and the keychain would count it as a wrong
+    /// one); a wrong passcode is reported as one from standard input is and asked again, and the third
+    /// ends the command with that failure. Any other failure ends it at once. `first` is a passcode
+    /// already typed, the first attempt. False when input ended before a passcode was typed.
+    func tryTerminalPasscodes(
+        prompt: String, function: String, first: SecureBytes? = nil, _ attempt: (SecureBytes) throws -> Void
+    ) throws(Failure) -> Bool {
+        var typed = first
+        var wrong = 0
+        while true {
+            guard let passcode = typed ?? Terminal.readPasscode(prompt: prompt) else { return false }
+            typed = nil
+            do {
+                try attempt(passcode)
+                return true
+            } catch let failure as Failure {
+                throw failure
+            } catch {
+                let failure = Failure.from(error, function: function)
+                wrong += 1
+                guard (error as? KeychainError)?.code == .authenticationFailed, wrong < Self.terminalAttempts else {
+                    throw failure
+                }
+                FileHandle.standardError.write(Data((failure.text + "\n").utf8))
+            }
+        }
     }
 }
 
@@ -78,7 +107,7 @@ extension Session {
         guard let reference = item[kSecValuePersistentRef as String] as? Data else { return nil }
         let query: [String: Any] = [kSecValuePersistentRef as String: reference, kSecReturnData as String: true]
         var result: CFTypeRef?
-        let status = retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
+        let status = try retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
         guard status == errSecSuccess, let data = result as? NSData else {
             throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Function.search)
         }

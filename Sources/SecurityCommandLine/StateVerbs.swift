@@ -22,8 +22,24 @@ struct StateVerbs {
         // one is set and -o is not given), then the new one (when -p is not given). A passcode on the
         // command line is visible to every user in `ps`.
         var old = arguments.bytes("o").map { SecureBytes(copying: $0) }
+        // Typed on a terminal, a wrong current passcode is asked again (up to three times, the new one kept).
+        let oldPrompt = "Old Password: "
+        let oldFromTerminal = hasPasscode && old == nil && Terminal.inputIsTerminal
         if hasPasscode, old == nil {
-            old = try readPasscode(prompt: "Old Password: ")
+            old = try readPasscode(prompt: oldPrompt)
+        }
+        func withOld(_ body: (SecureBytes?) throws -> Void) throws(Failure) {
+            guard oldFromTerminal else {
+                do {
+                    try body(old)
+                } catch {
+                    throw Failure.from(error, function: Function.changePassword)
+                }
+                return
+            }
+            guard
+                try session.tryTerminalPasscodes(prompt: oldPrompt, function: Function.changePassword, first: old, body)
+            else { throw .message("no passcode entered") }
         }
         var new = arguments.bytes("p").map { SecureBytes(copying: $0) }
         if new == nil {
@@ -40,28 +56,24 @@ struct StateVerbs {
                 new = line
             }
         }
-        do {
-            if let new, new.count > 0 {
-                try keychain.setPasscode(new, current: hasPasscode ? old : nil)
-                return
+        if let new, new.count > 0 {
+            try withOld { try keychain.setPasscode(new, current: hasPasscode ? $0 : nil) }
+            return
+        }
+        guard hasPasscode, old != nil else { throw .message("no passcode is set") }
+        if !arguments.has("y") {
+            guard Terminal.inputIsTerminal else {
+                throw .message("removing the passcode deletes WhenPasscodeSetThisDeviceOnly items; confirm with -y")
             }
-            guard hasPasscode, let old else { throw Failure.message("no passcode is set") }
-            if !arguments.has("y") {
-                guard Terminal.inputIsTerminal else {
-                    throw Failure.message(
-                        "removing the passcode deletes WhenPasscodeSetThisDeviceOnly items; confirm with -y")
-                }
-                let answer = Terminal.ask(
-                    "Remove the passcode? Items only available while a passcode is set will be deleted. [y/N] ")
-                guard answer?.lowercased() == "y" || answer?.lowercased() == "yes" else {
-                    throw Failure.message("passcode kept")
-                }
+            let answer = Terminal.ask(
+                "Remove the passcode? Items only available while a passcode is set will be deleted. [y/N] ")
+            guard answer?.lowercased() == "y" || answer?.lowercased() == "yes" else {
+                throw .message("passcode kept")
             }
-            try keychain.removePasscode(current: old)
-        } catch let failure as Failure {
-            throw failure
-        } catch {
-            throw failure(error, function: Function.changePassword)
+        }
+        try withOld { current in
+            guard let current else { throw Failure.message("no passcode is set") }
+            try keychain.removePasscode(current: current)
         }
     }
 
@@ -72,7 +84,7 @@ struct StateVerbs {
         } catch let failure as Failure {
             throw failure
         } catch {
-            throw failure(error, function: Function.lock)
+            throw Failure.from(error, function: Function.lock)
         }
     }
 
@@ -86,13 +98,20 @@ struct StateVerbs {
         try session.checkKeychainNames(arguments.positional, function: Function.unlock)
         let keychain = try session.keychain()
         guard try session.status().passcodeSet else { return }
-        var passcode = arguments.bytes("p").map { SecureBytes(copying: $0) }
-        if passcode == nil { passcode = try readPasscode(prompt: "password to unlock default: ") }
-        guard let passcode else { return }
+        if arguments.bytes("p") == nil, Terminal.inputIsTerminal {
+            let unlocked = try session.tryTerminalPasscodes(
+                prompt: "password to unlock default: ", function: Function.unlock
+            ) { try keychain.unlock(passcode: $0) }
+            guard unlocked else { throw .message("no passcode entered") }
+            return
+        }
+        guard let passcode = arguments.bytes("p").map({ SecureBytes(copying: $0) }) ?? Terminal.readLine() else {
+            throw .message("no passcode entered")
+        }
         do {
             try keychain.unlock(passcode: passcode)
         } catch {
-            throw failure(error, function: Function.unlock)
+            throw Failure.from(error, function: Function.unlock)
         }
     }
 
@@ -112,6 +131,11 @@ struct StateVerbs {
             "    passcode: \(status.passcodeSet ? "set" : "not set")",
             "    failed attempts: \(status.failedAttempts)",
         ]
+        if let socket = KeychainServices.daemonSocketInUse() {
+            lines.insert("    served by: the keychain daemon at \(socket)", at: 1)
+        } else {
+            lines.insert("    served by: the embedded keychain (no daemon), in \(session.directory)", at: 1)
+        }
         if let next = status.nextAttemptAllowed {
             let seconds = Int(exactly: min(max(next.timeIntervalSinceNow.rounded(.up), 0), 1e9)) ?? 0
             lines.append("    next attempt in: \(seconds) s")
@@ -131,25 +155,11 @@ struct StateVerbs {
         try session.checkKeychainNames(arguments, function: function)
     }
 
-    /// A passcode from the terminal (no echo), or the next line of standard input.
+    /// A passcode from the terminal (no echo; Enter alone is asked again), or the next line of standard
+    /// input.
     private func readPasscode(prompt: String) throws(Failure) -> SecureBytes {
-        let passcode = Terminal.inputIsTerminal ? Terminal.readSecret(prompt: prompt) : Terminal.readLine()
+        let passcode = Terminal.inputIsTerminal ? Terminal.readPasscode(prompt: prompt) : Terminal.readLine()
         guard let passcode else { throw .message("no passcode entered") }
         return passcode
-    }
-
-    /// A keychain error as macOS reports it: the status, and the keychain's reason where the status
-    /// alone would leave the user guessing (which includes how many wrong passcodes were counted, and a
-    /// daemon's refusal to set a passcode; delays speak for themselves).
-    private func failure(_ error: any Error, function: String) -> Failure {
-        guard let error = error as? KeychainError else {
-            return .keychain(errSecInternalComponent, function: function, detail: "\(error)")
-        }
-        switch error.code {
-        case .interactionNotAllowed, .invalidParameter:
-            return .keychain(error.osStatus, function: function)
-        default:
-            return .keychain(error.osStatus, function: function, detail: error.reason)
-        }
     }
 }

@@ -29,6 +29,15 @@ enum Terminal {
         return readLine()
     }
 
+    /// A passcode typed on the terminal without echo: Enter alone is no passcode, and is asked again.
+    /// Nil at the end of input.
+    static func readPasscode(prompt: String) -> SecureBytes? {
+        while let line = readSecret(prompt: prompt) {
+            if line.count > 0 { return line }
+        }
+        return nil
+    }
+
     /// One line of standard input without its line ending, read a byte at a time (nothing past the line
     /// is consumed, so a later line stays for the next reader) into a buffer that is wiped; nil at the
     /// end of input with nothing read. A line longer than `limit` bytes is refused (nil).

@@ -18,7 +18,7 @@ enum Usage {
             "Add a generic password item.",
             """
             Usage: add-generic-password [-a account] [-s service] [-w password] [options...] [-A accessibility] [-g group]
-                -a  Specify account name (required)
+                -a  Specify account name (optional; if omitted, the account is empty)
                 -c  Specify item creator (optional four-character code)
                 -C  Specify item type (optional four-character code)
                 -D  Specify kind (optional)
@@ -121,6 +121,15 @@ enum Usage {
             """
         ),
         (
+            "list-items",
+            "List the items, one line each, without secrets (beyond macOS).",
+            """
+            Usage: list-items [--json]
+                Each item's class, service (or server), account, label and access group.
+                --json  Print the items as a JSON array
+            """
+        ),
+        (
             "set-keychain-password",
             "Set, change or remove the keychain's passcode.",
             """
@@ -188,7 +197,7 @@ enum Usage {
     }
 
     static var overview: String {
-        var lines = ["Usage: security <command> [options] [args...]", "", "Commands:"]
+        var lines = ["Usage: security <command> [options] [args...]", "       security --version", "", "Commands:"]
         for (name, summary, _) in verbs {
             lines.append("    " + name.padding(toLength: 28, withPad: " ", startingAt: 0) + summary)
         }

@@ -90,6 +90,7 @@ enum SecItemCall {
             }
             return errSecSuccess
         } catch let error as KeychainError {
+            SecItemFailure.record(error)
             return error.osStatus
         } catch {
             return errSecInternalComponent

@@ -56,6 +56,14 @@ public enum KeychainServices {
         return socket
     }
 
+    /// The socket of the daemon this process's keychain calls go to now, nil when they go elsewhere (the
+    /// embedded keychain, or a service chosen with `use(_:)` that is not a daemon): for the `security`
+    /// command's messages, which say what they talk to.
+    package static func daemonSocketInUse() -> String? {
+        if let service = chosen.withLock({ $0 }) { return (service as? DaemonKeychainService)?.socketPath }
+        return daemonSocket()
+    }
+
     /// Whether this process's keychain calls go to a daemon running as its own user (not root): one
     /// that can identify the process only while it is dumpable (see `DaemonConnection`). The `security`
     /// command asks before it makes itself non-dumpable.
