@@ -23,8 +23,8 @@ struct AppVerbs {
         let arguments: Arguments
         do {
             arguments = try Arguments(
-                rawArguments, takingValue: ["p"], long: ["development"],
-                longTakingValue: ["application-identifier", "access-group"])
+                rawArguments, takingValue: ["p"], long: ["development", "tool", "allow-interpreter"],
+                longTakingValue: ["application-identifier", "access-group", "approval-reuse"])
         } catch {
             throw .usage(verb: "app", message: error.message)
         }
@@ -34,14 +34,38 @@ struct AppVerbs {
         guard let identifier = arguments.value(long: "application-identifier") else {
             throw .usage(verb: "app", message: "app register needs --application-identifier")
         }
+        var reuse = Self.defaultApprovalReuse
+        if let text = arguments.value(long: "approval-reuse") {
+            guard let seconds = Int(text), (0...86_400).contains(seconds) else {
+                throw .usage(verb: "app", message: "--approval-reuse takes 0 to 86400 seconds")
+            }
+            reuse = seconds
+        }
+        let path = absolute(executable)
+        // The command runs whatever its user tells it: registered, it would lend its groups to every
+        // process of that user, so it is always registered as a tool whose reads ask the user.
+        let isThisCommand = Self.isThisCommand(path)
         let request = AppRegistrationRequest(
-            executablePath: absolute(executable), applicationIdentifier: identifier,
+            executablePath: path, applicationIdentifier: identifier,
             accessGroups: groups(rawArguments), trustPathOnly: arguments.has(long: "development"),
-            passcode: arguments.bytes("p").map { SecureBytes(copying: $0) })
+            passcode: arguments.bytes("p").map { SecureBytes(copying: $0) },
+            generalPurposeTool: isThisCommand || arguments.has(long: "tool"),
+            allowInterpreter: arguments.has(long: "allow-interpreter"), approvalReuseSeconds: reuse)
         try withPasscodeIfAsked(request.passcode) { service, passcode in
             var request = request
             request.passcode = passcode
             try service.registerApp(request)
+        }
+        if request.generalPurposeTool || request.allowInterpreter {
+            let window = reuse > 0 ? "an approval holds for \(reuse) s in the same terminal session" : "every read asks"
+            let warning =
+                request.allowInterpreter
+                ? "warning: an interpreter registered as an app makes every script of this user run by it that app. "
+                : ""
+            FileHandle.standardError.write(
+                Data(
+                    ("security: \(warning)\(path) is registered as a general-purpose tool: the daemon asks the user "
+                        + "(biometry, else the device passcode) before it gives it a secret; \(window).\n").utf8))
         }
         let granted = request.accessGroups.isEmpty ? [identifier] : request.accessGroups
         if !granted.contains(Self.embeddedGroup), request.executablePath == absolute("/proc/self/exe") {
@@ -53,6 +77,26 @@ struct AppVerbs {
                         + "register with --access-group \(Self.embeddedGroup) as well, e.g. --access-group "
                         + "\(Self.embeddedGroup) --access-group \(granted[0]).\n").utf8))
         }
+    }
+
+    /// How long a tool's approval holds in one terminal session unless `--approval-reuse` says
+    /// otherwise: five minutes, as `sudo`'s.
+    static let defaultApprovalReuse = 300
+
+    /// Whether `path` is this command: the same file, or a copy of it (same contents).
+    private static func isThisCommand(_ path: String) -> Bool {
+        guard let own = realpath("/proc/self/exe", nil) else { return false }
+        let ownPath = String(cString: own)
+        free(own)
+        if ownPath == path { return true }
+        var mine = stat()
+        var theirs = stat()
+        guard stat(ownPath, &mine) == 0, stat(path, &theirs) == 0, mine.st_size == theirs.st_size,
+            let ownBytes = FileManager.default.contents(atPath: ownPath),
+            let otherBytes = FileManager.default.contents(atPath: path),
+            let ownDigest = try? Digest.sha256(ownBytes), let otherDigest = try? Digest.sha256(otherBytes)
+        else { return false }
+        return ownDigest == otherDigest
     }
 
     /// The access group of what the command stores embedded without KEYCHAIN_ACCESS_GROUPS: its
@@ -76,6 +120,12 @@ struct AppVerbs {
             print("    application identifier: \(app.applicationIdentifier)")
             print("    access groups: \(app.identity.accessGroups.joined(separator: ", "))")
             print("    executable: \(trust)")
+            if app.isGeneralPurposeTool {
+                let reuse = app.approvalReuseSeconds ?? 0
+                print(
+                    "    reads of secrets: ask the user (general-purpose tool; "
+                        + (reuse > 0 ? "an approval holds \(reuse) s per terminal session)" : "every read asks)"))
+            }
         }
     }
 

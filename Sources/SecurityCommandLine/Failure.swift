@@ -34,12 +34,13 @@ enum Failure: Error {
     }
 
     /// The same failure with the keychain's reason, when a SecItem call's status was all it had and a
-    /// daemon gave that status: a daemon refuses an executable (-34018) for one of several reasons, and
-    /// is unavailable (-25291) for more than one, which only its own reason tells apart. The embedded
-    /// keychain's statuses speak for themselves, as on macOS.
+    /// daemon gave that status: a daemon refuses an executable (-34018) for one of several reasons, is
+    /// unavailable (-25291) for more than one, and refuses a general-purpose tool's read (-25293) when
+    /// the user cannot be asked, which only its own reason tells apart. The embedded keychain's statuses
+    /// speak for themselves, as on macOS.
     var withServiceReason: Failure {
         guard case .keychain(let status, let function, nil) = self,
-            status == errSecMissingEntitlement || status == errSecNotAvailable,
+            status == errSecMissingEntitlement || status == errSecNotAvailable || status == errSecAuthFailed,
             KeychainServices.daemonSocketInUse() != nil, let last = SecItemFailure.lastOnThisThread,
             last.status == status
         else { return self }

@@ -155,13 +155,22 @@ enum Usage {
             "app",
             "Register, list or remove the apps the keychain daemon serves.",
             """
-            Usage: app register <executable> --application-identifier ID [--access-group G]... [--development] [-p passcode]
+            Usage: app register <executable> --application-identifier ID [--access-group G]... [--development]
+                                [--tool] [--allow-interpreter] [--approval-reuse SECONDS] [-p passcode]
                    app list
                    app remove <executable> [-p passcode]
                 The daemon (securityd) gives a registered executable its access groups (the first is the default;
                 without any, the application identifier); any other executable gets errSecMissingEntitlement.
                 The daemon hashes the executable: a changed binary is no longer the registered app.
                 --development  trust the path whatever its contents (the daemon must run with --development)
+                --tool         a general-purpose program (it runs what its user says): the daemon asks the user
+                               (biometry, else the device passcode) before it gives it a secret. This command
+                               itself is always registered so
+                --allow-interpreter
+                               register an interpreter (python3, bash, ...), which the daemon refuses otherwise:
+                               every script of the user would be this app; its reads ask the user
+                --approval-reuse S
+                               how long a tool's approval holds in one terminal session (default 300; 0: ask each time)
                 -p             the keychain's passcode, which a system daemon asks of a user (prompted on a terminal)
             """
         ),

@@ -31,8 +31,16 @@ final class UserModeTests: XCTestCase {
             "status 0", daemon.log)
         XCTAssertEqual(
             try ClientPrograms.run(app, ["read", "web", "alice"], daemon: daemon, user: nobody).output, "s3cret")
-        // The command reads it through the daemon, identified like any app.
+        // The command reads it through the daemon, identified like any app; being a general-purpose tool,
+        // only once the user approves (here, the simulated sensor answers for them).
         var result = try ClientPrograms.run(
+            security, ["find-generic-password", "-s", "web", "-a", "alice", "-w"], daemon: daemon, user: nobody)
+        XCTAssertEqual(result.status, Int32(UInt32(bitPattern: -25293) & 0xff), result.output)
+        XCTAssertTrue(result.output.contains("neither a passcode nor enrolled biometry"), result.output)
+        for step in [["biometry", "enroll"], ["biometry", "policy", "match"]] {
+            XCTAssertEqual(try ClientPrograms.run(security, step, daemon: daemon, user: nobody).status, 0)
+        }
+        result = try ClientPrograms.run(
             security, ["find-generic-password", "-s", "web", "-a", "alice", "-w"], daemon: daemon, user: nobody)
         XCTAssertEqual(result.status, 0, result.output + daemon.log)
         XCTAssertEqual(result.output, "s3cret")

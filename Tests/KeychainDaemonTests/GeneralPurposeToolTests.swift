@@ -1,0 +1,101 @@
+import Foundation
+import KeychainCore
+import KeychainTestSupport
+import XCTest
+
+@testable import KeychainDaemon
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A registered general-purpose program (the `security` command, an interpreter) runs whatever any
+/// process of its user tells it: its reads of secrets are granted only after the user is asked.
+final class GeneralPurposeToolTests: XCTestCase {
+    func testTheRegisteredCommandReadsSecretsOnlyAfterTheUserIsAsked() throws {
+        guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
+        let pinentry = try FakePinentry(.cancel)
+        let daemon = try TestDaemon(arguments: ["--system", "--pinentry", pinentry.path])
+        let programs = try ClientPrograms()
+        let app = try programs.app("mail")
+        let security = ClientPrograms.built("security")
+        let user: uid_t = 65534
+        XCTAssertEqual(
+            try ClientPrograms.run(security, ["set-keychain-password", "-p", "8642"], daemon: daemon, user: user)
+                .status,
+            0)
+        for (program, identifier) in [(app, "TEAM.mail"), (security, "security")] {
+            let result = try ClientPrograms.run(
+                security,
+                [
+                    "app", "register", program, "--application-identifier", identifier, "--access-group", "TEAM.mail",
+                    "-p", "8642",
+                ],
+                daemon: daemon, user: user)
+            XCTAssertEqual(result.status, 0, result.output)
+        }
+        XCTAssertEqual(
+            try ClientPrograms.run(app, ["put", "imap", "me", "mail-secret"], daemon: daemon, user: user).output,
+            "status 0")
+        let listing = try ClientPrograms.run(security, ["app", "list"], daemon: daemon, user: user).output
+        XCTAssertTrue(listing.contains("reads of secrets: ask the user"), listing)
+
+        // Any process of the user runs the registered command: the user is asked, and says no.
+        let find = ["find-generic-password", "-s", "imap", "-a", "me", "-w"]
+        var result = try ClientPrograms.run(security, find, daemon: daemon, user: user)
+        XCTAssertEqual(result.status, Int32(UInt32(bitPattern: -128) & 0xff), result.output)
+        XCTAssertFalse(result.output.contains("mail-secret"))
+        XCTAssertTrue(pinentry.transcript.contains("wants to read a secret of security"), pinentry.transcript)
+        // Without a terminal nothing is reused: the next read asks again, and the user's passcode opens it.
+        try pinentry.set(.passcode("8642"))
+        result = try ClientPrograms.run(security, find, daemon: daemon, user: user)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertEqual(result.output, "mail-secret")
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 2)
+        // Attributes are no secret: listing them asks nobody.
+        try pinentry.set(.cancel)
+        result = try ClientPrograms.run(security, ["find-generic-password", "-s", "imap"], daemon: daemon, user: user)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 2)
+        // The app itself is no tool: it reads without anyone asked.
+        XCTAssertEqual(
+            try ClientPrograms.run(app, ["read", "imap", "me"], daemon: daemon, user: user).output, "mail-secret")
+    }
+
+    func testAnInterpreterIsRegisteredOnlyWhenAllowedAndThenAsks() throws {
+        let daemon = try TestDaemon()
+        let security = ClientPrograms.built("security")
+        let shell = "/bin/sh"
+        var result = try ClientPrograms.run(
+            security, ["app", "register", shell, "--application-identifier", "script", "--access-group", "TEAM.s"],
+            daemon: daemon)
+        XCTAssertEqual(result.status, Int32(UInt32(bitPattern: -50) & 0xff), result.output)
+        XCTAssertTrue(result.output.contains("is an interpreter"), result.output)
+        XCTAssertEqual(try daemon.service().listApps().count, 0)
+        result = try ClientPrograms.run(
+            security,
+            [
+                "app", "register", shell, "--application-identifier", "script", "--access-group", "TEAM.s",
+                "--allow-interpreter", "--approval-reuse", "0",
+            ],
+            daemon: daemon)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("warning: an interpreter registered as an app"), result.output)
+        let apps = try daemon.service().listApps()
+        XCTAssertEqual(apps.count, 1)
+        XCTAssertEqual(apps.first?.isGeneralPurposeTool, true)
+        XCTAssertEqual(apps.first?.approvalReuseSeconds ?? 0, 0)
+    }
+
+    func testTheDaemonKnowsInterpretersByName() {
+        for name in [
+            "/usr/bin/python3", "/usr/bin/python3.11", "/usr/bin/perl", "/usr/bin/perl5.36.0", "/bin/bash",
+            "/usr/bin/dash", "/usr/bin/node", "/usr/bin/ruby3.1", "/usr/bin/lua5.4", "/usr/bin/env",
+        ] {
+            XCTAssertTrue(KeychainDaemon.isInterpreter(name), name)
+        }
+        for name in ["/usr/bin/myapp", "/usr/local/bin/security", "/usr/bin/pythonic-tool", "/opt/app/perlish"] {
+            XCTAssertFalse(KeychainDaemon.isInterpreter(name), name)
+        }
+    }
+}
