@@ -108,7 +108,7 @@ let package = Package(
             name: "SecurityCommandTests",
             dependencies: [
                 "SecurityCommand", "SecurityCommandLine", "Security", "KeychainEngine", "keychain-test-helper",
-                "KeychainTestSupport", "securityd",
+                "KeychainTestSupport", "securityd", "keychain-bench",
             ]),
         .testTarget(
             name: "KeychainDaemonTests",

@@ -97,15 +97,11 @@ struct DaemonBenchmark {
             fail("embedded side: \(error)")
         }
 
-        print("securityd (user mode), 1,000 items stored; round trips over its Unix socket")
-        print("  operation                                 median        p99    × floor  × embedded")
+        var table = TimingTable(ratioHeadings: ["× floor", "× embedded"])
         func line(_ name: String, _ latencies: Latencies, extra: String = "") {
-            print(
-                "  " + name.padding(toLength: 38, withPad: " ", startingAt: 0) + "  " + format(latencies.median) + "  "
-                    + format(latencies.p99)
-                    + String(
-                        format: "  %8.2f  %10.2f", latencies.median / floor.median,
-                        latencies.median / engine.median) + extra)
+            table.add(
+                name, latencies, ratios: [latencies.median / floor.median, latencies.median / engine.median],
+                note: extra)
         }
         line("floor (SQLite read + AES-GCM)", floor)
         line("embedded engine lookup → data", engine)
@@ -121,6 +117,8 @@ struct DaemonBenchmark {
         }
         line("embedded lookup, interleaved", interleavedEngine)
         line("round trip → data, interleaved", roundTrip)
+        print("securityd (user mode), 1,000 items stored; round trips over its Unix socket")
+        table.print()
         print(
             String(
                 format:

@@ -9,19 +9,22 @@ struct KeyBenchmark {
     let samples: Int
 
     func run() {
-        print("SecKey, \(samples) samples each; ratios are medians over doing the same with OpenSSL directly")
-        print("  operation                                         median        p99    × floor")
-        measure("ECDSA P-256 SHA-256", algorithm: "EC", group: "P-256", secAlgorithm: .ecdsaSignatureMessageX962SHA256)
+        var table = TimingTable()
+        measure(
+            "ECDSA P-256 SHA-256", algorithm: "EC", group: "P-256", secAlgorithm: .ecdsaSignatureMessageX962SHA256,
+            into: &table)
         measure(
             "RSA-2048 PKCS#1 v1.5 SHA-256", algorithm: "RSA", group: nil,
-            secAlgorithm: .rsaSignatureMessagePKCS1v15SHA256)
-        measureEnclave()
+            secAlgorithm: .rsaSignatureMessagePKCS1v15SHA256, into: &table)
+        measureEnclave(into: &table)
+        print("SecKey, \(samples) samples each; ratios are medians over doing the same with OpenSSL directly")
+        table.print()
         print("")
     }
 
     /// An enclave key's signature in the embedded keychain (a lookup of its item, the root's unwrap,
     /// the import, the signature) beside OpenSSL signing with a P-256 key it holds.
-    private func measureEnclave() {
+    private func measureEnclave(into table: inout TimingTable) {
         let home = NSTemporaryDirectory() + "keychain-bench-enclave-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: home) }
         let previousHome = getenv("KEYCHAIN_HOME").map { String(cString: $0) }
@@ -60,13 +63,13 @@ struct KeyBenchmark {
         for (label, latencies) in [
             ("sign, OpenSSL directly: ECDSA P-256 SHA-256", floor), ("sign, enclave key (embedded)", enclave),
         ] {
-            print(
-                "  " + label.padding(toLength: 46, withPad: " ", startingAt: 0) + "  " + format(latencies.median) + "  "
-                    + format(latencies.p99) + String(format: "  %8.2f", latencies.median / floor.median))
+            table.add(label, latencies, ratios: [latencies.median / floor.median])
         }
     }
 
-    private func measure(_ name: String, algorithm: String, group: String?, secAlgorithm: SecKeyAlgorithm) {
+    private func measure(
+        _ name: String, algorithm: String, group: String?, secAlgorithm: SecKeyAlgorithm, into table: inout TimingTable
+    ) {
         guard let pkey = generate(algorithm, group: group), let secKey = secKey(from: pkey, isEC: group != nil) else {
             fail("cannot prepare the \(name) key")
         }
@@ -99,9 +102,7 @@ struct KeyBenchmark {
             ("verify, OpenSSL directly: " + name, floorVerify, floorVerify),
             ("verify, SecKey: " + name, secVerify, floorVerify),
         ] {
-            print(
-                "  " + label.padding(toLength: 46, withPad: " ", startingAt: 0) + "  " + format(latencies.median) + "  "
-                    + format(latencies.p99) + String(format: "  %8.2f", latencies.median / floor.median))
+            table.add(label, latencies, ratios: [latencies.median / floor.median])
         }
     }
 

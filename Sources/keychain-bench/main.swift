@@ -4,6 +4,7 @@
 //
 //   swift run -c release keychain-bench [--sizes 1,1000,100000] [--million] [--samples 2000]
 //                                       [--write-samples 300] [--command-samples 60]
+//   keychain-bench --help               every flag
 //   keychain-bench --passcode-only      the passcode KDF alone: unlock cost and offline guess rates
 //   keychain-bench --profile-lookups N | --profile-secitem N    N lookups alone, engine or SecItem, for perf
 //   keychain-bench --daemon-only        securityd's figures alone (round trips, group commit, the command)
@@ -37,33 +38,73 @@ struct Options {
     /// Only measure engine adds with group commit from this many threads.
     var engineAddThreads: Int?
 
+    static let usage = """
+        usage: keychain-bench [--sizes N,N,...] [--million] [--samples N] [--write-samples N] [--command-samples N]
+               keychain-bench --passcode-only | --keys-only | --daemon-only
+               keychain-bench --profile-lookups N | --profile-secitem N | --profile-daemon N | --engine-adds THREADS
+               keychain-bench --help
+
+        A full run measures SecItem lookups and writes for each size, the security command as a whole
+        process, securityd, the passcode derivation and SecKey signing, each beside a floor measured in
+        the same run. Build with swift build -c release first.
+
+          --sizes N,N,...        the numbers of stored items to measure (default 1,1000,100000)
+          --million              also measure 1,000,000 stored items
+          --samples N            reads per size, and round trips through securityd (default 2000)
+          --write-samples N      adds, updates and deletes per size (default 300)
+          --command-samples N    runs of the security command (default 60)
+          --passcode-only        only the passcode derivation: unlock cost and offline guess rates
+          --keys-only            only SecKey signing and verifying beside OpenSSL directly
+          --daemon-only          only securityd (and the embedded command it is compared with)
+          --profile-lookups N    only N engine lookups on 1,000 items, for a profiler
+          --profile-secitem N    only N SecItemCopyMatching lookups on 1,000 items, for a profiler
+          --profile-daemon N     only N lookups through securityd, for a profiler
+          --engine-adds THREADS  only engine adds with group commit from THREADS threads
+          --help, -h             this text
+
+        """
+
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
+        /// The value after `flag`: a positive whole number, or the usage and exit status 2.
+        func count(after flag: String) -> Int {
+            guard let text = iterator.next(), let value = Int(text), value > 0 else {
+                Self.refuse("\(flag) needs a positive whole number")
+            }
+            return value
+        }
         while let argument = iterator.next() {
             switch argument {
+            case "--help", "-h":
+                print(Self.usage, terminator: "")
+                exit(0)
             case "--million": sizes.append(1_000_000)
             case "--sizes":
-                sizes = (iterator.next() ?? "").split(separator: ",").compactMap { Int($0) }
-            case "--samples":
-                samples = Int(iterator.next() ?? "") ?? samples
-            case "--command-samples":
-                commandSamples = Int(iterator.next() ?? "") ?? commandSamples
-            case "--write-samples":
-                writeSamples = Int(iterator.next() ?? "") ?? writeSamples
+                let values = (iterator.next() ?? "").split(separator: ",", omittingEmptySubsequences: false).map {
+                    Int($0)
+                }
+                guard !values.isEmpty, values.allSatisfy({ ($0 ?? 0) > 0 }) else {
+                    Self.refuse("--sizes needs positive whole numbers separated by commas")
+                }
+                sizes = values.compactMap { $0 }
+            case "--samples": samples = count(after: argument)
+            case "--command-samples": commandSamples = count(after: argument)
+            case "--write-samples": writeSamples = count(after: argument)
             case "--passcode-only": passcodeOnly = true
             case "--daemon-only": daemonOnly = true
             case "--keys-only": keysOnly = true
-            case "--profile-daemon": profileDaemon = Int(iterator.next() ?? "")
-            case "--engine-adds": engineAddThreads = Int(iterator.next() ?? "")
-            case "--profile-lookups":
-                profileLookups = Int(iterator.next() ?? "")
-            case "--profile-secitem":
-                profileSecItem = Int(iterator.next() ?? "")
-            default:
-                FileHandle.standardError.write(Data("unknown argument \(argument)\n".utf8))
-                exit(2)
+            case "--profile-daemon": profileDaemon = count(after: argument)
+            case "--engine-adds": engineAddThreads = count(after: argument)
+            case "--profile-lookups": profileLookups = count(after: argument)
+            case "--profile-secitem": profileSecItem = count(after: argument)
+            default: Self.refuse("unknown argument \(argument)")
             }
         }
+    }
+
+    private static func refuse(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("keychain-bench: \(message)\n\(usage)".utf8))
+        exit(2)
     }
 }
 
@@ -102,7 +143,6 @@ func check(_ status: OSStatus, _ what: String) {
 
 let options = Options(arguments: CommandLine.arguments)
 if options.passcodeOnly {
-    KeyBenchmark(samples: min(options.samples, 500)).run()
     measurePasscode()
     exit(0)
 }
@@ -337,14 +377,10 @@ for size in options.sizes {
     lookupMedians[size] = copyData.median
 
     let floor = results[0].1.median
+    var table = TimingTable()
+    for (name, latencies) in results { table.add(name, latencies, ratios: [latencies.median / floor]) }
     print("N = \(size) items stored")
-    print("  operation                                 median        p99    × floor")
-    for (name, latencies) in results {
-        let ratio = latencies.median / floor
-        print(
-            "  " + name.padding(toLength: 38, withPad: " ", startingAt: 0) + "  " + format(latencies.median) + "  "
-                + format(latencies.p99) + String(format: "  %8.2f", ratio))
-    }
+    table.print()
     print("")
 }
 
@@ -403,12 +439,11 @@ func measureCommand(samples: Int) -> Double? {
         }
     }
     print("security find-generic-password -w, whole process, 10,000 items stored (\(samples) runs)")
-    print("  operation                                 median        p99    × floor")
+    var table = TimingTable()
     for (name, latencies) in [("floor (spawn /bin/true)", floor), ("security find-generic-password -w", command)] {
-        print(
-            "  " + name.padding(toLength: 38, withPad: " ", startingAt: 0) + "  " + format(latencies.median) + "  "
-                + format(latencies.p99) + String(format: "  %8.2f", latencies.median / floor.median))
+        table.add(name, latencies, ratios: [latencies.median / floor.median])
     }
+    table.print()
     print("target: median ≤ 10 ms")
     print("")
     return command.median
@@ -427,6 +462,8 @@ if let base = lookupMedians[1_000] {
 }
 
 measurePasscode()
+print("")
+KeyBenchmark(samples: min(options.samples, 500)).run()
 
 /// Unlock cost (one derivation at the calibrated cost), and what a copy of the keychain directory *with*
 /// its device root costs someone guessing offline: derivations per second on every core of this
