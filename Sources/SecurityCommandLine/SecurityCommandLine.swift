@@ -1,12 +1,10 @@
 import Foundation
+import KeychainCore
 import Security
 
 /// The `security` command's verbs, as a library: the executable sets up the process and calls `main`;
 /// tests call `run` in-process, behind whatever keychain service they choose.
 public enum SecurityCommandLine {
-    /// This project's version, as `security --version` prints it.
-    public static let version = "0.1.0"
-
     /// Runs one invocation (the arguments after the program name) and returns its exit status, having
     /// written its output and messages. The keychain's connections are closed afterwards, so that a
     /// process about to exit leaves a database the next one opens without replaying a log.
@@ -60,7 +58,7 @@ public enum SecurityCommandLine {
             }
         case "--version":
             guard rest.isEmpty else { throw .usage(verb: nil, message: "--version takes no arguments") }
-            print("security (swift-keychain) \(version)")
+            print("security (swift-keychain) \(ProjectVersion.string)")
         case "help", "-h", "--help":
             if let topic = rest.first?.text {
                 guard let text = Usage.text(for: topic) else {

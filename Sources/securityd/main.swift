@@ -16,11 +16,15 @@ import Synchronization
 let usage = """
     usage: securityd [--system] [--home DIR] [--socket PATH] [--idle-lock SECONDS] [--follow-session-lock]
                      [--pinentry PROGRAM] [--biometry simulated|fprintd] [--companion simulated] [--development]
+                     [--exit-with-parent] [--stall-timeout-ms MS] [--idle-timeout-ms MS]
+           securityd --help | --version
 
       (default)        serve this user's keychain (KEYCHAIN_HOME, else $XDG_DATA_HOME/keychain, else
                        ~/.local/share/keychain) on KEYCHAIN_SOCKET, else $XDG_RUNTIME_DIR/keychain/securityd.sock
       --system         serve one keychain per client uid under --home (default \(KeychainLocations.systemHome))
                        on a socket every user may connect to (default \(KeychainLocations.systemSocket))
+      --home DIR       where the keychain (user mode) or the users' keychains (--system) are
+      --socket PATH    the socket to listen on (a socket systemd passes is used instead)
       --idle-lock S    lock keychains with a passcode after S seconds without an item request
       --follow-session-lock
                        lock a user's keychain when their login session locks (systemd-logind, on the
@@ -34,6 +38,14 @@ let usage = """
                        without it no companion exists (anyone who drives it satisfies such ACLs)
       --development    honour app registry entries trusted by path alone; let any user drive the
                        simulated biometric sensor of a system daemon (never for production)
+      --exit-with-parent
+                       for supervisors and tests: end when the process that started the daemon ends
+      --stall-timeout-ms MS
+                       drop a connection whose frame stalls midway for MS milliseconds (default 5000)
+      --idle-timeout-ms MS
+                       close a connection idle between requests for MS milliseconds (default 300000)
+      --help           this text
+      --version        the daemon's version
 
     """
 
@@ -99,6 +111,9 @@ while let argument = arguments.next() {
         idle = .milliseconds(milliseconds)
     case "-h", "--help":
         print(usage, terminator: "")
+        exit(0)
+    case "--version":
+        print("securityd (swift-keychain) \(ProjectVersion.string)")
         exit(0)
     default: fail("unknown option \(argument)\n\(usage)")
     }

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import KeychainTestSupport
 import Security
 import SecurityCommandLine
@@ -238,9 +239,9 @@ final class NewUserTests: XCTestCase {
     func testVersion() throws {
         let version = try cli.run("--version")
         XCTAssertEqual(version.status, 0, version.stderr)
-        XCTAssertEqual(version.stdout, "security (swift-keychain) \(SecurityCommandLine.version)\n")
+        XCTAssertEqual(version.stdout, "security (swift-keychain) \(ProjectVersion.string)\n")
         XCTAssertEqual(version.stderr, "")
-        XCTAssertFalse(SecurityCommandLine.version.isEmpty)
+        XCTAssertFalse(ProjectVersion.string.isEmpty)
         XCTAssertEqual(try cli.run("--version", "extra").status, 2)
     }
 
