@@ -140,6 +140,63 @@ enum Usage {
                 -y  Remove without asking for confirmation
             """
         ),
+        (
+            "find-certificate",
+            "Find a certificate item.",
+            """
+            Usage: find-certificate [-a] [-c name] [-e emailAddress] [-m] [-p] [-Z] [keychain...]
+                -a  Find all matching certificates, not just the first one
+                -c  Match on "name" when searching (a part of the label or the common name)
+                -e  Match on "emailAddress" when searching
+                -m  Show the email addresses in the certificate
+                -p  Output certificate in pem format
+                -Z  Print SHA-256 (and SHA-1) hash of the certificate
+            """
+        ),
+        (
+            "add-certificates",
+            "Add certificates to the keychain.",
+            """
+            Usage: add-certificates [-k keychain] file...
+                Each file holds one DER certificate or any number of PEM ones.
+                -k  Use the specified keychain rather than the default (only this keychain is accepted)
+            """
+        ),
+        (
+            "find-identity",
+            "Find an identity (certificate + private key).",
+            """
+            Usage: find-identity [-p policy] [-s string] [-v] [keychain...]
+                -p  Specify policy to name (basic, ssl-client, ssl-server, smime, eap, ipsec, ichat, codesigning,
+                    sys-default, sys-kerberos-kdc, macappstore, appleID); no policy is evaluated yet
+                -s  Specify optional policy-specific string (e.g. a host name; accepted, not evaluated)
+                -v  Show valid identities only: those whose certificate is within its validity dates now
+                    (without trust evaluation; default is to show all identities)
+                Each identity is listed with its certificate's SHA-1 hash and its label.
+            """
+        ),
+        (
+            "import",
+            "Import certificates or a PKCS#12 file into the keychain.",
+            """
+            Usage: import inputfile [-f pkcs12|x509] [-P passphrase] [-k keychain]
+                -f  The file's format (default: from its name, .p12 or .pfx, else from its contents)
+                -P  The PKCS#12 file's passphrase (prompted for without echo on a terminal, else read from
+                    standard input when omitted)
+                -k  Import into this keychain (only this keychain is accepted)
+            """
+        ),
+        (
+            "export",
+            "Export certificates or identities from the keychain.",
+            """
+            Usage: export [-k keychain] [-t certs|identities] [-f pemseq|pkcs12] [-P passphrase] [-o outfile]
+                -t  What to export: certs (the default) or identities (each certificate, then its private key)
+                -f  The format: pemseq (the default; PEM blocks in sequence); pkcs12 is not supported yet
+                -P  The passphrase of -f pkcs12
+                -o  Write to this file (default: standard output); identities need one: a new file, mode 0600
+            """
+        ),
         ("lock-keychain", "Lock the keychain.", "Usage: lock-keychain"),
         (
             "unlock-keychain",
