@@ -64,8 +64,17 @@ public enum SecurityCommandLine {
         case "--version":
             guard rest.isEmpty else { throw .usage(verb: nil, message: "--version takes no arguments") }
             print("security (swift-keychain) \(ProjectVersion.string)")
+        case "completion":
+            guard rest.count == 1, let script = ShellSupport.completion(for: rest[0].text) else {
+                throw .usage(
+                    verb: "completion",
+                    message: rest.isEmpty ? "name a shell: bash or zsh" : "unknown shell \"\(rest[0].text)\"")
+            }
+            print(script, terminator: "")
         case "help", "-h", "--help":
-            if let topic = rest.first?.text {
+            if rest.map(\.text) == ["--man"] {
+                print(ShellSupport.manPage, terminator: "")
+            } else if let topic = rest.first?.text {
                 guard let text = Usage.text(for: topic) else {
                     throw .usage(verb: nil, message: "unknown command \"\(topic)\"")
                 }

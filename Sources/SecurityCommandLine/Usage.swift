@@ -255,7 +255,23 @@ enum Usage {
             """
         ),
         ("error", "Display a descriptive message for the given error code(s).", "Usage: error <error code> [...]"),
-        ("help", "Show all commands, or the usage of one.", "Usage: help [command]"),
+        (
+            "completion",
+            "Print a shell completion script (beyond macOS).",
+            """
+            Usage: completion bash | zsh
+                bash  source <(security completion bash), or save it in bash-completion's directory
+                zsh   save it as _security in a directory of $fpath
+            """
+        ),
+        (
+            "help",
+            "Show all commands, or the usage of one.",
+            """
+            Usage: help [command] | help --man
+                --man  Print this command's manual page (roff): security help --man > security.1
+            """
+        ),
     ]
 
     static func text(for verb: String) -> String? {

@@ -17,7 +17,7 @@ let usage = """
     usage: securityd [--system] [--home DIR] [--socket PATH] [--idle-lock SECONDS] [--follow-session-lock]
                      [--pinentry PROGRAM] [--biometry simulated|fprintd] [--companion simulated] [--development]
                      [--exit-with-parent] [--stall-timeout-ms MS] [--idle-timeout-ms MS]
-           securityd --help | --version
+           securityd --help | --version | --man
 
       (default)        serve this user's keychain (KEYCHAIN_HOME, else $XDG_DATA_HOME/keychain, else
                        ~/.local/share/keychain) on KEYCHAIN_SOCKET, else $XDG_RUNTIME_DIR/keychain/securityd.sock
@@ -46,6 +46,7 @@ let usage = """
                        close a connection idle between requests for MS milliseconds (default 300000)
       --help           this text
       --version        the daemon's version
+      --man            this text as a manual page (roff): securityd --man > securityd.8
 
     """
 
@@ -114,6 +115,9 @@ while let argument = arguments.next() {
         exit(0)
     case "--version":
         print("securityd (swift-keychain) \(ProjectVersion.string)")
+        exit(0)
+    case "--man":
+        print(manPage(usage: usage), terminator: "")
         exit(0)
     default: fail("unknown option \(argument)\n\(usage)")
     }
