@@ -97,7 +97,15 @@ final class InstallScriptTests: XCTestCase {
         XCTAssertEqual(try mode(destdir + "/opt/keychain/bin/securityd"), 0o755)
         XCTAssertFalse(FileManager.default.fileExists(atPath: destdir + "/usr/local/bin/securityd"))
         let lines = try execStart(destdir + "/usr/lib/systemd/user/securityd.service")
-        XCTAssertEqual(lines, ["/opt/keychain/bin/securityd --idle-lock 900 --follow-session-lock"])
+        // The repository's line with the other prefix, whatever options the unit gives.
+        let original = try execStart(SecurityCommandTests.packageRoot + "/systemd/securityd.service")
+        XCTAssertEqual(original.count, 1)
+        XCTAssertTrue(original.first?.hasPrefix("/usr/local/bin/securityd") ?? false, "\(original)")
+        XCTAssertEqual(
+            lines,
+            original.map {
+                $0.replacingOccurrences(of: "/usr/local/bin/securityd", with: "/opt/keychain/bin/securityd")
+            })
     }
 
     func testMissingBinariesFailClearlyAndInstallNothing() throws {
