@@ -21,6 +21,8 @@ public struct KeychainOptions: Sendable {
     /// The `pinentry` program that asks a person for the device passcode (an access control's
     /// `devicePasscode`, `userPresence` without biometry); nil: the passcode cannot be asked for.
     public var pinentryProgram: String?
+    /// How long a person has to answer the passcode prompt before it counts as a cancel.
+    public var passcodePromptWait: Duration = .seconds(120)
     /// What answers for biometry: the simulated sensor (`security biometry`), or a fingerprint reader
     /// through fprintd.
     public var biometricSensor: BiometricSensorChoice = .simulated
@@ -98,7 +100,10 @@ public final class Keychain: Sendable {
                 ? SimulatedBiometry(
                     directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait, device: .companion)
                 : nil,
-            keybag: keybag, passcodePrompt: options.pinentryProgram.map { PinentryPrompt(program: $0) })
+            keybag: keybag,
+            passcodePrompt: options.pinentryProgram.map {
+                PinentryPrompt(program: $0, timeout: options.passcodePromptWait)
+            })
         pool = try Self.openDatabase(databasePath, idleConnections: options.idleConnections)
     }
 
