@@ -286,3 +286,94 @@ enum SessionTokenName {
         keychain.sessionUnlock.map { ($0.path as NSString).lastPathComponent } ?? ""
     }
 }
+
+/// Class keys leave memory on lock: a test that knows the class-A key's bytes finds them in this
+/// process before the lock (so the search works) and nowhere after it.
+final class ClassKeyMemoryTests: EngineTestCase {
+    func testTheClassAKeyIsGoneFromMemoryAfterALock() throws {
+        try keychain.setPasscode("2468", current: nil)
+        _ = try keychain.add(password("mem", "a", protection: "ak"), client: client)
+        XCTAssertEqual(try readSecret("mem", "a"), "secret")
+        let key = try KeyPattern(keychain.keybag.classKey(for: .whenUnlocked))
+        XCTAssertGreaterThan(try key.occurrencesInThisProcess(), 0, "the search does not find a key in use")
+        keychain.lock()
+        XCTAssertEqual(try key.occurrencesInThisProcess(), 0, "the class-A key is still in memory after a lock")
+    }
+}
+
+/// A 32-byte key to look for in this process's memory without ever holding it whole: its first 8 bytes
+/// as a number (the needle), the other 24 masked, compared byte by byte.
+struct KeyPattern {
+    private let head: UInt64
+    private let maskedTail: [UInt8]
+    private static let mask: UInt8 = 0xa5
+
+    init(_ key: SecureBytes) throws {
+        var head: UInt64 = 0
+        var tail: [UInt8] = []
+        key.withUnsafeBytes { bytes in
+            head = bytes.loadUnaligned(as: UInt64.self)
+            tail = bytes[8..<32].map { $0 ^ Self.mask }
+        }
+        self.head = head
+        maskedTail = tail
+    }
+
+    /// How many places in this process's writable memory hold the whole key.
+    func occurrencesInThisProcess() throws -> Int {
+        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let memory = open("/proc/self/mem", O_RDONLY)
+        guard memory >= 0 else { throw XCTSkip("/proc/self/mem cannot be read") }
+        defer { close(memory) }
+        let chunkSize = 4 << 20
+        let chunk = UnsafeMutableRawPointer.allocate(byteCount: chunkSize + 32, alignment: 16)
+        defer { chunk.deallocate() }
+        var found = 0
+        var needle = head
+        for line in maps.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 2, fields[1].hasPrefix("rw") else { continue }
+            if fields.count >= 6, fields[5].hasPrefix("[v") { continue }  // [vvar], [vsyscall]
+            let bounds = fields[0].split(separator: "-")
+            guard bounds.count == 2, let start = UInt64(String(bounds[0]), radix: 16),
+                let end = UInt64(String(bounds[1]), radix: 16)
+            else { continue }
+            var offset = start
+            while offset < end {
+                // Overlap chunks by 31 bytes so that a key across a boundary is seen.
+                let length = Int(min(UInt64(chunkSize), end - offset))
+                let count = pread(memory, chunk, length, off_t(Int64(bitPattern: offset)))
+                guard count > 0 else { break }
+                var position = chunk
+                let limit = chunk + count
+                while position < limit,
+                    let hit = Self.memmem(position, limit - position, &needle, 8)
+                {
+                    if hit + 32 <= limit, matchesTail(hit + 8) { found += 1 }
+                    position = hit + 1
+                }
+                offset += UInt64(count > 31 ? count - 31 : count)
+                if count < length { break }
+            }
+        }
+        return found
+    }
+
+    /// glibc's memmem, which the Swift Glibc module leaves out.
+    private static let memmem:
+        @convention(c) (UnsafeRawPointer?, Int, UnsafeRawPointer?, Int) -> UnsafeMutableRawPointer? = {
+            guard let symbol = dlsym(nil, "memmem") else {
+                return { _, _, _, _ in nil }
+            }
+            return unsafeBitCast(
+                symbol,
+                to: (@convention(c) (UnsafeRawPointer?, Int, UnsafeRawPointer?, Int) -> UnsafeMutableRawPointer?).self)
+        }()
+
+    private func matchesTail(_ pointer: UnsafeMutableRawPointer) -> Bool {
+        for index in 0..<24 where pointer.load(fromByteOffset: index, as: UInt8.self) ^ Self.mask != maskedTail[index] {
+            return false
+        }
+        return true
+    }
+}
