@@ -16,6 +16,10 @@ public enum KeychainRequest: Sendable, Codable {
     case status
     case lock
     case unlock(passcode: SecureBytes)
+    /// Unlocks and holds the unlock for the login session: embedded, later processes of the user start
+    /// unlocked until it is locked or the machine restarts; a daemon's unlock holds for all its clients
+    /// anyway, so there it is an unlock.
+    case unlockForSession(passcode: SecureBytes)
     /// Sets a passcode (`current` nil) or changes it.
     case setPasscode(new: SecureBytes, current: SecureBytes?)
     case removePasscode(current: SecureBytes)
@@ -56,6 +60,7 @@ public enum KeychainRequest: Sendable, Codable {
         case .status: "status"
         case .lock: "lock"
         case .unlock: "unlock"
+        case .unlockForSession: "unlockForSession"
         case .setPasscode: "setPasscode"
         case .removePasscode: "removePasscode"
         case .setEraseAfterFailedAttempts: "setEraseAfterFailedAttempts"
@@ -117,6 +122,9 @@ extension KeychainService {
     public func lock() throws { _ = try perform(.lock) }
 
     public func unlock(passcode: SecureBytes) throws { _ = try perform(.unlock(passcode: passcode)) }
+    public func unlockForSession(passcode: SecureBytes) throws {
+        _ = try perform(.unlockForSession(passcode: passcode))
+    }
 
     public func setPasscode(_ new: SecureBytes, current: SecureBytes?) throws {
         _ = try perform(.setPasscode(new: new, current: current))

@@ -124,6 +124,11 @@ public final class KeychainDaemon: Sendable {
                     firstPasscodePolicy: .onlyOnAnEmptyKeychain { try registry.entries().get().isEmpty })
                 DaemonLog.info("\(request.name) by pid \(caller.peer.pid) uid \(caller.peer.uid)")
                 return .success(.done)
+            case .unlockForSession(let passcode):
+                // The daemon's unlock already holds for every client until the keychain locks.
+                try tenant.keychain.unlock(passcode: passcode)
+                DaemonLog.info("unlock by pid \(caller.peer.pid) uid \(caller.peer.uid)")
+                return .success(.done)
             case .status, .lock, .unlock, .setPasscode, .removePasscode, .setEraseAfterFailedAttempts, .location:
                 let answer = try InProcessKeychainService(
                     keychain: tenant.keychain, client: ClientIdentity(accessGroups: [])

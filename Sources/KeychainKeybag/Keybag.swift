@@ -97,19 +97,62 @@ public final class Keybag: Sendable {
     /// and processes; the tenth in a row erases the keychain when that option is on (`KeybagError.wiped`).
     public func unlock(passcode: SecureBytes) throws {
         try verifyingPasscode(passcode) { file, passcodeKey in
-            try self.state.withLock { state in
-                for (protectionClass, wrapped) in file.classKeys where wrapped.passcodeProtected {
-                    state.keys[protectionClass] = try Keybag.unwrapWithPasscode(
-                        wrapped, protectionClass, file: file, passcodeKey: passcodeKey)
-                }
-                state.unlockedOnce = true
-            }
+            try self.openPasscodeClasses(file: file, passcodeKey: passcodeKey)
             // A keybag from before scrypt moves to it with the first passcode that opens it.
             if case .pbkdf2? = file.passcode?.function {
                 try self.rewrap(
                     file: file, currentPasscodeKey: passcodeKey, newPasscode: passcode,
                     function: self.fixedFunction ?? PasscodeFunction.calibrated())
             }
+        }
+    }
+
+    // MARK: Session unlock
+
+    /// Unlocks with the passcode, as `unlock(passcode:)`, and returns a session token: the passcode key
+    /// wrapped by the device root, bound to this keybag, this passcode (its salt) and this boot, which
+    /// `unlock(sessionToken:)` takes instead of the passcode until the next boot. Whoever keeps the token
+    /// decides where it lives (the engine keeps it where only the user's session reaches).
+    public func unlockForSession(passcode: SecureBytes) throws -> Data {
+        var token: Data?
+        try verifyingPasscode(passcode) { file, passcodeKey in
+            try self.openPasscodeClasses(file: file, passcodeKey: passcodeKey)
+            guard let context = self.sessionContext(file) else { throw KeybagError.noPasscodeSet }
+            token = try self.root.wrap(passcodeKey, context: context)
+        }
+        guard let token else { throw KeybagError.noPasscodeSet }
+        return token
+    }
+
+    /// Unlocks with a token `unlockForSession` made in this boot, for this keybag and passcode; false
+    /// (and nothing changed, no attempt counted: a token is no guess) when it does not open.
+    public func unlock(sessionToken: Data) -> Bool {
+        do {
+            try refreshIfChanged()
+            let file = state.withLock { $0.file }
+            guard let context = sessionContext(file) else { return false }
+            let passcodeKey = try root.unwrap(sessionToken, context: context)
+            try openPasscodeClasses(file: file, passcodeKey: passcodeKey)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// What a session token is bound to; nil without a passcode.
+    private func sessionContext(_ file: KeybagFile) -> Data? {
+        guard let parameters = file.passcode else { return nil }
+        return Data("swift-keychain session unlock v1".utf8) + file.identifier + parameters.salt
+            + clock.sinceBoot().boot
+    }
+
+    private func openPasscodeClasses(file: KeybagFile, passcodeKey: SecureBytes) throws {
+        try state.withLock { state in
+            for (protectionClass, wrapped) in file.classKeys where wrapped.passcodeProtected {
+                state.keys[protectionClass] = try Keybag.unwrapWithPasscode(
+                    wrapped, protectionClass, file: file, passcodeKey: passcodeKey)
+            }
+            state.unlockedOnce = true
         }
     }
 

@@ -113,6 +113,9 @@ private struct PayloadWriter {
         case .unlock(let passcode):
             writer.write(UInt8(7))
             secret(passcode)
+        case .unlockForSession(let passcode):
+            writer.write(UInt8(22))
+            secret(passcode)
         case .setPasscode(let new, let current):
             writer.write(UInt8(8))
             secret(new)
@@ -420,6 +423,7 @@ private struct PayloadReader {
         case 5: return .status
         case 6: return .lock
         case 7: return .unlock(passcode: try secret())
+        case 22: return .unlockForSession(passcode: try secret())
         case 8: return .setPasscode(new: try secret(), current: try optionalSecret())
         case 9: return .removePasscode(current: try secret())
         case 10: return .setEraseAfterFailedAttempts(enabled: try flag(), passcode: try optionalSecret())

@@ -39,6 +39,14 @@ enum Failure: Error {
     /// the user cannot be asked, which only its own reason tells apart. The embedded keychain's statuses
     /// speak for themselves, as on macOS.
     var withServiceReason: Failure {
+        if case .keychain(errSecInteractionNotAllowed, let function, nil) = self,
+            KeychainServices.daemonSocketInUse() == nil,
+            let state = try? KeychainServices.current().status().lockState,
+            state == .beforeFirstUnlock || state == .locked
+        {
+            // Embedded, every command is a new process that starts before the first unlock: say what to do.
+            return .keychain(errSecInteractionNotAllowed, function: function, detail: Self.embeddedLockedHint)
+        }
         guard case .keychain(let status, let function, nil) = self,
             status == errSecMissingEntitlement || status == errSecNotAvailable || status == errSecAuthFailed,
             KeychainServices.daemonSocketInUse() != nil, let last = SecItemFailure.lastOnThisThread,
@@ -49,6 +57,11 @@ enum Failure: Error {
 }
 
 extension Failure {
+    static let embeddedLockedHint =
+        "the keychain has a passcode, and each command run without a daemon starts before its first unlock: "
+        + "security unlock-keychain --session keeps it unlocked for this login session (until lock-keychain or a "
+        + "reboot), or run securityd"
+
     /// A keychain error as macOS reports it: the status, and the keychain's reason where the status
     /// alone would leave the user guessing (which includes how many wrong passcodes were counted, and a
     /// daemon's refusal to set a passcode; delays speak for themselves).

@@ -91,17 +91,26 @@ struct StateVerbs {
     func unlock(_ rawArguments: [CommandArgument]) throws(Failure) {
         let arguments: Arguments
         do {
-            arguments = try Arguments(rawArguments, takingValue: ["p"], booleans: ["u"])
+            arguments = try Arguments(rawArguments, takingValue: ["p"], booleans: ["u"], long: ["session"])
         } catch {
             throw .usage(verb: "unlock-keychain", message: error.message)
         }
         try session.checkKeychainNames(arguments.positional, function: Function.unlock)
         let keychain = try session.keychain()
         guard try session.status().passcodeSet else { return }
+        // --session: every later embedded process of this user starts unlocked, until a lock or a reboot.
+        let forSession = arguments.has(long: "session")
+        let unlock = { (passcode: SecureBytes) throws in
+            if forSession {
+                try keychain.unlockForSession(passcode: passcode)
+            } else {
+                try keychain.unlock(passcode: passcode)
+            }
+        }
         if arguments.bytes("p") == nil, Terminal.inputIsTerminal {
             let unlocked = try session.tryTerminalPasscodes(
                 prompt: "password to unlock default: ", function: Function.unlock
-            ) { try keychain.unlock(passcode: $0) }
+            ) { try unlock($0) }
             guard unlocked else { throw .message("no passcode entered") }
             return
         }
@@ -109,7 +118,7 @@ struct StateVerbs {
             throw .message("no passcode entered")
         }
         do {
-            try keychain.unlock(passcode: passcode)
+            try unlock(passcode)
         } catch {
             throw Failure.from(error, function: Function.unlock)
         }

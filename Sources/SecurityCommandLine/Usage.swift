@@ -202,9 +202,12 @@ enum Usage {
             "unlock-keychain",
             "Unlock the keychain.",
             """
-            Usage: unlock-keychain [-p password]
-                -p  Use the given passcode (prompted for, or read from standard input, when omitted)
-                An unlock of the embedded keychain lasts for this one process.
+            Usage: unlock-keychain [-p password] [--session]
+                -p         Use the given passcode (prompted for, or read from standard input, when omitted)
+                --session  Hold the unlock for the login session: every later process of this user starts
+                           unlocked until lock-keychain or a reboot (kept in $XDG_RUNTIME_DIR; see docs/security.md)
+                Without --session, an unlock of the embedded keychain lasts for this one process; through the
+                daemon an unlock holds for every client until the keychain locks.
             """
         ),
         ("show-keychain-info", "Show the keychain's lock state and passcode status.", "Usage: show-keychain-info"),

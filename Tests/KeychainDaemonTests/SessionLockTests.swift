@@ -96,6 +96,29 @@ final class SessionLockTests: XCTestCase {
         try waitForLockState(.locked, of: service)
     }
 
+    /// Nothing on the bus unlocks a keychain: neither logind's own Unlock signal and LockedHint false,
+    /// nor the same sent by another connection.
+    func testNoSignalUnlocksAKeychain() throws {
+        let bus = try TestBus()
+        let logind = try FakeLogind(bus: bus, uid: getuid())
+        defer { logind.stop() }
+        let daemon = try TestDaemon(
+            arguments: ["--follow-session-lock"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address])
+        try waitUntilFollowing(daemon)
+        let service = daemon.service()
+        try service.setPasscode(SecureBytesHelper.bytes("2468"), current: nil)
+        try logind.emitLock()
+        try waitForLockState(.locked, of: service)
+        let impostor = try DBusConnection(address: bus.address)
+        for sender in [logind.connection, impostor] {
+            try sender.send(
+                .signal(path: FakeLogind.sessionPath, interface: "org.freedesktop.login1.Session", member: "Unlock"))
+        }
+        try logind.emitLockedHint(false)
+        usleep(500_000)
+        XCTAssertEqual(try service.status().lockState, .locked, "a signal unlocked the keychain")
+    }
+
     func testALogindThatRestartsIsFollowedUnderItsNewName() throws {
         let bus = try TestBus()
         var first: FakeLogind? = try FakeLogind(bus: bus, uid: getuid())

@@ -1,7 +1,10 @@
 import Foundation
-import KeychainEngine
+import KeychainCore
+import KeychainCrypto
 import KeychainKeybag
 import XCTest
+
+@testable import KeychainEngine
 
 /// Protection classes against the lock state, driven through the state API.
 final class LockSemanticsTests: EngineTestCase {
@@ -171,5 +174,206 @@ extension Result where Failure == KeychainError {
     var failureCode: String? {
         guard case .failure(let error) = self else { return nil }
         return error.code.rawValue
+    }
+}
+
+/// An embedded keychain's unlock held for the login session: later processes (here, later `Keychain`
+/// instances, each starting as a new process does) start unlocked until a lock, a passcode change or a
+/// reboot; the token opens nothing elsewhere.
+final class SessionUnlockTests: EngineTestCase {
+    private var runtime: String!
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        runtime = NSTemporaryDirectory() + "runtime-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
+        chmod(runtime, 0o700)
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: runtime)
+        super.tearDown()
+    }
+
+    private func process(clock: (any Clock)? = nil, directory: String? = nil) throws -> Keychain {
+        var options = KeychainOptions(clock: clock ?? self.clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
+        options.sessionDirectory = runtime
+        return try Keychain(directory: directory ?? self.directory, options: options)
+    }
+
+    private var tokens: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: runtime + "/keychain")) ?? []).filter {
+            $0.hasPrefix("session-")
+        }
+    }
+
+    func testAnUnlockForTheSessionOpensLaterProcessesUntilALock() throws {
+        let first = try process()
+        try first.setPasscode("2468", current: nil)
+        _ = try first.add(password("s", "a", protection: "ak"), client: client)
+        first.restart()
+        try first.unlockForSession(passcode: SecureBytes(copying: Array("2468".utf8)))
+        XCTAssertEqual(tokens.count, 1)
+        let file = runtime + "/keychain/" + tokens[0]
+        XCTAssertEqual(SecureFiles.permissions(of: file), 0o600)
+        XCTAssertEqual(SecureFiles.permissions(of: runtime + "/keychain"), 0o700)
+        // The token holds no passcode and no class key in the clear.
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+        XCTAssertNil(bytes.range(of: Data("2468".utf8)))
+
+        let second = try process()
+        XCTAssertEqual(second.status.lockState, .unlocked)
+        XCTAssertEqual(try readSecret("s", "a", in: second), "secret")
+        XCTAssertEqual(second.status.failedAttempts, 0, "a token is no passcode attempt")
+
+        // A lock ends it: processes that start afterwards start before their first unlock.
+        second.lock()
+        XCTAssertEqual(tokens.count, 0)
+        let third = try process()
+        XCTAssertEqual(third.status.lockState, .beforeFirstUnlock)
+        XCTAssertThrowsError(try readSecret("s", "a", in: third))
+        // Without --session an unlock is this process's alone.
+        try third.unlock(passcode: "2468")
+        XCTAssertEqual(try process().status.lockState, .beforeFirstUnlock)
+    }
+
+    func testATokenOpensNothingAfterAPasscodeChangeARebootOrInAnotherKeychain() throws {
+        let first = try process()
+        try first.setPasscode("2468", current: nil)
+        try first.unlockForSession(passcode: SecureBytes(copying: Array("2468".utf8)))
+        let held = try Data(contentsOf: URL(fileURLWithPath: runtime + "/keychain/" + tokens[0]))
+
+        // Another boot: the kernel's boot id differs, and the token is dropped.
+        let rebooted = BootedElsewhereClock()
+        XCTAssertEqual(try process(clock: rebooted).status.lockState, .beforeFirstUnlock)
+        XCTAssertEqual(tokens.count, 0, "a token of another boot is removed")
+
+        // Put back, it still opens this boot; a passcode change ends it.
+        try SecureFiles.writeAtomically(held, to: runtime + "/keychain/" + SessionTokenName.of(first))
+        XCTAssertEqual(try process().status.lockState, .unlocked)
+        try first.setPasscode("1357", current: "2468")
+        try SecureFiles.writeAtomically(held, to: runtime + "/keychain/" + SessionTokenName.of(first))
+        XCTAssertEqual(try process().status.lockState, .beforeFirstUnlock, "a token of the old passcode opened")
+
+        // Another keychain (another device root) given this one's token name and token opens nothing.
+        let other = directory + "-other"
+        defer { try? FileManager.default.removeItem(atPath: other) }
+        let stranger = try process(directory: other)
+        try stranger.setPasscode("2468", current: nil)
+        stranger.restart()
+        try SecureFiles.writeAtomically(held, to: runtime + "/keychain/" + SessionTokenName.of(stranger))
+        XCTAssertEqual(try process(directory: other).status.lockState, .beforeFirstUnlock)
+    }
+
+    func testWithoutARuntimeDirectoryAnUnlockCannotBeHeld() throws {
+        let keychain = try open()
+        try keychain.setPasscode("2468", current: nil)
+        XCTAssertThrowsError(try keychain.unlockForSession(passcode: SecureBytes(copying: Array("2468".utf8)))) {
+            XCTAssertEqual(($0 as? KeychainError)?.code, .notAvailable)
+        }
+    }
+}
+
+/// The clock of a machine booted again: the same time, another boot id.
+final class BootedElsewhereClock: Clock, @unchecked Sendable {
+    func now() -> Date { Date(timeIntervalSince1970: 1_800_000_000) }
+    func sinceBoot() -> BootInstant { BootInstant(boot: Data(repeating: 9, count: 16), nanoseconds: 0) }
+}
+
+/// The name a keychain's session token has in the runtime directory.
+enum SessionTokenName {
+    static func of(_ keychain: Keychain) -> String {
+        keychain.sessionUnlock.map { ($0.path as NSString).lastPathComponent } ?? ""
+    }
+}
+
+/// Class keys leave memory on lock: a test that knows the class-A key's bytes finds them in this
+/// process before the lock (so the search works) and nowhere after it.
+final class ClassKeyMemoryTests: EngineTestCase {
+    func testTheClassAKeyIsGoneFromMemoryAfterALock() throws {
+        try keychain.setPasscode("2468", current: nil)
+        _ = try keychain.add(password("mem", "a", protection: "ak"), client: client)
+        XCTAssertEqual(try readSecret("mem", "a"), "secret")
+        let key = try KeyPattern(keychain.keybag.classKey(for: .whenUnlocked))
+        XCTAssertGreaterThan(try key.occurrencesInThisProcess(), 0, "the search does not find a key in use")
+        keychain.lock()
+        XCTAssertEqual(try key.occurrencesInThisProcess(), 0, "the class-A key is still in memory after a lock")
+    }
+}
+
+/// A 32-byte key to look for in this process's memory without ever holding it whole: its first 8 bytes
+/// as a number (the needle), the other 24 masked, compared byte by byte.
+struct KeyPattern {
+    private let head: UInt64
+    private let maskedTail: [UInt8]
+    private static let mask: UInt8 = 0xa5
+
+    init(_ key: SecureBytes) throws {
+        var head: UInt64 = 0
+        var tail: [UInt8] = []
+        key.withUnsafeBytes { bytes in
+            head = bytes.loadUnaligned(as: UInt64.self)
+            tail = bytes[8..<32].map { $0 ^ Self.mask }
+        }
+        self.head = head
+        maskedTail = tail
+    }
+
+    /// How many places in this process's writable memory hold the whole key.
+    func occurrencesInThisProcess() throws -> Int {
+        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let memory = open("/proc/self/mem", O_RDONLY)
+        guard memory >= 0 else { throw XCTSkip("/proc/self/mem cannot be read") }
+        defer { close(memory) }
+        let chunkSize = 4 << 20
+        let chunk = UnsafeMutableRawPointer.allocate(byteCount: chunkSize + 32, alignment: 16)
+        defer { chunk.deallocate() }
+        var found = 0
+        var needle = head
+        for line in maps.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 2, fields[1].hasPrefix("rw") else { continue }
+            if fields.count >= 6, fields[5].hasPrefix("[v") { continue }  // [vvar], [vsyscall]
+            let bounds = fields[0].split(separator: "-")
+            guard bounds.count == 2, let start = UInt64(String(bounds[0]), radix: 16),
+                let end = UInt64(String(bounds[1]), radix: 16)
+            else { continue }
+            var offset = start
+            while offset < end {
+                // Overlap chunks by 31 bytes so that a key across a boundary is seen.
+                let length = Int(min(UInt64(chunkSize), end - offset))
+                let count = pread(memory, chunk, length, off_t(Int64(bitPattern: offset)))
+                guard count > 0 else { break }
+                var position = chunk
+                let limit = chunk + count
+                while position < limit,
+                    let hit = Self.memmem(position, limit - position, &needle, 8)
+                {
+                    if hit + 32 <= limit, matchesTail(hit + 8) { found += 1 }
+                    position = hit + 1
+                }
+                offset += UInt64(count > 31 ? count - 31 : count)
+                if count < length { break }
+            }
+        }
+        return found
+    }
+
+    /// glibc's memmem, which the Swift Glibc module leaves out.
+    private static let memmem:
+        @convention(c) (UnsafeRawPointer?, Int, UnsafeRawPointer?, Int) -> UnsafeMutableRawPointer? = {
+            guard let symbol = dlsym(nil, "memmem") else {
+                return { _, _, _, _ in nil }
+            }
+            return unsafeBitCast(
+                symbol,
+                to: (@convention(c) (UnsafeRawPointer?, Int, UnsafeRawPointer?, Int) -> UnsafeMutableRawPointer?).self)
+        }()
+
+    private func matchesTail(_ pointer: UnsafeMutableRawPointer) -> Bool {
+        for index in 0..<24 where pointer.load(fromByteOffset: index, as: UInt8.self) ^ Self.mask != maskedTail[index] {
+            return false
+        }
+        return true
     }
 }

@@ -8,8 +8,9 @@ import Synchronization
 public final class FakeFprintd: Sendable {
     public static let device = "/net/reactivated/Fprint/Device/0"
     private let connection: DBusConnection
-    private let state = Mutex<(fingers: [String], results: [(String, Bool)], claims: Int, verifications: Int)>(
-        (["right-index-finger"], [("verify-match", true)], 0, 0))
+    private let state = Mutex<
+        (fingers: [String], results: [(String, Bool)], claims: Int, verifications: Int, users: [String])
+    >((["right-index-finger"], [("verify-match", true)], 0, 0, []))
     private let stopping = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
 
@@ -37,6 +38,9 @@ public final class FakeFprintd: Sendable {
 
     public var verifications: Int { state.withLock { $0.verifications } }
 
+    /// The user names the keychain asked about (enrolled fingers) and claimed the device for, in order.
+    public var users: [String] { state.withLock { $0.users } }
+
     private func serve() {
         while !stopping.load(ordering: .acquiring) {
             guard let call = try? connection.receive(timeout: .milliseconds(100)), call.kind == .methodCall else {
@@ -45,14 +49,20 @@ public final class FakeFprintd: Sendable {
             switch call.member {
             case "GetDefaultDevice": reply(call, [.objectPath(Self.device)])
             case "ListEnrolledFingers":
-                let fingers = state.withLock { $0.fingers }
+                let fingers = state.withLock { state in
+                    if case .string(let user)? = call.body.first { state.users.append(user) }
+                    return state.fingers
+                }
                 if fingers.isEmpty {
                     fail(call, "net.reactivated.Fprint.Error.NoEnrolledPrints")
                 } else {
                     reply(call, [.array(element: "s", fingers.map { .string($0) })])
                 }
             case "Claim":
-                state.withLock { $0.claims += 1 }
+                state.withLock { state in
+                    state.claims += 1
+                    if case .string(let user)? = call.body.first { state.users.append(user) }
+                }
                 reply(call, [])
             case "VerifyStart":
                 let results = state.withLock { state in

@@ -222,7 +222,10 @@ final class SecurityCommandTests: XCTestCase {
         // Each process starts before the first unlock: class A is out of reach without a terminal.
         let locked = try cli.run("find-generic-password", "-s", "locked", "-w")
         XCTAssertEqual(locked.status, Int32(UInt32(bitPattern: errSecInteractionNotAllowed) & 0xff))
-        XCTAssertEqual(locked.stderr, "security: SecKeychainSearchCopyNext: User interaction is not allowed.\n")
+        XCTAssertTrue(
+            locked.stderr.hasPrefix("security: SecKeychainSearchCopyNext: User interaction is not allowed. ("),
+            locked.stderr)
+        XCTAssertTrue(locked.stderr.contains("security unlock-keychain --session"), locked.stderr)
         XCTAssertEqual(try cli.run("find-generic-password", "-s", "always", "-w").stdout, "class-d\n")
 
         let wrong = try cli.run("unlock-keychain", "-p", "9999")
@@ -345,7 +348,9 @@ final class SecurityCommandTests: XCTestCase {
     /// The README's main-job command, run as written (after the install and build steps, which CI did).
     func testReadmeMainJobCommand() throws {
         let readme = try String(contentsOfFile: Self.packageRoot + "/README.md", encoding: .utf8)
-        guard let line = readme.split(separator: "\n").first(where: { $0.hasPrefix("apt-get update && apt-get install") }) else {
+        guard
+            let line = readme.split(separator: "\n").first(where: { $0.hasPrefix("apt-get update && apt-get install") })
+        else {
             return XCTFail("the README has no set-up and main-job command")
         }
         let steps = line.components(separatedBy: " && ")

@@ -277,7 +277,13 @@ final class AuthenticationBroker: Sendable {
     private func passcodeFailure(interactionAllowed: Bool) -> AuthenticationFailure? {
         if keybag.status.lockState == .noPasscode { return .passcodeNotSet }
         if !interactionAllowed { return .notInteractive }
-        return passcodePrompt == nil ? .authenticationFailed : nil
+        guard passcodePrompt != nil else {
+            KeychainLog.error(
+                "the device passcode was needed but cannot be asked: no prompt program (securityd --pinentry PROGRAM; embedded, KEYCHAIN_PINENTRY)"
+            )
+            return .authenticationFailed
+        }
+        return nil
     }
 
     /// The device passcode, asked for through the prompt and checked as an unlock is (counted, under

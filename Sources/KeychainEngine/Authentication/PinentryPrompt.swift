@@ -108,8 +108,8 @@ struct PinentryPrompt: Sendable {
             // the protocol says is a failure.
             switch expectOK() {
             case .ok: break
-            case .gone: return .failure(.userCancel)
-            case .other: return .failure(.authenticationFailed)
+            case .gone: return Self.noAnswer()
+            case .other: return Self.protocolFailure()
             }
             let description = reason.isEmpty ? "Enter the device passcode." : reason
             for command in [
@@ -119,8 +119,8 @@ struct PinentryPrompt: Sendable {
                 guard send(command) else { return .failure(.userCancel) }
                 switch expectOK() {
                 case .ok: continue
-                case .gone: return .failure(.userCancel)
-                case .other: return .failure(.authenticationFailed)
+                case .gone: return Self.noAnswer()
+                case .other: return Self.protocolFailure()
                 }
             }
             guard send(Array("GETPIN".utf8)) else { return .failure(.userCancel) }
@@ -130,20 +130,46 @@ struct PinentryPrompt: Sendable {
             while var line = readLine() {
                 defer { SecureMemory.wipe(&line) }
                 if line.starts(with: Array("D ".utf8)) {
-                    guard Self.unescape(line.dropFirst(2), into: &pin) else { return .failure(.authenticationFailed) }
+                    guard Self.unescape(line.dropFirst(2), into: &pin) else { return Self.protocolFailure() }
                 } else if line == Array("OK".utf8) || line.starts(with: Array("OK ".utf8)) {
                     _ = send(Array("BYE".utf8))
                     // An empty passcode is no attempt (a stray Enter must not count as a wrong one).
                     return pin.isEmpty ? .failure(.userCancel) : .success(SecureBytes(copying: pin))
                 } else if line.starts(with: Array("ERR ".utf8)) {
                     let code = Int(String(decoding: line.dropFirst(4).prefix { $0 != 32 }, as: UTF8.self)) ?? 0
-                    return .failure(code & 0xffff == PinentryPrompt.canceled ? .userCancel : .authenticationFailed)
+                    if code & 0xffff != PinentryPrompt.canceled {
+                        // The program could not ask anyone (pinentry-curses without a terminal, a desktop
+                        // pinentry without a display): nobody answered, which is a cancel, as a program that
+                        // ends without answering is. Its own words say why, for the operator.
+                        KeychainLog.error(
+                            "the passcode prompt could not ask anyone: \(Self.printable(line.dropFirst(4))) (a terminal pinentry needs a terminal, a desktop one a display)"
+                        )
+                    }
+                    return .failure(.userCancel)
                 } else if line.starts(with: Array("INQUIRE".utf8)) {
                     guard send(Array("CAN".utf8)) else { return .failure(.userCancel) }
                 }
                 // "S" status lines and "#" comments are skipped.
             }
-            return .failure(.userCancel)  // the program went away, or nobody answered in time
+            return Self.noAnswer()  // the program went away, or nobody answered in time
+        }
+
+        /// A program that went away, or a person who did not answer in time: a cancel.
+        static func noAnswer() -> Result<SecureBytes, AuthenticationFailure> {
+            KeychainLog.error("the passcode prompt ended or timed out without an answer: taken as a cancel")
+            return .failure(.userCancel)
+        }
+
+        /// A program that answers otherwise than the protocol says: a failure (not a cancel: something is
+        /// wrong with the prompt, not with the person), logged for the operator.
+        static func protocolFailure() -> Result<SecureBytes, AuthenticationFailure> {
+            KeychainLog.error("the passcode prompt program did not answer as pinentry's protocol says; refused")
+            return .failure(.authenticationFailed)
+        }
+
+        /// A program's message, cut to a line of printable ASCII for the log.
+        static func printable(_ bytes: ArraySlice<UInt8>) -> String {
+            String(decoding: bytes.prefix(200).map { (32..<127).contains($0) ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
         }
 
         private func send(_ line: [UInt8]) -> Bool {
@@ -188,7 +214,8 @@ struct PinentryPrompt: Sendable {
                 let remaining = deadline - ContinuousClock.now
                 guard remaining > .zero else { return nil }
                 var entry = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-                let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + 1)
+                let (seconds, attoseconds) = remaining.components
+                let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
                 let ready = poll(&entry, 1, milliseconds)
                 if ready < 0, errno == EINTR { continue }
                 guard ready > 0 else { return nil }

@@ -21,6 +21,7 @@ public struct InProcessKeychainService: KeychainService {
         case .status: return .status(keychain.status)
         case .lock: keychain.lock()
         case .unlock(let passcode): try keychain.unlock(passcode: passcode)
+        case .unlockForSession(let passcode): try keychain.unlockForSession(passcode: passcode)
         case .setPasscode(let new, let current): try keychain.setPasscode(new, current: current)
         case .removePasscode(let current): try keychain.removePasscode(current: current)
         case .setEraseAfterFailedAttempts(let enabled, let passcode):

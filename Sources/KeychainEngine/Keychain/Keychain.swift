@@ -21,12 +21,17 @@ public struct KeychainOptions: Sendable {
     /// The `pinentry` program that asks a person for the device passcode (an access control's
     /// `devicePasscode`, `userPresence` without biometry); nil: the passcode cannot be asked for.
     public var pinentryProgram: String?
+    /// How long a person has to answer the passcode prompt before it counts as a cancel.
+    public var passcodePromptWait: Duration = .seconds(120)
     /// What answers for biometry: the simulated sensor (`security biometry`), or a fingerprint reader
     /// through fprintd.
     public var biometricSensor: BiometricSensorChoice = .simulated
     /// A simulated companion device (`security companion`) answers `kSecAccessControlCompanion`. Off
     /// unless asked for: anyone who can drive it satisfies every ACL with a companion alternative.
     public var simulatedCompanion = false
+    /// The user's runtime directory (`$XDG_RUNTIME_DIR`), where an embedded keychain's unlock may be
+    /// held for the login session (`unlockForSession`); nil: unlocks last for this process only.
+    public var sessionDirectory: String?
     /// Who owns the directory while it is open: processes that open it themselves (embedded), any
     /// number of them, or one daemon alone (see `OwnerLock`).
     public var owner: KeychainOwner = .sharedWithOtherProcesses
@@ -68,6 +73,8 @@ public final class Keychain: Sendable {
     private let digestCache: Mutex<(SecureBytes, ItemDigests)?> = Mutex(nil)
     /// Held for as long as this keychain is open.
     private let ownerLock: OwnerLock
+    /// Where an unlock is held for the login session (embedded only).
+    let sessionUnlock: SessionUnlock?
 
     public static let databaseName = "keychain.db"
 
@@ -98,8 +105,21 @@ public final class Keychain: Sendable {
                 ? SimulatedBiometry(
                     directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait, device: .companion)
                 : nil,
-            keybag: keybag, passcodePrompt: options.pinentryProgram.map { PinentryPrompt(program: $0) })
+            keybag: keybag,
+            passcodePrompt: options.pinentryProgram.map {
+                PinentryPrompt(program: $0, timeout: options.passcodePromptWait)
+            })
         pool = try Self.openDatabase(databasePath, idleConnections: options.idleConnections)
+        sessionUnlock =
+            options.owner == .sharedWithOtherProcesses
+            ? SessionUnlock(runtimeDirectory: options.sessionDirectory, keychainDirectory: directory) : nil
+        // A session unlock held by an earlier process: this one starts unlocked too. A token that no
+        // longer opens (another passcode, another boot) is dropped.
+        if let sessionUnlock, keybag.status.lockState == .beforeFirstUnlock, let token = sessionUnlock.read(),
+            !keybag.unlock(sessionToken: token)
+        {
+            sessionUnlock.remove()
+        }
     }
 
     private static func sensor(
@@ -167,7 +187,30 @@ public final class Keychain: Sendable {
     }
 
     /// Locks: class-A items become unavailable until the next unlock.
-    public func lock() { keybag.lock() }
+    /// Locks: class-A keys leave memory, and an unlock held for the session ends (other processes that
+    /// are unlocked stay so until they lock or end; new ones start locked).
+    public func lock() {
+        keybag.lock()
+        sessionUnlock?.remove()
+    }
+
+    /// Unlocks with the passcode and holds the unlock for the login session (see `SessionUnlock`): every
+    /// embedded process of this user that opens the keychain until it is locked or the machine restarts
+    /// starts unlocked. `.notAvailable` when there is no runtime directory to hold it in.
+    public func unlockForSession(passcode: SecureBytes) throws {
+        guard let sessionUnlock else {
+            throw KeychainError.notAvailable(
+                "an unlock can be held for the session only by the embedded keychain, with XDG_RUNTIME_DIR set (the daemon's unlock holds for all its clients anyway)"
+            )
+        }
+        let token: Data
+        do {
+            token = try keybag.unlockForSession(passcode: passcode)
+        } catch {
+            throw Self.translate(error)
+        }
+        try sessionUnlock.write(token)
+    }
 
     /// Asks the user to approve a general-purpose tool's read of secrets, unless they approved the same
     /// `approvalKey` (a tool in a terminal session) within `reuse` (see `AuthenticationBroker`).
@@ -176,7 +219,10 @@ public final class Keychain: Sendable {
     }
 
     /// Forgets the keys a restart forgets: back to "before first unlock" (class D only).
-    public func restart() { keybag.restart() }
+    public func restart() {
+        keybag.restart()
+        sessionUnlock?.remove()
+    }
 
     /// Sets a passcode (with `current` nil) or changes it.
     ///
@@ -195,6 +241,8 @@ public final class Keychain: Sendable {
                 }
             }
         }
+        // A session token is bound to the passcode it was made with.
+        sessionUnlock?.remove()
     }
 
     /// Whether a keychain without a passcode may be given one.
@@ -212,6 +260,7 @@ public final class Keychain: Sendable {
     /// their class key is gone, and their rows are deleted.
     public func removePasscode(current: SecureBytes) throws {
         try passcodeOperation { try keybag.removePasscode(current: current) }
+        sessionUnlock?.remove()
         do {
             _ = try pool.writeTransaction { connection in
                 try ItemStore(connection: connection).deleteAll(

@@ -81,6 +81,8 @@ public enum EmbeddedKeychain {
                 options.biometricSensor = .fprintd(bus: bus, username: user)
             }
             options.simulatedCompanion = variable("KEYCHAIN_COMPANION") == "simulated"
+            // Where `security unlock-keychain --session` holds an unlock for the login session.
+            options.sessionDirectory = variable("XDG_RUNTIME_DIR")
             let keychain = try Keychain(directory: path, options: options)
             cache[path] = keychain
             if let canonical = canonicalPath(path) { cache[canonical] = keychain }
