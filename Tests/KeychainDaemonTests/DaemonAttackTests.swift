@@ -132,6 +132,40 @@ final class DaemonAttackTests: XCTestCase {
             try ClientPrograms.run(app, ["read", "web", "victim"], daemon: daemon, user: 65534).output, "TOPSECRET")
     }
 
+    /// The registered program traced, run through the dynamic loader by hand, or run from a memory copy
+    /// of itself: none of these is that program, and each is refused (held in the outside review).
+    func testATracedLoaderRunOrMemoryCopiedRegisteredProgramIsRefused() throws {
+        guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
+        let (daemon, app) = try systemDaemonWithVictim()
+        let attempts: [(String, [String])] = [
+            ("/usr/bin/strace", ["-f", "-o", "/dev/null", app, "read", "web", "victim"]),
+            ("/lib64/ld-linux-x86-64.so.2", [app, "read", "web", "victim"]),
+        ]
+        for (program, arguments) in attempts where FileManager.default.isExecutableFile(atPath: program) {
+            let result = try ClientPrograms.run(program, arguments, daemon: daemon, user: 65534)
+            XCTAssertTrue(result.output.hasSuffix("status -34018"), "\(program): \(result.output)")
+            XCTAssertFalse(result.output.contains("TOPSECRET"))
+        }
+        let source = programs.directory + "/memexec.c"
+        try """
+        #define _GNU_SOURCE
+        #include <fcntl.h>
+        #include <sys/mman.h>
+        #include <unistd.h>
+        int main(int argc, char **argv) {
+            int in = open(argv[1], O_RDONLY), out = memfd_create("copy", 0); char buffer[65536]; ssize_t n;
+            while ((n = read(in, buffer, sizeof buffer)) > 0) if (write(out, buffer, n) != n) return 1;
+            extern char **environ; fexecve(out, argv + 1, environ); return 1;
+        }
+        """.write(toFile: source, atomically: true, encoding: .utf8)
+        let binary = programs.directory + "/memexec"
+        XCTAssertEqual(try ClientPrograms.run("/usr/bin/cc", ["-o", binary, source], daemon: nil).status, 0)
+        chmod(binary, 0o755)
+        let copied = try ClientPrograms.run(binary, [app, "read", "web", "victim"], daemon: daemon, user: 65534)
+        XCTAssertEqual(copied.output, "status -34018")
+        XCTAssertTrue(daemon.log.contains("memfd"), daemon.log)
+    }
+
     func testARegisteredProgramRunInAUserNamespaceOfItsOwnIsRefused() throws {
         guard canSwitchUsers, FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else {
             throw XCTSkip("needs root, setpriv and unshare")

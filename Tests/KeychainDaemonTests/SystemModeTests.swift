@@ -36,6 +36,9 @@ final class SystemModeTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.output)
         result = try ClientPrograms.run(security, register + ["-p", "0000"], daemon: daemon, user: nobody)
         XCTAssertEqual(result.status, Int32(UInt32(bitPattern: -25293) & 0xff), result.output)
+        // A registry passcode guess is counted as an unlock's is.
+        result = try ClientPrograms.run(security, ["show-keychain-info"], daemon: daemon, user: nobody)
+        XCTAssertTrue(result.output.contains("failed attempts: 1"), result.output)
         result = try ClientPrograms.run(security, register + ["-p", "8642"], daemon: daemon, user: nobody)
         XCTAssertEqual(result.status, 0, result.output)
 
