@@ -96,19 +96,12 @@ case "churn":
     }
     say("churned \(count)")
 case "read", "close", "read-claiming":
-    var query = item(arguments[2], arguments[3])
-    query[kSecReturnData as String] = true
+    var claimed: UUID?
     if arguments[1] == "read-claiming" {
         guard arguments.count >= 5, let identifier = UUID(uuidString: arguments[4]) else { exit(2) }
-        query[kSecUseAuthenticationContext as String] = ClaimedContext(identifier)
+        claimed = identifier
     }
-    var result: CFTypeRef?
-    let status = SecItemCopyMatching(query as CFDictionary, &result)
-    if status == errSecSuccess, let data = result as? Data {
-        say(String(decoding: data, as: UTF8.self))
-    } else {
-        say("status \(status)")
-    }
+    readAndSay(arguments[2], arguments[3], claiming: claimed)
     if arguments[1] == "close" { EmbeddedKeychain.closeDatabases() }
 case "sleep":
     sleep(UInt32(arguments[2]) ?? 1)
@@ -144,15 +137,7 @@ case "count", "groups":
     }
 case "read-hiding-environment":
     hideEnvironment()
-    var query = item(arguments[2], arguments[3])
-    query[kSecReturnData as String] = true
-    var result: CFTypeRef?
-    let status = SecItemCopyMatching(query as CFDictionary, &result)
-    if status == errSecSuccess, let data = result as? Data {
-        say(String(decoding: data, as: UTF8.self))
-    } else {
-        say("status \(status)")
-    }
+    readAndSay(arguments[2], arguments[3])
 case "set-passcode":
     let new = SecureBytes(copying: arguments[2].utf8)
     let current = arguments[3] == "-" ? nil : SecureBytes(copying: arguments[3].utf8)
@@ -173,6 +158,20 @@ case "hold-frames":
     while true { sleep(60) }
 default:
     exit(2)
+}
+
+/// Reads an item's data and prints it, or the status; `claiming` names another context's identifier.
+func readAndSay(_ service: String, _ account: String, claiming: UUID? = nil) {
+    var query = item(service, account)
+    query[kSecReturnData as String] = true
+    if let claiming { query[kSecUseAuthenticationContext as String] = ClaimedContext(claiming) }
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(query as CFDictionary, &result)
+    if status == errSecSuccess, let data = result as? Data {
+        say(String(decoding: data, as: UTF8.self))
+    } else {
+        say("status \(status)")
+    }
 }
 
 /// Copies the environment to the heap (what getenv reads from then on), then takes every access away

@@ -40,6 +40,9 @@ final class UserModeTests: XCTestCase {
         for step in [["biometry", "enroll"], ["biometry", "policy", "match"]] {
             XCTAssertEqual(try ClientPrograms.run(security, step, daemon: daemon, user: nobody).status, 0)
         }
+        // The log says what was done as the command spells it.
+        XCTAssertTrue(daemon.log.contains("biometry policy match by pid"), daemon.log)
+        XCTAssertFalse(daemon.log.contains("Optional("), daemon.log)
         result = try ClientPrograms.run(
             security, ["find-generic-password", "-s", "web", "-a", "alice", "-w"], daemon: daemon, user: nobody)
         XCTAssertEqual(result.status, 0, result.output + daemon.log)

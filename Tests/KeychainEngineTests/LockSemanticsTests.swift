@@ -2,6 +2,7 @@ import Foundation
 import KeychainCore
 import KeychainCrypto
 import KeychainKeybag
+import KeychainTestSupport
 import XCTest
 
 @testable import KeychainEngine
@@ -302,17 +303,17 @@ final class ClassKeyMemoryTests: EngineTestCase {
 }
 
 /// A 32-byte key to look for in this process's memory without ever holding it whole: its first 8 bytes
-/// as a number (the needle), the other 24 masked, compared byte by byte.
+/// as the needle, the other 24 masked, compared byte by byte.
 struct KeyPattern {
-    private let head: UInt64
+    private let head: [UInt8]
     private let maskedTail: [UInt8]
     private static let mask: UInt8 = 0xa5
 
     init(_ key: SecureBytes) throws {
-        var head: UInt64 = 0
+        var head: [UInt8] = []
         var tail: [UInt8] = []
         key.withUnsafeBytes { bytes in
-            head = bytes.loadUnaligned(as: UInt64.self)
+            head = Array(bytes[0..<8])
             tail = bytes[8..<32].map { $0 ^ Self.mask }
         }
         self.head = head
@@ -321,59 +322,14 @@ struct KeyPattern {
 
     /// How many places in this process's writable memory hold the whole key.
     func occurrencesInThisProcess() throws -> Int {
-        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
-        let memory = open("/proc/self/mem", O_RDONLY)
-        guard memory >= 0 else { throw XCTSkip("/proc/self/mem cannot be read") }
-        defer { close(memory) }
-        let chunkSize = 4 << 20
-        let chunk = UnsafeMutableRawPointer.allocate(byteCount: chunkSize + 32, alignment: 16)
-        defer { chunk.deallocate() }
-        var found = 0
-        var needle = head
-        for line in maps.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard fields.count >= 2, fields[1].hasPrefix("rw") else { continue }
-            if fields.count >= 6, fields[5].hasPrefix("[v") { continue }  // [vvar], [vsyscall]
-            let bounds = fields[0].split(separator: "-")
-            guard bounds.count == 2, let start = UInt64(String(bounds[0]), radix: 16),
-                let end = UInt64(String(bounds[1]), radix: 16)
-            else { continue }
-            var offset = start
-            while offset < end {
-                // Overlap chunks by 31 bytes so that a key across a boundary is seen.
-                let length = Int(min(UInt64(chunkSize), end - offset))
-                let count = pread(memory, chunk, length, off_t(Int64(bitPattern: offset)))
-                guard count > 0 else { break }
-                var position = chunk
-                let limit = chunk + count
-                while position < limit,
-                    let hit = Self.memmem(position, limit - position, &needle, 8)
-                {
-                    if hit + 32 <= limit, matchesTail(hit + 8) { found += 1 }
-                    position = hit + 1
-                }
-                offset += UInt64(count > 31 ? count - 31 : count)
-                if count < length { break }
-            }
-        }
+        let tail = maskedTail
+        guard
+            let found = ProcessMemory.occurrences(
+                ofNeedle: head, spanning: 32, in: getpid(),
+                confirm: { place in
+                    (0..<24).allSatisfy { place.load(fromByteOffset: 8 + $0, as: UInt8.self) ^ Self.mask == tail[$0] }
+                })
+        else { throw XCTSkip("/proc/self/mem cannot be read") }
         return found
-    }
-
-    /// glibc's memmem, which the Swift Glibc module leaves out.
-    private static let memmem:
-        @convention(c) (UnsafeRawPointer?, Int, UnsafeRawPointer?, Int) -> UnsafeMutableRawPointer? = {
-            guard let symbol = dlsym(nil, "memmem") else {
-                return { _, _, _, _ in nil }
-            }
-            return unsafeBitCast(
-                symbol,
-                to: (@convention(c) (UnsafeRawPointer?, Int, UnsafeRawPointer?, Int) -> UnsafeMutableRawPointer?).self)
-        }()
-
-    private func matchesTail(_ pointer: UnsafeMutableRawPointer) -> Bool {
-        for index in 0..<24 where pointer.load(fromByteOffset: index, as: UInt8.self) ^ Self.mask != maskedTail[index] {
-            return false
-        }
-        return true
     }
 }

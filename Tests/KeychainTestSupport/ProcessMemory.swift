@@ -9,9 +9,18 @@ import Foundation
 public enum ProcessMemory {
     /// How many times `pattern` occurs in the writable mappings of `pid`; nil when they cannot be read.
     public static func occurrences(of pattern: [UInt8], in pid: Int32) -> Int? {
-        guard !pattern.isEmpty, let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8) else {
-            return nil
-        }
+        occurrences(ofNeedle: pattern, spanning: pattern.count, in: pid) { _ in true }
+    }
+
+    /// How many places in the writable mappings of `pid` begin with `needle` and, over `length` bytes in
+    /// all, satisfy `confirm` (given the place). A process looking through its own memory for a key it
+    /// must not hold whole gives the key's first bytes as the needle and checks the rest itself.
+    public static func occurrences(
+        ofNeedle needle: [UInt8], spanning length: Int, in pid: Int32, confirm: (UnsafeRawPointer) -> Bool
+    ) -> Int? {
+        guard !needle.isEmpty, length >= needle.count,
+            let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+        else { return nil }
         let memory = open("/proc/\(pid)/mem", O_RDONLY)
         guard memory >= 0 else { return nil }
         defer { close(memory) }
@@ -22,40 +31,41 @@ public enum ProcessMemory {
         for line in maps.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             guard fields.count >= 2, fields[1].hasPrefix("rw") else { continue }
-            if fields.count >= 6, fields[5].hasPrefix("[v") { continue }
+            if fields.count >= 6, fields[5].hasPrefix("[v") { continue }  // [vvar], [vsyscall]
             let bounds = fields[0].split(separator: "-")
             guard bounds.count == 2, let start = UInt64(String(bounds[0]), radix: 16),
                 let end = UInt64(String(bounds[1]), radix: 16)
             else { continue }
             var offset = start
             while offset < end {
-                let length = Int(min(UInt64(chunkSize), end - offset))
-                let count = pread(memory, chunk, length, off_t(Int64(bitPattern: offset)))
+                let wanted = Int(min(UInt64(chunkSize), end - offset))
+                let count = pread(memory, chunk, wanted, off_t(Int64(bitPattern: offset)))
                 guard count > 0 else { break }
-                found += pattern.withUnsafeBytes { needle in
-                    occurrences(of: needle, in: UnsafeRawBufferPointer(start: chunk, count: count))
+                found += needle.withUnsafeBytes { bytes in
+                    places(of: bytes, length: length, in: UnsafeRawBufferPointer(start: chunk, count: count), confirm)
                 }
-                // Chunks overlap by the pattern's length less one, so that nothing across a boundary is missed.
-                let step = count > pattern.count ? count - (pattern.count - 1) : count
-                offset += UInt64(step)
-                if count < length { break }
+                // Chunks overlap by the length less one, so that nothing across a boundary is missed.
+                offset += UInt64(count > length ? count - (length - 1) : count)
+                if count < wanted { break }
             }
         }
         return found
     }
 
-    private static func occurrences(of needle: UnsafeRawBufferPointer, in haystack: UnsafeRawBufferPointer) -> Int {
+    private static func places(
+        of needle: UnsafeRawBufferPointer, length: Int, in haystack: UnsafeRawBufferPointer,
+        _ confirm: (UnsafeRawPointer) -> Bool
+    ) -> Int {
         guard let base = haystack.baseAddress, let pattern = needle.baseAddress, let first = needle.first else {
             return 0
         }
         var found = 0
         var position = 0
-        while position + needle.count <= haystack.count,
-            let hit = memchr(base + position, Int32(first), haystack.count - position - needle.count + 1)
+        while position + length <= haystack.count,
+            let hit = memchr(base + position, Int32(first), haystack.count - position - length + 1)
         {
-            let index = base.distance(to: UnsafeRawPointer(hit))
-            if memcmp(hit, pattern, needle.count) == 0 { found += 1 }
-            position = index + 1
+            if memcmp(hit, pattern, needle.count) == 0, confirm(UnsafeRawPointer(hit)) { found += 1 }
+            position = base.distance(to: UnsafeRawPointer(hit)) + 1
         }
         return found
     }

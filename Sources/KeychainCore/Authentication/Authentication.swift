@@ -102,6 +102,19 @@ public enum BiometryCommand: Sendable, Codable, Equatable {
     case status
 }
 
+extension BiometryCommand: CustomStringConvertible {
+    /// As `security biometry` spells it, for the daemon's log.
+    public var description: String {
+        switch self {
+        case .enroll: "enroll"
+        case .unenroll: "unenroll"
+        case .answer(let answer): answer.rawValue
+        case .standingAnswer(let answer): "policy \(answer?.rawValue ?? "ask")"
+        case .status: "status"
+        }
+    }
+}
+
 public enum SensorAnswer: String, Sendable, Codable, CaseIterable {
     case match, nomatch, cancel
 }
