@@ -94,7 +94,7 @@ final class CallerIdentity: Sendable {
         case .unknown: return refuse("cannot be matched to the connection (the kernel's sock_diag did not answer)")
         }
         if let foreign = peer.foreignCode(executable: key) {
-            return refuse("runs code from \(foreign), which is not root's and write-protected")
+            return refuse("runs code from \(foreign), not from a file owned by root and writable by no one else")
         }
         // Everything above was read through /proc/<pid>: it described the process that connected only if
         // that process is still there now.

@@ -103,8 +103,11 @@ public final class KeychainDaemon: Sendable {
                     client = app.identity
                     client.contextScope = caller.peer.contextScope
                     // Only the keychain's own permitted apps keep it awake: a refused caller (another
-                    // user, an unregistered program) must not hold someone's keychain unlocked.
-                    tenant.lastActivity.store(Self.monotonicNow, ordering: .relaxed)
+                    // user, an unregistered program) must not hold someone's keychain unlocked, nor may
+                    // any process of the user through a general-purpose tool without the user's approval.
+                    if !app.isGeneralPurposeTool || Self.readsSecrets(request) {
+                        tenant.lastActivity.store(Self.monotonicNow, ordering: .relaxed)
+                    }
                 } catch let refusal as KeychainError {
                     if caller.isNewRefusal(refusal.reason) {
                         DaemonLog.warning("pid \(caller.peer.pid) uid \(caller.peer.uid) refused: \(refusal.reason)")
@@ -265,11 +268,41 @@ public final class KeychainDaemon: Sendable {
             "ocaml", "swift", "tclsh", "wish", "expect", "gdb", "osascript", "jshell", "irb", "ipython",
             "ipython3",
         ]
-        if exact.contains(name) { return true }
+        if exact.contains(name) || name.hasPrefix("ld-linux") || name.hasPrefix("ld.so") { return true }
         // Versioned names: python3.11, perl5.36, ruby3.1, lua5.4, php8.2, pypy3, tclsh8.6.
         for family in ["python", "pypy", "perl", "ruby", "lua", "luajit", "php", "tclsh", "node"]
         where name.hasPrefix(family) {
             if name.dropFirst(family.count).allSatisfy({ $0.isNumber || $0 == "." }) { return true }
+        }
+        return false
+    }
+
+    /// Where the system's interpreters are installed.
+    static let interpreterDirectories = [
+        "/usr/bin", "/bin", "/usr/local/bin", "/usr/sbin", "/sbin", "/usr/lib64", "/lib64",
+        "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+    ]
+
+    /// Whether `path` is one of the system's interpreters under another name: the same file (a hard
+    /// link), or a copy (the same contents). A name is no proof: `cp /bin/bash ~/bin/myapp` is bash.
+    static func isCopyOfAnInterpreter(_ path: String) -> Bool {
+        var target = stat()
+        guard stat(path, &target) == 0 else { return false }
+        var targetDigest: Data?
+        for directory in interpreterDirectories {
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { continue }
+            for name in names where isInterpreter(name) {
+                let candidate = (directory as NSString).appendingPathComponent(name)
+                var info = stat()
+                guard stat(candidate, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+                if info.st_dev == target.st_dev, info.st_ino == target.st_ino { return true }
+                guard info.st_size == target.st_size else { continue }
+                if targetDigest == nil { targetDigest = ExecutableDigests.digest(ofFileAt: path) }
+                guard let targetDigest, let resolved = realpath(candidate, nil) else { continue }
+                let candidatePath = String(cString: resolved)
+                free(resolved)
+                if ExecutableDigests.digest(ofFileAt: candidatePath) == targetDigest { return true }
+            }
         }
         return false
     }
@@ -289,7 +322,7 @@ public final class KeychainDaemon: Sendable {
         }
         let path = String(cString: resolved)
         free(resolved)
-        let interpreter = Self.isInterpreter(path)
+        let interpreter = Self.isInterpreter(path) || Self.isCopyOfAnInterpreter(path)
         if interpreter, !request.allowInterpreter {
             throw KeychainError.invalidParameter(
                 "\(path) is an interpreter: registered, it would make every script of this user that app; register it only with --allow-interpreter (its reads of secrets then ask the user)"

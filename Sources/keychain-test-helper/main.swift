@@ -20,6 +20,9 @@
 //   keychain-test-helper read-hiding-environment <service> <account>
 //                                                     move the environment to the heap, make the pages the
 //                                                     kernel shows as the environment unreadable, then read
+//   keychain-test-helper read-with-runtime-code <service> <account>
+//                                                     map a page of executable memory that no file backs
+//                                                     (as a library that copied itself there would), then read
 //   keychain-test-helper set-passcode <new> <current|->
 //                                                     send a passcode-setting request as it is (- : none)
 //   keychain-test-helper hold-frames <socket> <count> <bytes>
@@ -135,6 +138,13 @@ case "count", "groups":
             "groups "
                 + items.compactMap { $0[kSecAttrAccessGroup as String] as? String }.sorted().joined(separator: ","))
     }
+case "read-with-runtime-code":
+    guard let page = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+        page != MAP_FAILED
+    else { exit(3) }
+    page.storeBytes(of: 0xc3, as: UInt8.self)  // a lone `ret`
+    guard mprotect(page, 4096, PROT_READ | PROT_EXEC) == 0 else { exit(3) }
+    readAndSay(arguments[2], arguments[3])
 case "read-hiding-environment":
     hideEnvironment()
     readAndSay(arguments[2], arguments[3])

@@ -154,6 +154,22 @@ final class IdentityFailsClosedTests: XCTestCase {
                 .output, "status -34018", daemon.log)
         XCTAssertTrue(daemon.log.contains("environment the daemon cannot read"), daemon.log)
     }
+
+    /// Code that no file backs: a preloaded library can rename its variable in place (the environment
+    /// then reads whole and clean) and move itself into anonymous memory (no path names it); what is
+    /// left to see is executable memory without a file, and that is refused.
+    func testAProcessRunningCodeThatNoFileBacksIsRefused() throws {
+        let daemon = try TestDaemon()
+        let programs = try ClientPrograms()
+        let app = try programs.app("jit")
+        try daemon.register(executable: app, identifier: "TEAM.jit", groups: ["TEAM.jit"])
+        XCTAssertEqual(try ClientPrograms.run(app, ["put", "web", "me", "plain"], daemon: daemon).output, "status 0")
+        XCTAssertEqual(
+            try ClientPrograms.run(app, ["read-with-runtime-code", "web", "me"], daemon: daemon).output,
+            "status -34018", daemon.log)
+        XCTAssertTrue(daemon.log.contains("executable memory that no file backs"), daemon.log)
+        XCTAssertEqual(try ClientPrograms.run(app, ["read", "web", "me"], daemon: daemon).output, "plain")
+    }
 }
 
 /// A request naming another app's group is refused (-34018) before anything is looked up: neither its

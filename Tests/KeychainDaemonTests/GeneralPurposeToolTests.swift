@@ -87,6 +87,42 @@ final class GeneralPurposeToolTests: XCTestCase {
         XCTAssertEqual(apps.first?.approvalReuseSeconds ?? 0, 0)
     }
 
+    func testACopyOfAnInterpreterUnderAnotherNameIsStillAnInterpreter() throws {
+        let daemon = try TestDaemon()
+        let programs = try ClientPrograms()
+        let disguised = programs.directory + "/myapp"
+        let shell = URL(fileURLWithPath: "/bin/sh").resolvingSymlinksInPath().path
+        try FileManager.default.copyItem(atPath: shell, toPath: disguised)
+        chmod(disguised, 0o755)
+        let result = try ClientPrograms.run(
+            ClientPrograms.built("security"),
+            ["app", "register", disguised, "--application-identifier", "myapp", "--access-group", "TEAM.m"],
+            daemon: daemon)
+        XCTAssertNotEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("is an interpreter"), result.output)
+        XCTAssertTrue(KeychainDaemon.isCopyOfAnInterpreter(disguised))
+        XCTAssertFalse(KeychainDaemon.isCopyOfAnInterpreter(ClientPrograms.built("keychain-test-helper")))
+    }
+
+    /// A tool's requests that reveal no secret (listing items) ask nobody, so they do not count as the
+    /// user's activity either: any process of the user could otherwise hold off the idle lock with them.
+    func testAToolsUnapprovedRequestsDoNotHoldOffTheIdleLock() throws {
+        let daemon = try TestDaemon(arguments: ["--system", "--idle-lock", "2"])
+        let security = ClientPrograms.built("security")
+        let register = try ClientPrograms.run(
+            security, ["app", "register", security, "--application-identifier", "security"], daemon: daemon)
+        XCTAssertEqual(register.status, 0, register.output)
+        try daemon.service().setPasscode(SecureBytesHelper.bytes("1357"), current: nil)
+        let deadline = Date().addingTimeInterval(6)
+        var locked = false
+        while Date() < deadline, !locked {
+            XCTAssertEqual(try ClientPrograms.run(security, ["list-items"], daemon: daemon).status, 0)
+            locked = try daemon.service().status().lockState == .locked
+            usleep(200_000)
+        }
+        XCTAssertTrue(locked, "listing through the tool kept the keychain unlocked: \(daemon.log)")
+    }
+
     func testTheDaemonKnowsInterpretersByName() {
         for name in [
             "/usr/bin/python3", "/usr/bin/python3.11", "/usr/bin/perl", "/usr/bin/perl5.36.0", "/bin/bash",

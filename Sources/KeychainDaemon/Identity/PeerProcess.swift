@@ -204,9 +204,16 @@ final class PeerProcess: @unchecked Sendable {
         for line in String(decoding: maps, as: UTF8.self).split(separator: "\n") {
             // start-end perms offset device inode path
             let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
-            guard fields.count == 6, fields[1].contains("x") else { continue }
-            let path = fields[5].trimmingCharacters(in: .whitespaces)
-            guard path.hasPrefix("/"), !checked.contains(path) else { continue }
+            guard fields.count >= 5, fields[1].contains("x") else { continue }
+            let path = fields.count == 6 ? fields[5].trimmingCharacters(in: .whitespaces) : ""
+            if !path.hasPrefix("/") {
+                // Executable memory that no file backs: code written at run time. A preloaded library
+                // can copy itself there and unmap its file, so that no path names it; ordinary programs
+                // have none (the kernel's own pages excepted). A program with a JIT cannot be an app.
+                if Self.kernelCode.contains(path) { continue }
+                return path.isEmpty ? "executable memory that no file backs (code written at run time)" : path
+            }
+            guard !checked.contains(path) else { continue }
             checked.insert(path)
             guard let inode = UInt64(fields[4]), !path.hasSuffix(" (deleted)") else { return path }
             var info = stat()
@@ -218,6 +225,9 @@ final class PeerProcess: @unchecked Sendable {
         }
         return nil
     }
+
+    /// Executable mappings the kernel itself provides.
+    private static let kernelCode: Set<String> = ["[vdso]", "[vsyscall]", "[vectors]", "[uprobes]", "[sigpage]"]
 
     /// overlayfs shows a mapped file's underlying inode in `maps` and its own in `stat`: there the
     /// comparison cannot be made, and ownership alone is checked.
