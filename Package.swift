@@ -114,7 +114,7 @@ let package = Package(
             name: "KeychainDaemonTests",
             dependencies: [
                 "KeychainDaemon", "KeychainClient", "KeychainWire", "KeychainCore", "KeychainCrypto", "Security",
-                "KeychainDBus",
+                "KeychainDBus", "KeychainEngine",
                 "KeychainTestSupport", "securityd", "SecurityCommand", "keychain-test-helper",
             ]),
         .testTarget(

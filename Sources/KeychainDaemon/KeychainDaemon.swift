@@ -16,6 +16,8 @@ public final class KeychainDaemon: Sendable {
     /// slot's lock, so that opening one user's keychain never holds up another user's requests.
     private let tenants = Mutex<[uid_t: TenantSlot]>([:])
     private let ownUID = getuid()
+    /// Knows the `security` command by its contents, so that its entries are tools whoever registered them.
+    private let commands = CommandRecognition()
     /// System mode: the daemon's claim on its home directory.
     private let systemHomeLock = Mutex<OwnerLock?>(nil)
 
@@ -97,15 +99,16 @@ public final class KeychainDaemon: Sendable {
                 var client: ClientIdentity
                 do {
                     let app = try registration(of: caller, in: tenant)
-                    if app.isGeneralPurposeTool, Self.readsSecrets(request) {
-                        try approveToolRead(app, caller: caller, in: tenant)
+                    let isTool = try isGeneralPurposeTool(app, caller: caller)
+                    if isTool, Self.needsApproval(request) {
+                        try approveToolRequest(app, caller: caller, in: tenant)
                     }
                     client = app.identity
                     client.contextScope = caller.peer.contextScope
                     // Only the keychain's own permitted apps keep it awake: a refused caller (another
                     // user, an unregistered program) must not hold someone's keychain unlocked, nor may
                     // any process of the user through a general-purpose tool without the user's approval.
-                    if !app.isGeneralPurposeTool || Self.readsSecrets(request) {
+                    if !isTool || Self.needsApproval(request) {
                         tenant.lastActivity.store(Self.monotonicNow, ordering: .relaxed)
                     }
                 } catch let refusal as KeychainError {
@@ -209,28 +212,38 @@ public final class KeychainDaemon: Sendable {
         return try executable.registration(in: apps, development: configuration.development).get()
     }
 
-    /// Whether a request hands out secrets: data, or references (a key's) from a search; a use of an
-    /// enclave key. Attributes, adds, updates and deletes reveal no secret.
-    static func readsSecrets(_ request: KeychainRequest) -> Bool {
+    /// Whether a tool's request needs the user's approval: one that hands out secrets (data, or
+    /// references, a key's, from a search; a use of an enclave key) or changes items (adds, updates,
+    /// deletes, new enclave keys: a process of the user could otherwise replace or remove another app's
+    /// secrets through the tool). Searches for attributes alone reveal no secret and ask nobody.
+    static func needsApproval(_ request: KeychainRequest) -> Bool {
         switch request {
         case .copyMatching(let query):
             // Any value at all counts: the parser decides what is true, and asking too often is safe.
             return query["r_Data"] != nil || query["r_Ref"] != nil
-        case .useEnclaveKey: return true
+        case .useEnclaveKey, .add, .update, .delete, .generateEnclaveKey: return true
         default: return false
         }
+    }
+
+    /// Whether the caller's entry is a general-purpose tool: marked so, or known by the daemon itself
+    /// whatever the entry says — the `security` command (by its contents) or an interpreter (by name).
+    private func isGeneralPurposeTool(_ app: AppRegistration, caller: CallerIdentity) throws -> Bool {
+        if app.isGeneralPurposeTool { return true }
+        let executable = try caller.identified.get()
+        return Self.isInterpreter(executable.path) || commands.isTheSecurityCommand(executable.digest)
     }
 
     /// A general-purpose tool (the `security` command, an interpreter) runs whatever its user tells it,
     /// so its registration would lend the groups to every process of that user: the user is asked first,
     /// as macOS asks before its `security` tool reads an item another app made.
-    private func approveToolRead(_ app: AppRegistration, caller: CallerIdentity, in tenant: Tenant) throws {
+    private func approveToolRequest(_ app: AppRegistration, caller: CallerIdentity, in tenant: Tenant) throws {
         let digest = app.executableDigest.map { $0.map { String(format: "%02x", $0) }.joined() } ?? app.executablePath
         let approvalKey = caller.peer.terminalSession.map { "\(digest)@\($0)" }
         let reason =
-            "\(app.executablePath) (pid \(caller.peer.pid)) wants to read a secret of \(app.applicationIdentifier)"
+            "\(app.executablePath) (pid \(caller.peer.pid)) wants to read or change a secret of \(app.applicationIdentifier)"
         do {
-            try tenant.keychain.approveToolRead(
+            try tenant.keychain.approveToolRequest(
                 approvalKey: approvalKey, reason: reason, reuse: .seconds(app.approvalReuseSeconds ?? 0))
         } catch let refusal as KeychainError {
             DaemonLog.warning(
@@ -328,7 +341,9 @@ public final class KeychainDaemon: Sendable {
                 "\(path) is an interpreter: registered, it would make every script of this user that app; register it only with --allow-interpreter (its reads of secrets then ask the user)"
             )
         }
-        let asksUser = request.generalPurposeTool || interpreter
+        let asksUser =
+            request.generalPurposeTool || interpreter
+            || (ExecutableDigests.digest(ofFileAt: path).map(commands.isTheSecurityCommand) ?? false)
         guard request.approvalReuseSeconds >= 0, request.approvalReuseSeconds <= 86_400 else {
             throw KeychainError.invalidParameter("an approval reuse window is 0 to 86400 seconds")
         }

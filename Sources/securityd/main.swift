@@ -25,7 +25,8 @@ let usage = """
                        on a socket every user may connect to (default \(KeychainLocations.systemSocket))
       --home DIR       where the keychain (user mode) or the users' keychains (--system) are
       --socket PATH    the socket to listen on (a socket systemd passes is used instead)
-      --idle-lock S    lock keychains with a passcode after S seconds without an item request
+      --idle-lock S    lock each keychain with a passcode after S seconds without an item request from
+                       one of its own permitted apps
       --follow-session-lock
                        lock a user's keychain when their login session locks (systemd-logind, on the
                        system bus: DBUS_SYSTEM_BUS_ADDRESS, else /var/run/dbus/system_bus_socket)

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainCore
+import KeychainEngine
 import KeychainTestSupport
 import XCTest
 
@@ -45,7 +46,7 @@ final class GeneralPurposeToolTests: XCTestCase {
         var result = try ClientPrograms.run(security, find, daemon: daemon, user: user)
         XCTAssertEqual(result.status, Int32(UInt32(bitPattern: -128) & 0xff), result.output)
         XCTAssertFalse(result.output.contains("mail-secret"))
-        XCTAssertTrue(pinentry.transcript.contains("wants to read a secret of security"), pinentry.transcript)
+        XCTAssertTrue(pinentry.transcript.contains("wants to read or change a secret of security"), pinentry.transcript)
         // Without a terminal nothing is reused: the next read asks again, and the user's passcode opens it.
         try pinentry.set(.passcode("8642"))
         result = try ClientPrograms.run(security, find, daemon: daemon, user: user)
@@ -57,9 +58,57 @@ final class GeneralPurposeToolTests: XCTestCase {
         result = try ClientPrograms.run(security, ["find-generic-password", "-s", "imap"], daemon: daemon, user: user)
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 2)
-        // The app itself is no tool: it reads without anyone asked.
+        // Changes ask too: a process of the user cannot replace or remove another app's secret through it.
+        result = try ClientPrograms.run(
+            security, ["delete-generic-password", "-s", "imap", "-a", "me"], daemon: daemon, user: user)
+        XCTAssertEqual(result.status, Int32(UInt32(bitPattern: -128) & 0xff), result.output)
+        result = try ClientPrograms.run(
+            security, ["add-generic-password", "-s", "imap", "-a", "me", "-U", "-w", "planted"], daemon: daemon,
+            user: user)
+        XCTAssertEqual(result.status, Int32(UInt32(bitPattern: -128) & 0xff), result.output)
+        // The app itself is no tool: it reads without anyone asked, and its secret is as it was.
         XCTAssertEqual(
             try ClientPrograms.run(app, ["read", "imap", "me"], daemon: daemon, user: user).output, "mail-secret")
+    }
+
+    /// The daemon knows the command by its contents: a registration that does not say it is a tool (an
+    /// older client's, or any other registrar's) makes one all the same, and so does an entry written
+    /// before tools existed, which has no such field at all.
+    func testTheCommandIsAToolWhateverItsEntrySays() throws {
+        let pinentry = try FakePinentry(.cancel)
+        let daemon = try TestDaemon(arguments: ["--pinentry", pinentry.path])
+        let security = ClientPrograms.built("security")
+        try daemon.service().setPasscode(SecureBytesHelper.bytes("2468"), current: nil)
+        try daemon.register(executable: security, identifier: "security", groups: ["security"])
+        XCTAssertEqual(try daemon.service().listApps().first?.isGeneralPurposeTool, true)
+        // The same entry as a registry of before: rewritten without the tool fields, with its MAC.
+        daemon.stop()
+        try Self.rewriteRegistryWithoutToolFields(in: daemon.home)
+        try daemon.start()
+        try daemon.service().unlock(passcode: SecureBytesHelper.bytes("2468"))
+        XCTAssertEqual(try daemon.service().listApps().first?.isGeneralPurposeTool, false)
+        let result = try ClientPrograms.run(
+            security, ["find-generic-password", "-s", "anything", "-w"], daemon: daemon)
+        XCTAssertEqual(result.status, Int32(UInt32(bitPattern: -128) & 0xff), result.output)
+        XCTAssertTrue(pinentry.transcript.contains("GETPIN"), "the user was not asked")
+    }
+
+    /// Writes the registry in `home` as a build from before tools wrote it: the entries without
+    /// `asksUser` and `approvalReuseSeconds`, under a fresh MAC from the keychain's root.
+    private static func rewriteRegistryWithoutToolFields(in home: String) throws {
+        let path = home + "/apps.registry"
+        let contents = try Data(contentsOf: URL(fileURLWithPath: path))
+        let newline = try XCTUnwrap(contents.firstIndex(of: 10))
+        var document = try XCTUnwrap(
+            JSONSerialization.jsonObject(with: contents[(newline + 1)...]) as? [String: Any])
+        let apps = try XCTUnwrap(document["apps"] as? [[String: Any]])
+        document["apps"] = apps.map { app in
+            app.filter { $0.key != "asksUser" && $0.key != "approvalReuseSeconds" }
+        }
+        let rewritten = try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys])
+        let keychain = try Keychain(directory: home)
+        let mac = try keychain.authenticationCode(for: rewritten).map { String(format: "%02x", $0) }.joined()
+        try (Data(mac.utf8) + Data([10]) + rewritten).write(to: URL(fileURLWithPath: path))
     }
 
     func testAnInterpreterIsRegisteredOnlyWhenAllowedAndThenAsks() throws {

@@ -326,7 +326,7 @@ final class PinentryFaultTests: EngineTestCase {
         XCTAssertEqual(failures, 0)
         let lines = log.lines.withLock { $0 }
         XCTAssertTrue(
-            lines.contains { $0.contains("could not ask anyone") && $0.contains("Inappropriate ioctl") }, "\(lines)")
+            lines.contains { $0.contains("could not ask anyone") }, "\(lines)")
     }
 
     func testAPinentryThatPrintsGarbageFailsWithoutCountingAnAttempt() throws {

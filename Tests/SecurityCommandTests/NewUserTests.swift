@@ -31,6 +31,9 @@ final class NewUserTests: XCTestCase {
         let registered = try cli.run(
             "app", "register", cli.executable, "--application-identifier", "security", "--access-group", "security")
         XCTAssertEqual(registered.status, 0, registered.stderr)
+        // The command is a general-purpose tool: the simulated sensor says yes for the user.
+        XCTAssertEqual(try cli.run("biometry", "enroll").status, 0)
+        XCTAssertEqual(try cli.run("biometry", "policy", "match").status, 0)
         XCTAssertEqual(try cli.run("add-generic-password", "-s", "refused", "-a", "a", "-w", "pw").status, 0)
 
         // Registered, but run with a loader variable: refused for that, and the message says so.

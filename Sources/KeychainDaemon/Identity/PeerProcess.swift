@@ -80,8 +80,12 @@ final class PeerProcess: @unchecked Sendable {
         guard fields.count > 4 else { return nil }
         let session = String(decoding: fields[3], as: UTF8.self)
         let terminal = String(decoding: fields[4], as: UTF8.self)
-        guard terminal != "0", isAlive else { return nil }
-        return "\(uid):\(session):\(terminal)"
+        // The session leader's start time too, as sudo keeps it: a later session given the same leader
+        // pid and terminal number is another session, and inherits no approval.
+        guard terminal != "0", let leader = Int32(session), leader > 0, let started = Self.startTicks(pid: leader),
+            isAlive
+        else { return nil }
+        return "\(uid):\(session):\(started):\(terminal)"
     }
 
     /// Whether the process that connected is still running.
@@ -267,10 +271,40 @@ final class PeerProcess: @unchecked Sendable {
             }
             guard Int32(name) != nil, let info = read("fdinfo/\(name)") else { continue }
             let fields = Self.fields(ofDescriptorInfo: info)
-            // Kernels before 5.14 do not name the inode: then nothing can be matched.
-            guard let inode = fields["ino"], let mount = fields["mnt_id"] else { return .unknown }
+            // Kernels before 5.14 do not name the inode in fdinfo: the descriptors' links are read
+            // instead, which needs the right to list /proc/<pid>/fd (the same user, or root).
+            guard let inode = fields["ino"], let mount = fields["mnt_id"] else {
+                return holdingByLinks(socketInode: peerInode)
+            }
             guard inode == String(peerInode), mount == socketMount else { continue }
             guard let flags = fields["flags"].flatMap({ Int($0, radix: 8) }) else { return .unknown }
+            return flags & Int(O_CLOEXEC) != 0 ? .ownedByThisProgram : .inheritable
+        }
+        return .notHeld
+    }
+
+    /// The same search through `/proc/<pid>/fd`'s links ("socket:[inode]"), for kernels whose fdinfo
+    /// names no inode.
+    private func holdingByLinks(socketInode: Int) -> ConnectionHolding {
+        let wanted = "socket:[\(socketInode)]"
+        let descriptors = openat(procDirectory, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptors >= 0, let directory = fdopendir(descriptors) else {
+            if descriptors >= 0 { close(descriptors) }
+            return .unknown
+        }
+        defer { closedir(directory) }
+        var buffer = [CChar](repeating: 0, count: 64)
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard Int32(name) != nil else { continue }
+            let length = readlinkat(dirfd(directory), name, &buffer, buffer.count - 1)
+            guard length > 0,
+                String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) == wanted,
+                let info = read("fdinfo/\(name)"),
+                let flags = Self.fields(ofDescriptorInfo: info)["flags"].flatMap({ Int($0, radix: 8) })
+            else { continue }
             return flags & Int(O_CLOEXEC) != 0 ? .ownedByThisProgram : .inheritable
         }
         return .notHeld
@@ -299,13 +333,14 @@ final class PeerProcess: @unchecked Sendable {
     }
 
     /// Whether a debugger is attached (another process may be steering this one).
+    /// Fails closed: a status that cannot be read, or names no tracer field, counts as traced.
     func isTraced() -> Bool {
-        guard let status = read("status") else { return false }
+        guard let status = read("status") else { return true }
         let text = String(decoding: status, as: UTF8.self)
         for line in text.split(separator: "\n") where line.hasPrefix("TracerPid:") {
             return line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces) != "0"
         }
-        return false
+        return true
     }
 
     /// A whole file of the process's `/proc` directory (read to its end: procfs files come in pages).

@@ -111,7 +111,7 @@ final class AuthenticationBroker: Sendable {
     /// else the device passcode: `userPresence`), unless they approved the same tool in the same terminal
     /// session within `reuse`. `approvalKey` nil (no terminal) is never reused. Throws the SecItem
     /// status when the user does not approve, or cannot be asked.
-    func approveToolRead(approvalKey: String?, reason: String, reuse: Duration) throws {
+    func approveToolRequest(approvalKey: String?, reason: String, reuse: Duration) throws {
         let now = Self.monotonicNow
         let (seconds, attoseconds) = reuse.components
         let window = UInt64(max(seconds, 0)) * 1_000_000_000 + UInt64(max(attoseconds, 0) / 1_000_000_000)
@@ -125,7 +125,7 @@ final class AuthenticationBroker: Sendable {
         if let failure = try satisfy(.userPresence, key: scratch, reason: reason, interactionAllowed: true) {
             if failure == .passcodeNotSet {
                 throw KeychainError.authenticationFailed(
-                    "a general-purpose tool reads secrets only after the user is asked, and this keychain has neither a passcode nor enrolled biometry to ask with"
+                    "a general-purpose tool reads or changes secrets only after the user is asked, and this keychain has neither a passcode nor enrolled biometry to ask with"
                 )
             }
             throw failure.keychainError

@@ -214,8 +214,8 @@ public final class Keychain: Sendable {
 
     /// Asks the user to approve a general-purpose tool's read of secrets, unless they approved the same
     /// `approvalKey` (a tool in a terminal session) within `reuse` (see `AuthenticationBroker`).
-    public func approveToolRead(approvalKey: String?, reason: String, reuse: Duration) throws {
-        try authentication.approveToolRead(approvalKey: approvalKey, reason: reason, reuse: reuse)
+    public func approveToolRequest(approvalKey: String?, reason: String, reuse: Duration) throws {
+        try authentication.approveToolRequest(approvalKey: approvalKey, reason: reason, reuse: reuse)
     }
 
     /// Forgets the keys a restart forgets: back to "before first unlock" (class D only).
