@@ -16,6 +16,17 @@ final class CallerIdentity: Sendable {
 
     /// The last refusal logged for this connection: one line per reason, not one per request.
     private let loggedRefusal = Mutex<String?>(nil)
+    /// Whether the daemon knows this executable as a general-purpose tool, worked out once per
+    /// connection (the executable cannot change under it: an exec closes the connection).
+    private let knownTool = Mutex<Bool?>(nil)
+
+    /// `decide` once, then its answer for the connection's life.
+    func isKnownTool(_ decide: () -> Bool) -> Bool {
+        if let known = knownTool.withLock({ $0 }) { return known }
+        let answer = decide()
+        knownTool.withLock { $0 = answer }
+        return answer
+    }
 
     /// `connection` is the daemon's end of the socket. `requiringUndumpable`: whether a process of
     /// another user than root must have made itself non-dumpable (system mode, where the daemon is

@@ -231,7 +231,9 @@ public final class KeychainDaemon: Sendable {
     private func isGeneralPurposeTool(_ app: AppRegistration, caller: CallerIdentity) throws -> Bool {
         if app.isGeneralPurposeTool { return true }
         let executable = try caller.identified.get()
-        return Self.isInterpreter(executable.path) || commands.isTheSecurityCommand(executable.digest)
+        return caller.isKnownTool {
+            Self.isInterpreter(executable.path) || commands.isTheSecurityCommand(executable.digest)
+        }
     }
 
     /// A general-purpose tool (the `security` command, an interpreter) runs whatever its user tells it,
