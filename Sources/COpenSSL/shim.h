@@ -18,5 +18,6 @@
 #include <openssl/param_build.h>
 #include <openssl/x509.h>
 #include <openssl/decoder.h>
+#include <openssl/encoder.h>
 #include <openssl/x509v3.h>
 #include <openssl/pkcs12.h>

@@ -181,6 +181,85 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     public enum KindHint: Sendable { case rsa, ec }
 
+    /// A key from a file as OpenSSL and most tools write them: PEM or DER; a PKCS#8, PKCS#1 or SEC1
+    /// private key, or a SubjectPublicKeyInfo public key (not encrypted). OpenSSL's decoders find the
+    /// structure; the key is then taken again from its external representation, through the same
+    /// checks as `importing(_:kind:isPrivate:)`.
+    public static func importingFile(_ bytes: Data) throws(Failure) -> AsymmetricKey {
+        guard !bytes.isEmpty, bytes.count <= 65_536 else { throw .invalidKey("a key file of \(bytes.count) bytes") }
+        for input: StaticString in ["PEM", "DER"] {
+            for (selection, isPrivate) in [(Int32(0x87), true), (Int32(0x86), false)] {
+                guard let parsed = decodeAny(bytes, input: input, selection: selection) else { continue }
+                defer { EVP_PKEY_free(parsed) }
+                guard let found = adopting(copyOf: parsed, isPrivate: isPrivate) else {
+                    throw .invalidKey("a key of a type other than RSA or EC, or on a curve not supported")
+                }
+                let kind: KindHint
+                switch found.kind {
+                case .rsa: kind = .rsa
+                case .ec: kind = .ec
+                }
+                if isPrivate {
+                    let external = try found.externalRepresentation()
+                    var copy = external.withUnsafeBytes { Data($0) }
+                    defer { copy.resetBytes(in: 0..<copy.count) }
+                    return try importing(copy, kind: kind, isPrivate: true)
+                }
+                return try importing(try found.publicRepresentation(), kind: kind, isPrivate: false)
+            }
+        }
+        ERR_clear_error()
+        throw .invalidKey("not an RSA or EC key in PEM or DER (PKCS#8, PKCS#1, SEC1 or SubjectPublicKeyInfo)")
+    }
+
+    /// The key as PEM, as OpenSSL writes it: a PKCS#8 private key (unencrypted), or a
+    /// SubjectPublicKeyInfo public key. A private key's PEM is a secret, and comes in wiped memory.
+    public func pem() throws(Failure) -> SecureBytes {
+        let selection: Int32 = isPrivate ? 0x87 : 0x86
+        let structure: StaticString = isPrivate ? "PrivateKeyInfo" : "SubjectPublicKeyInfo"
+        guard let encoder = OSSL_ENCODER_CTX_new_for_pkey(key, selection, Self.name("PEM"), Self.name(structure), nil)
+        else { throw .library("no PEM encoder for the key") }
+        defer { OSSL_ENCODER_CTX_free(encoder) }
+        var output: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        guard OSSL_ENCODER_to_data(encoder, &output, &length) == 1, let output else {
+            ERR_clear_error()
+            throw .library("the key could not be written as PEM")
+        }
+        defer {
+            OPENSSL_cleanse(output, length)
+            CRYPTO_free(output, #fileID, #line)
+        }
+        return SecureBytes(copying: UnsafeBufferPointer(start: output, count: length))
+    }
+
+    /// One key in any structure OpenSSL knows, from PEM or DER; nil unless it decodes whole.
+    private static func decodeAny(_ bytes: Data, input: StaticString, selection: Int32) -> OpaquePointer? {
+        // As in `decode`: the slot and the strings outlive the decoder, which keeps them by pointer.
+        let slot = UnsafeMutablePointer<OpaquePointer?>.allocate(capacity: 1)
+        slot.initialize(to: nil)
+        defer { slot.deallocate() }
+        guard let decoder = OSSL_DECODER_CTX_new_for_pkey(slot, name(input), nil, nil, selection, nil, nil) else {
+            return nil
+        }
+        defer { OSSL_DECODER_CTX_free(decoder) }
+        let decoded = bytes.withUnsafeBytes { raw -> Bool in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
+            var cursor: UnsafePointer<UInt8>? = base
+            var left = raw.count
+            // PEM may end with blank lines after the block.
+            return OSSL_DECODER_from_data(decoder, &cursor, &left) == 1
+                && (left == 0 || input.description == "PEM")
+        }
+        ERR_clear_error()
+        let key = slot.pointee
+        guard decoded, let key else {
+            if let key { EVP_PKEY_free(key) }
+            return nil
+        }
+        return key
+    }
+
     private static func importRSA(_ bytes: Data, isPrivate: Bool) throws(Failure) -> AsymmetricKey {
         guard !bytes.isEmpty, bytes.count <= 16_384 else { throw .invalidKey("an RSA key of \(bytes.count) bytes") }
         // Decoded by OpenSSL's provider decoders, so that the key is a provider key from the start

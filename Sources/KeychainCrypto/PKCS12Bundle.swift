@@ -75,8 +75,9 @@ public struct PKCS12Bundle: Sendable {
 }
 
 extension AsymmetricKey {
-    /// A private key OpenSSL parsed elsewhere (a PKCS#12 file), kept by taking a reference of our own.
-    static func adopting(copyOf key: OpaquePointer) -> AsymmetricKey? {
+    /// A key OpenSSL parsed elsewhere (a PKCS#12 file, a key file), kept by taking a reference of our
+    /// own; nil for a type other than RSA or EC, or an unknown curve.
+    static func adopting(copyOf key: OpaquePointer, isPrivate: Bool = true) -> AsymmetricKey? {
         let kind: Kind
         switch EVP_PKEY_get_base_id(key) {
         case EVP_PKEY_RSA: kind = .rsa(bits: Int(EVP_PKEY_get_bits(key)))
@@ -91,6 +92,6 @@ extension AsymmetricKey {
         default: return nil
         }
         guard EVP_PKEY_up_ref(key) == 1 else { return nil }
-        return AsymmetricKey(retained: key, kind: kind, isPrivate: true)
+        return AsymmetricKey(retained: key, kind: kind, isPrivate: isPrivate)
     }
 }

@@ -250,9 +250,12 @@ struct CertificateVerbs {
     func importFile(_ rawArguments: [CommandArgument]) throws(Failure) {
         let arguments: Arguments
         do {
-            arguments = try Arguments(rawArguments, takingValue: ["f", "P", "k"])
+            arguments = try Arguments(rawArguments, takingValue: ["f", "P", "k", "t"])
         } catch {
             throw .usage(verb: "import", message: error.message)
+        }
+        if let type = arguments["t"], !["cert", "priv", "pub"].contains(type) {
+            throw .usage(verb: "import", message: "-t takes cert, priv or pub")
         }
         if let keychain = arguments.bytes("k") {
             try session.checkKeychainNames([CommandArgument(keychain)], function: Functions.importItems)
@@ -263,10 +266,16 @@ struct CertificateVerbs {
         let data = try Self.readFile(path)
         let format: String
         if let given = arguments["f"] {
-            guard ["pkcs12", "x509"].contains(given) else {
-                throw .usage(verb: "import", message: "-f takes pkcs12 or x509")
+            guard ["pkcs12", "x509", "openssl"].contains(given) else {
+                throw .usage(verb: "import", message: "-f takes pkcs12, x509 or openssl")
             }
             format = given
+        } else if arguments["t"] == "priv" || arguments["t"] == "pub" {
+            format = "openssl"
+        } else if arguments["t"] == "cert" {
+            format = "x509"
+        } else if (try? AsymmetricKey.importingFile(data)) != nil {
+            format = "openssl"
         } else {
             let lowered = path.lowercased()
             let isCertificate =
@@ -274,6 +283,11 @@ struct CertificateVerbs {
                     !ders.isEmpty && ders.allSatisfy { SecCertificateCreateWithData(nil, $0 as CFData) != nil }
                 } ?? false
             format = lowered.hasSuffix(".p12") || lowered.hasSuffix(".pfx") || !isCertificate ? "pkcs12" : "x509"
+        }
+        if format == "openssl" {
+            if arguments.has("P") { throw .usage(verb: "import", message: "-P is the passphrase of a PKCS#12 file") }
+            try importKey(data, path: path, expected: arguments["t"])
+            return
         }
         if format == "x509" {
             if arguments.has("P") { throw .usage(verb: "import", message: "-P is the passphrase of a PKCS#12 file") }
@@ -286,6 +300,49 @@ struct CertificateVerbs {
             return
         }
         try importPKCS12(data, passphrase: try passphrase(arguments, for: path))
+    }
+
+    /// An RSA or EC key file, stored as a key item labelled with the file's name (through
+    /// `SecKeyCreateWithData` and `SecItemAdd`, as an app would). `expected` (-t) must match what the
+    /// file holds.
+    private func importKey(_ data: Data, path: String, expected: String?) throws(Failure) {
+        let key: AsymmetricKey
+        do {
+            key = try AsymmetricKey.importingFile(data)
+        } catch {
+            throw .keychain(errSecUnknownFormat, function: Functions.importItems, detail: "\(path): \(error)")
+        }
+        if let expected, expected != (key.isPrivate ? "priv" : "pub") {
+            throw .keychain(
+                errSecUnknownFormat, function: Functions.importItems,
+                detail: "\(path) holds a \(key.isPrivate ? "private" : "public") key, not -t \(expected)")
+        }
+        var external: Data
+        do {
+            external = try key.externalRepresentation().withUnsafeBytes { Data($0) }
+        } catch {
+            throw .keychain(errSecInternalComponent, function: Functions.importItems, detail: "\(error)")
+        }
+        defer { external.resetBytes(in: 0..<external.count) }
+        let type: CFString
+        switch key.kind {
+        case .rsa: type = kSecAttrKeyTypeRSA
+        case .ec: type = kSecAttrKeyTypeECSECPrimeRandom
+        }
+        let attributes: [String: Any] = [
+            kSecAttrKeyType as String: type,
+            kSecAttrKeyClass as String: key.isPrivate ? kSecAttrKeyClassPrivate : kSecAttrKeyClassPublic,
+        ]
+        var error: Unmanaged<CFError>?
+        guard let secKey = SecKeyCreateWithData(external as CFData, attributes as CFDictionary, &error) else {
+            let reason = error.map { String(describing: $0.takeRetainedValue()) } ?? "no reason given"
+            throw .keychain(errSecUnknownFormat, function: Functions.importItems, detail: reason)
+        }
+        let label = (path as NSString).lastPathComponent
+        let add: [String: Any] = [kSecValueRef as String: secKey, kSecAttrLabel as String: label]
+        let status = try session.retryingWhenLocked { SecItemAdd(add as CFDictionary, nil) }
+        guard status == errSecSuccess else { throw .keychain(status, function: Functions.importItems) }
+        print("1 key imported.")
     }
 
     /// `-P`, else one line typed without echo on a terminal, else one line of standard input (empty
@@ -345,8 +402,8 @@ struct CertificateVerbs {
         }
         try session.checkKeychainNames(arguments.positional, function: Functions.export)
         let type = arguments["t"] ?? "certs"
-        guard ["certs", "identities"].contains(type) else {
-            throw .usage(verb: "export", message: "-t takes certs or identities")
+        guard ["certs", "keys", "identities"].contains(type) else {
+            throw .usage(verb: "export", message: "-t takes certs, keys or identities")
         }
         let format = arguments["f"] ?? "pemseq"
         guard ["pemseq", "pkcs12"].contains(format) else {
@@ -367,11 +424,81 @@ struct CertificateVerbs {
             try write(Data(text.utf8), to: arguments["o"], secret: false)
             return
         }
+        if type == "keys" {
+            let (text, hasPrivate) = try keysPEM()
+            // Private keys are never printed: they go to a new file only this user can read.
+            guard !hasPrivate || arguments["o"] != nil else {
+                throw .usage(verb: "export", message: "-t keys writes private keys: give -o file")
+            }
+            var bytes = text.withUnsafeBytes { Data($0) }
+            defer { bytes.resetBytes(in: 0..<bytes.count) }
+            try write(bytes, to: arguments["o"], secret: hasPrivate)
+            return
+        }
         // Private keys are never printed: they go to a file only this user can read.
         guard let output = arguments["o"] else {
             throw .usage(verb: "export", message: "-t identities writes private keys: give -o file")
         }
         try write(try identitiesPEM(), to: output, secret: true)
+    }
+
+    /// Every exportable key item as PEM (OpenSSL's PKCS#8 and SubjectPublicKeyInfo), and whether any
+    /// is private. Enclave keys, whose private part never leaves the keychain, are skipped.
+    private func keysPEM() throws(Failure) -> (SecureBytes, Bool) {
+        let query: [String: Any] = [
+            kSecClass as String: kSecClassKey, kSecMatchLimit as String: kSecMatchLimitAll,
+            kSecAttrSynchronizable as String: kSecAttrSynchronizableAny, kSecReturnRef as String: true,
+        ]
+        var result: CFTypeRef?
+        let status = try session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
+        guard status == errSecSuccess, let keys = result as? [SecKey], !keys.isEmpty else {
+            throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Functions.export)
+        }
+        var pieces: [SecureBytes] = []
+        var hasPrivate = false
+        for secKey in keys {
+            guard let attributes = SecKeyCopyAttributes(secKey) as? [String: Any],
+                var external = SecKeyCopyExternalRepresentation(secKey, nil) as Data?
+            else { continue }  // an enclave key: its private part cannot be exported
+            defer { external.resetBytes(in: 0..<external.count) }
+            // The class as a string ("1", Apple's kSecAttrKeyClassPrivate) or as the number it stands for.
+            let keyClass = attributes[kSecAttrKeyClass as String]
+            let isPrivate =
+                (keyClass as? String) == (kSecAttrKeyClassPrivate as String) || (keyClass as? NSNumber)?.intValue == 1
+            // PKCS#1 (RSA) is a DER SEQUENCE; X9.63 (EC) starts with 04.
+            let isRSA = external.first == 0x30
+            do {
+                let key = try AsymmetricKey.importing(external, kind: isRSA ? .rsa : .ec, isPrivate: isPrivate)
+                pieces.append(try key.pem())
+                hasPrivate = hasPrivate || isPrivate
+            } catch {
+                throw .keychain(errSecInternalComponent, function: Functions.export, detail: "\(error)")
+            }
+        }
+        guard !pieces.isEmpty else {
+            throw .keychain(
+                errSecItemNotFound, function: Functions.export,
+                detail: "no key here can be exported (enclave keys never are)")
+        }
+        let total = pieces.reduce(0) { $0 + $1.count }
+        let joined: SecureBytes
+        do {
+            joined = try SecureBytes(
+                count: total,
+                filling: { buffer in
+                    var offset = 0
+                    for piece in pieces {
+                        piece.withUnsafeBytes { bytes in
+                            UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + bytes.count]).copyMemory(
+                                from: bytes)
+                        }
+                        offset += piece.count
+                    }
+                })
+        } catch {
+            throw .keychain(errSecAllocate, function: Functions.export)
+        }
+        return (joined, hasPrivate)
     }
 
     /// Each identity's certificate and then its private key, as PEM.

@@ -177,10 +177,12 @@ enum Usage {
         ),
         (
             "import",
-            "Import certificates or a PKCS#12 file into the keychain.",
+            "Import certificates, keys or a PKCS#12 file into the keychain.",
             """
-            Usage: import inputfile [-f pkcs12|x509] [-P passphrase] [-k keychain]
-                -f  The file's format (default: from its name, .p12 or .pfx, else from its contents)
+            Usage: import inputfile [-f pkcs12|x509|openssl] [-t cert|priv|pub] [-P passphrase] [-k keychain]
+                -f  The file's format (default: from its name, .p12 or .pfx, else from its contents); openssl
+                    is an RSA or EC key in PEM or DER (PKCS#8, PKCS#1, SEC1 or SubjectPublicKeyInfo)
+                -t  What the file holds: cert (x509), priv or pub (a key, -f openssl); checked against the file
                 -P  The PKCS#12 file's passphrase (prompted for without echo on a terminal, else read from
                     standard input when omitted)
                 -k  Import into this keychain (only this keychain is accepted)
@@ -188,13 +190,16 @@ enum Usage {
         ),
         (
             "export",
-            "Export certificates or identities from the keychain.",
+            "Export certificates, keys or identities from the keychain.",
             """
-            Usage: export [-k keychain] [-t certs|identities] [-f pemseq|pkcs12] [-P passphrase] [-o outfile]
-                -t  What to export: certs (the default) or identities (each certificate, then its private key)
+            Usage: export [-k keychain] [-t certs|keys|identities] [-f pemseq|pkcs12] [-P passphrase] [-o outfile]
+                -t  What to export: certs (the default); keys (PKCS#8 private keys, SubjectPublicKeyInfo public
+                    keys; an enclave key never leaves the keychain); identities (each certificate, then its
+                    private key)
                 -f  The format: pemseq (the default; PEM blocks in sequence); pkcs12 is not supported yet
                 -P  The passphrase of -f pkcs12
-                -o  Write to this file (default: standard output); identities need one: a new file, mode 0600
+                -o  Write to this file (default: standard output); private keys and identities need one: a new
+                    file, mode 0600
             """
         ),
         ("lock-keychain", "Lock the keychain.", "Usage: lock-keychain"),

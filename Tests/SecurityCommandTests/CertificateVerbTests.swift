@@ -1,6 +1,10 @@
 import Foundation
 import XCTest
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// find-certificate, add-certificates, find-identity, import and export, with certificates and PKCS#12
 /// files the `openssl` command makes, checked against what openssl says of them.
 final class CertificateVerbTests: XCTestCase {
@@ -272,5 +276,62 @@ final class CertificateVerbTests: XCTestCase {
             }
         }
         return keys
+    }
+    /// Keys as openssl writes them (PKCS#8, PKCS#1, SEC1 private keys; SubjectPublicKeyInfo public keys;
+    /// PEM and DER) import as key items, and export as PEM that openssl reads as the same keys.
+    func testKeysImportFromOpenSSLFormatsAndExportAsTheSameKeys() throws {
+        try openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "rsa.pem"])
+        try openssl(["pkey", "-in", "rsa.pem", "-traditional", "-out", "rsa-pkcs1.pem"])
+        try openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384", "-out", "ec.pem"])
+        try openssl(["pkey", "-in", "ec.pem", "-outform", "DER", "-out", "ec.der"])
+        try openssl(["pkey", "-in", "rsa.pem", "-pubout", "-out", "rsa-public.pem"])
+        var result = try cli.run("import", path("rsa-pkcs1.pem"))
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stdout, "1 key imported.\n")
+        XCTAssertEqual(try cli.run("import", path("ec.der"), "-f", "openssl", "-t", "priv").status, 0)
+        XCTAssertEqual(try cli.run("import", path("rsa-public.pem"), "-t", "pub").status, 0)
+        // -t must say what the file holds; garbage is errSecUnknownFormat, nothing stored.
+        result = try cli.run("import", path("rsa-public.pem"), "-t", "priv")
+        XCTAssertEqual(result.status, Int32(UInt32(bitPattern: -25257) & 0xff), result.stderr)
+        try Data("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n".utf8).write(
+            to: URL(fileURLWithPath: path("bad.pem")))
+        XCTAssertNotEqual(try cli.run("import", path("bad.pem"), "-f", "openssl").status, 0)
+
+        // Private keys only to a new file of this user's.
+        result = try cli.run("export", "-t", "keys")
+        XCTAssertEqual(result.status, 2, result.stderr)
+        XCTAssertFalse(result.stdout.contains("PRIVATE KEY"))
+        result = try cli.run("export", "-t", "keys", "-o", path("keys.pem"))
+        XCTAssertEqual(result.status, 0, result.stderr)
+        var info = stat()
+        XCTAssertEqual(stat(path("keys.pem"), &info), 0)
+        XCTAssertEqual(info.st_mode & 0o777, 0o600)
+        let exported = try read("keys.pem")
+        XCTAssertEqual(exported.components(separatedBy: "-----BEGIN PRIVATE KEY-----").count - 1, 2)
+        XCTAssertEqual(exported.components(separatedBy: "-----BEGIN PUBLIC KEY-----").count - 1, 1)
+        // openssl reads each block as the key it came from: the public halves agree.
+        var publics: [String] = []
+        for (index, block) in Self.pemBlocks(exported, label: "PRIVATE KEY").enumerated() {
+            try block.write(toFile: path("out-\(index).pem"), atomically: true, encoding: .utf8)
+            publics.append(try openssl(["pkey", "-in", "out-\(index).pem", "-pubout"]))
+        }
+        let originals = try [
+            openssl(["pkey", "-in", "rsa.pem", "-pubout"]), openssl(["pkey", "-in", "ec.pem", "-pubout"]),
+        ]
+        XCTAssertEqual(Set(publics), Set(originals))
+        XCTAssertTrue(exported.contains(try read("rsa-public.pem")), "the public key is not exported as it was")
+    }
+
+    /// The PEM blocks of `label` in `text`, each with its BEGIN and END lines.
+    private static func pemBlocks(_ text: String, label: String) -> [String] {
+        let begin = "-----BEGIN \(label)-----"
+        let end = "-----END \(label)-----\n"
+        var blocks: [String] = []
+        var rest = text[...]
+        while let start = rest.range(of: begin), let finish = rest[start.upperBound...].range(of: end) {
+            blocks.append(String(rest[start.lowerBound..<finish.upperBound]))
+            rest = rest[finish.upperBound...]
+        }
+        return blocks
     }
 }
