@@ -189,7 +189,8 @@ public final class AsymmetricKey: @unchecked Sendable {
         guard !bytes.isEmpty, bytes.count <= 65_536 else { throw .invalidKey("a key file of \(bytes.count) bytes") }
         for input: StaticString in ["PEM", "DER"] {
             for (selection, isPrivate) in [(Int32(0x87), true), (Int32(0x86), false)] {
-                guard let parsed = decodeAny(bytes, input: input, selection: selection) else { continue }
+                guard let parsed = decode(bytes, input: input, structure: nil, keyType: nil, selection: selection)
+                else { continue }
                 defer { EVP_PKEY_free(parsed) }
                 guard let found = adopting(copyOf: parsed, isPrivate: isPrivate) else {
                     throw .invalidKey("a key of a type other than RSA or EC, or on a curve not supported")
@@ -231,33 +232,6 @@ public final class AsymmetricKey: @unchecked Sendable {
             CRYPTO_free(output, #fileID, #line)
         }
         return SecureBytes(copying: UnsafeBufferPointer(start: output, count: length))
-    }
-
-    /// One key in any structure OpenSSL knows, from PEM or DER; nil unless it decodes whole.
-    private static func decodeAny(_ bytes: Data, input: StaticString, selection: Int32) -> OpaquePointer? {
-        // As in `decode`: the slot and the strings outlive the decoder, which keeps them by pointer.
-        let slot = UnsafeMutablePointer<OpaquePointer?>.allocate(capacity: 1)
-        slot.initialize(to: nil)
-        defer { slot.deallocate() }
-        guard let decoder = OSSL_DECODER_CTX_new_for_pkey(slot, name(input), nil, nil, selection, nil, nil) else {
-            return nil
-        }
-        defer { OSSL_DECODER_CTX_free(decoder) }
-        let decoded = bytes.withUnsafeBytes { raw -> Bool in
-            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
-            var cursor: UnsafePointer<UInt8>? = base
-            var left = raw.count
-            // PEM may end with blank lines after the block.
-            return OSSL_DECODER_from_data(decoder, &cursor, &left) == 1
-                && (left == 0 || input.description == "PEM")
-        }
-        ERR_clear_error()
-        let key = slot.pointee
-        guard decoded, let key else {
-            if let key { EVP_PKEY_free(key) }
-            return nil
-        }
-        return key
     }
 
     private static func importRSA(_ bytes: Data, isPrivate: Bool) throws(Failure) -> AsymmetricKey {
@@ -326,10 +300,11 @@ public final class AsymmetricKey: @unchecked Sendable {
         return Int(BN_num_bits(number))
     }
 
-    /// One whole DER structure as a key; nil unless it decodes and nothing is left over.
-    private static func decode(_ bytes: Data, structure: StaticString, keyType: StaticString, selection: Int32)
-        -> OpaquePointer?
-    {
+    /// One whole structure as a key (DER unless `input` says PEM; any structure or key type OpenSSL
+    /// knows when nil); nil unless it decodes and nothing is left over (a PEM file may end in blank lines).
+    private static func decode(
+        _ bytes: Data, input: StaticString = "DER", structure: StaticString?, keyType: StaticString?, selection: Int32
+    ) -> OpaquePointer? {
         // The decoder keeps the address it is given and writes the key through it later: a slot that
         // lives as long as the decoder, not a variable's address passed for one call. It keeps the
         // input type, structure and key type strings by pointer too (OpenSSL 3.0 does not copy them):
@@ -340,7 +315,7 @@ public final class AsymmetricKey: @unchecked Sendable {
         defer { slot.deallocate() }
         guard
             let decoder = OSSL_DECODER_CTX_new_for_pkey(
-                slot, name("DER"), name(structure), name(keyType), selection, nil, nil)
+                slot, name(input), structure.map(name), keyType.map(name), selection, nil, nil)
         else {
             return nil
         }
@@ -349,7 +324,7 @@ public final class AsymmetricKey: @unchecked Sendable {
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
             var cursor: UnsafePointer<UInt8>? = base
             var left = raw.count
-            return OSSL_DECODER_from_data(decoder, &cursor, &left) == 1 && left == 0
+            return OSSL_DECODER_from_data(decoder, &cursor, &left) == 1 && (left == 0 || input.description == "PEM")
         }
         let key = slot.pointee
         guard decoded, let key else {
