@@ -42,17 +42,9 @@ struct CertificateVerbs {
 
     /// Every certificate the caller can see, in the keychain's order.
     private func storedCertificates() throws(Failure) -> [Stored] {
-        let query: [String: Any] = [
-            kSecClass as String: kSecClassCertificate, kSecMatchLimit as String: kSecMatchLimitAll,
-            kSecAttrSynchronizable as String: kSecAttrSynchronizableAny, kSecReturnAttributes as String: true,
-            kSecReturnRef as String: true,
-        ]
-        var result: CFTypeRef?
-        let status = try session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
-        if status == errSecItemNotFound { return [] }
-        guard status == errSecSuccess, let items = result as? [[String: Any]] else {
-            throw .keychain(status, function: Function.search)
-        }
+        let items = try session.allItems(
+            of: kSecClassCertificate, returning: [kSecReturnAttributes as String: true, kSecReturnRef as String: true],
+            as: [String: Any].self, function: Function.search)
         return items.compactMap { item in
             (item[kSecValueRef as String] as? SecCertificate).map { Stored(certificate: $0, attributes: item) }
         }
@@ -197,18 +189,9 @@ struct CertificateVerbs {
         }
         // The identities' certificate attributes (no private key is read, so nobody is asked), paired
         // with the stored certificates by issuer and serial number.
-        let query: [String: Any] = [
-            kSecClass as String: kSecClassIdentity, kSecMatchLimit as String: kSecMatchLimitAll,
-            kSecAttrSynchronizable as String: kSecAttrSynchronizableAny, kSecReturnAttributes as String: true,
-        ]
-        var result: CFTypeRef?
-        let status = try session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
-        var identities: [[String: Any]] = []
-        if status == errSecSuccess, let found = result as? [[String: Any]] {
-            identities = found
-        } else if status != errSecItemNotFound {
-            throw .keychain(status, function: Function.search)
-        }
+        let identities = try session.allItems(
+            of: kSecClassIdentity, returning: [kSecReturnAttributes as String: true], as: [String: Any].self,
+            function: Function.search)
         let certificates = try storedCertificates()
         func key(_ attributes: [String: Any]) -> [Data?] {
             [kSecAttrIssuer, kSecAttrSerialNumber].map { attributes[$0 as String] as? Data }
@@ -445,15 +428,9 @@ struct CertificateVerbs {
     /// Every exportable key item as PEM (OpenSSL's PKCS#8 and SubjectPublicKeyInfo), and whether any
     /// is private. Enclave keys, whose private part never leaves the keychain, are skipped.
     private func keysPEM() throws(Failure) -> (SecureBytes, Bool) {
-        let query: [String: Any] = [
-            kSecClass as String: kSecClassKey, kSecMatchLimit as String: kSecMatchLimitAll,
-            kSecAttrSynchronizable as String: kSecAttrSynchronizableAny, kSecReturnRef as String: true,
-        ]
-        var result: CFTypeRef?
-        let status = try session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
-        guard status == errSecSuccess, let keys = result as? [SecKey], !keys.isEmpty else {
-            throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Functions.export)
-        }
+        let keys = try session.allItems(
+            of: kSecClassKey, returning: [kSecReturnRef as String: true], as: SecKey.self, function: Functions.export)
+        guard !keys.isEmpty else { throw .keychain(errSecItemNotFound, function: Functions.export) }
         var pieces: [SecureBytes] = []
         var hasPrivate = false
         for secKey in keys {
@@ -503,15 +480,10 @@ struct CertificateVerbs {
 
     /// Each identity's certificate and then its private key, as PEM.
     private func identitiesPEM() throws(Failure) -> Data {
-        let query: [String: Any] = [
-            kSecClass as String: kSecClassIdentity, kSecMatchLimit as String: kSecMatchLimitAll,
-            kSecAttrSynchronizable as String: kSecAttrSynchronizableAny, kSecReturnRef as String: true,
-        ]
-        var result: CFTypeRef?
-        let status = try session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
-        guard status == errSecSuccess, let identities = result as? [SecIdentity], !identities.isEmpty else {
-            throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Functions.export)
-        }
+        let identities = try session.allItems(
+            of: kSecClassIdentity, returning: [kSecReturnRef as String: true], as: SecIdentity.self,
+            function: Functions.export)
+        guard !identities.isEmpty else { throw .keychain(errSecItemNotFound, function: Functions.export) }
         var text = ""
         for identity in identities {
             var certificate: SecCertificate?

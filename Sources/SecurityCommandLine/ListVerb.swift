@@ -30,16 +30,9 @@ struct ListVerb {
             (kSecClassGenericPassword, "genp"), (kSecClassInternetPassword, "inet"), (kSecClassCertificate, "cert"),
             (kSecClassKey, "keys"),
         ] {
-            let query: [String: Any] = [
-                kSecClass as String: itemClass, kSecMatchLimit as String: kSecMatchLimitAll,
-                kSecAttrSynchronizable as String: kSecAttrSynchronizableAny, kSecReturnAttributes as String: true,
-            ]
-            var result: CFTypeRef?
-            let status = try session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
-            if status == errSecItemNotFound { continue }
-            guard status == errSecSuccess, let items = result as? [[String: Any]] else {
-                throw .keychain(status, function: Function.search)
-            }
+            let items = try session.allItems(
+                of: itemClass, returning: [kSecReturnAttributes as String: true], as: [String: Any].self,
+                function: Function.search)
             for item in items {
                 let keys = Self.columns.flatMap(\.keys) + [kSecAttrAccessGroup as String]
                 let shown = item.filter { keys.contains($0.key) }

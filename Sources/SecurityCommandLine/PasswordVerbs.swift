@@ -260,17 +260,10 @@ struct DumpVerb {
             (kSecClassGenericPassword, "genp"), (kSecClassInternetPassword, "inet"), (kSecClassCertificate, "cert"),
             (kSecClassKey, "keys"),
         ] {
-            let query: [String: Any] = [
-                kSecClass as String: itemClass, kSecMatchLimit as String: kSecMatchLimitAll,
-                kSecAttrSynchronizable as String: kSecAttrSynchronizableAny, kSecReturnAttributes as String: true,
-                kSecReturnPersistentRef as String: withData,
-            ]
-            var result: CFTypeRef?
-            let status = try session.retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
-            if status == errSecItemNotFound { continue }
-            guard status == errSecSuccess, let items = result as? [[String: Any]] else {
-                throw .keychain(status, function: Function.search)
-            }
+            let items = try session.allItems(
+                of: itemClass,
+                returning: [kSecReturnAttributes as String: true, kSecReturnPersistentRef as String: withData],
+                as: [String: Any].self, function: Function.search)
             for var item in items {
                 let data = withData ? try session.secret(of: item) ?? Data() : nil
                 item[kSecValuePersistentRef as String] = nil

@@ -99,6 +99,26 @@ final class Session {
 }
 
 extension Session {
+    /// Every item of `itemClass` the caller can see, synchronizable or not, as the query's `returning`
+    /// keys give them (attributes, references...), each cast to `T`; none when there is none. A locked
+    /// class asks for the passcode on a terminal, as every search of the command does.
+    func allItems<T>(of itemClass: CFString, returning: [String: Any], as _: T.Type, function: String)
+        throws(Failure) -> [T]
+    {
+        var query: [String: Any] = [
+            kSecClass as String: itemClass, kSecMatchLimit as String: kSecMatchLimitAll,
+            kSecAttrSynchronizable as String: kSecAttrSynchronizableAny,
+        ]
+        query.merge(returning) { $1 }
+        var result: CFTypeRef?
+        let status = try retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
+        if status == errSecItemNotFound { return [] }
+        guard status == errSecSuccess, let items = result as? [T] else {
+            throw .keychain(status == errSecSuccess ? errSecInternalComponent : status, function: function)
+        }
+        return items
+    }
+
     /// The data of an item found with its persistent reference, asked for alone: Foundation on Linux
     /// bridges an `NSData` inside a dictionary to `Data` a byte at a time (about half a second for
     /// 10 MiB), while data returned alone is copied at once. Nil when the item came without a persistent
