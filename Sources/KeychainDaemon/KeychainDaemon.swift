@@ -41,7 +41,6 @@ public final class KeychainDaemon: Sendable {
             }
             // Each user's keychain is claimed when it is opened; the home, for the daemon's life, so
             // that a second system daemon on it stops at once rather than at its first client.
-            systemHomeLock.withLock { $0 = nil }
             let lock = try OwnerLock.claim(directory: home, holder: ownerRecord)
             systemHomeLock.withLock { $0 = lock }
         }
@@ -100,7 +99,8 @@ public final class KeychainDaemon: Sendable {
                 do {
                     let app = try registration(of: caller, in: tenant)
                     let isTool = try isGeneralPurposeTool(app, caller: caller)
-                    if isTool, Self.needsApproval(request) {
+                    let needsApproval = Self.needsApproval(request)
+                    if isTool, needsApproval {
                         try approveToolRequest(app, caller: caller, in: tenant)
                     }
                     client = app.identity
@@ -108,7 +108,7 @@ public final class KeychainDaemon: Sendable {
                     // Only the keychain's own permitted apps keep it awake: a refused caller (another
                     // user, an unregistered program) must not hold someone's keychain unlocked, nor may
                     // any process of the user through a general-purpose tool without the user's approval.
-                    if !isTool || Self.needsApproval(request) {
+                    if !isTool || needsApproval {
                         tenant.lastActivity.store(Self.monotonicNow, ordering: .relaxed)
                     }
                 } catch let refusal as KeychainError {
@@ -171,7 +171,7 @@ public final class KeychainDaemon: Sendable {
                 let app = try makeEntry(registration)
                 try tenant.registry.register(app)
                 DaemonLog.info(
-                    "registered \(app.executablePath) as \(app.applicationIdentifier)\(app.trustsPathOnly ? " (development: trusted by path)" : "")\(app.isGeneralPurposeTool ? " (a general-purpose tool: its reads ask the user)" : "") for uid \(tenant.uid), by pid \(caller.peer.pid)"
+                    "registered \(app.executablePath) as \(app.applicationIdentifier)\(app.trustsPathOnly ? " (development: trusted by path)" : "")\(app.isGeneralPurposeTool ? " (a general-purpose tool: its reads and changes ask the user)" : "") for uid \(tenant.uid), by pid \(caller.peer.pid)"
                 )
                 return .success(.done)
             case .removeApp(let path, let passcode):
@@ -249,7 +249,7 @@ public final class KeychainDaemon: Sendable {
                 approvalKey: approvalKey, reason: reason, reuse: .seconds(app.approvalReuseSeconds ?? 0))
         } catch let refusal as KeychainError {
             DaemonLog.warning(
-                "pid \(caller.peer.pid) uid \(caller.peer.uid): \(app.executablePath): read not approved: \(refusal.reason)"
+                "pid \(caller.peer.pid) uid \(caller.peer.uid): \(app.executablePath): request not approved: \(refusal.reason)"
             )
             throw refusal
         }
@@ -300,10 +300,12 @@ public final class KeychainDaemon: Sendable {
 
     /// Whether `path` is one of the system's interpreters under another name: the same file (a hard
     /// link), or a copy (the same contents). A name is no proof: `cp /bin/bash ~/bin/myapp` is bash.
-    static func isCopyOfAnInterpreter(_ path: String) -> Bool {
+    /// `digest` is the file's, when the caller has it already (else it is computed if a candidate's
+    /// size matches).
+    static func isCopyOfAnInterpreter(_ path: String, digest: Data? = nil) -> Bool {
         var target = stat()
         guard stat(path, &target) == 0 else { return false }
-        var targetDigest: Data?
+        var targetDigest = digest
         for directory in interpreterDirectories {
             guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { continue }
             for name in names where isInterpreter(name) {
@@ -337,15 +339,16 @@ public final class KeychainDaemon: Sendable {
         }
         let path = String(cString: resolved)
         free(resolved)
-        let interpreter = Self.isInterpreter(path) || Self.isCopyOfAnInterpreter(path)
+        // Hashed once: for the entry, and to know the file as an interpreter or the command by contents.
+        let contents = ExecutableDigests.digest(ofFileAt: path)
+        let interpreter = Self.isInterpreter(path) || Self.isCopyOfAnInterpreter(path, digest: contents)
         if interpreter, !request.allowInterpreter {
             throw KeychainError.invalidParameter(
-                "\(path) is an interpreter: registered, it would make every script of this user that app; register it only with --allow-interpreter (its reads of secrets then ask the user)"
+                "\(path) is an interpreter: registered, it would make every script of this user that app; register it only with --allow-interpreter (its reads and changes of secrets then ask the user)"
             )
         }
         let asksUser =
-            request.generalPurposeTool || interpreter
-            || (ExecutableDigests.digest(ofFileAt: path).map(commands.isTheSecurityCommand) ?? false)
+            request.generalPurposeTool || interpreter || (contents.map(commands.isTheSecurityCommand) ?? false)
         guard request.approvalReuseSeconds >= 0, request.approvalReuseSeconds <= 86_400 else {
             throw KeychainError.invalidParameter("an approval reuse window is 0 to 86400 seconds")
         }
@@ -359,7 +362,7 @@ public final class KeychainDaemon: Sendable {
                 accessGroups: request.accessGroups, asksUser: asksUser,
                 approvalReuseSeconds: request.approvalReuseSeconds)
         }
-        guard access(path, X_OK) == 0, let digest = ExecutableDigests.digest(ofFileAt: path) else {
+        guard access(path, X_OK) == 0, let digest = contents else {
             throw KeychainError.invalidParameter("\(path) is not an executable file the daemon can read")
         }
         return AppRegistration(

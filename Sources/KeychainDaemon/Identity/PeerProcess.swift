@@ -75,11 +75,9 @@ final class PeerProcess: @unchecked Sendable {
     /// The terminal session the process runs in (its session id and controlling terminal, from `stat`),
     /// which a tool's approval is kept for, as `sudo` keeps one per terminal; nil without a terminal.
     var terminalSession: String? {
-        guard let stat = read("stat"), let end = stat.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        let fields = stat[stat.index(after: end)...].split(separator: UInt8(ascii: " "))
-        guard fields.count > 4 else { return nil }
-        let session = String(decoding: fields[3], as: UTF8.self)
-        let terminal = String(decoding: fields[4], as: UTF8.self)
+        guard let fields = read("stat").flatMap(Self.statFields), fields.count > 4 else { return nil }
+        let session = fields[3]
+        let terminal = fields[4]
         // The session leader's start time too, as sudo keeps it: a later session given the same leader
         // pid and terminal number is another session, and inherits no approval.
         guard terminal != "0", let leader = Int32(session), leader > 0, let started = Self.startTicks(pid: leader),
@@ -144,8 +142,9 @@ final class PeerProcess: @unchecked Sendable {
     }
 
     /// The environment block, whole. The kernel's `environ` file reads the process's memory between the
-    /// bounds its `stat` gives, and stops without an error where that memory is gone (the process may
-    /// unmap it): so what it gives counts only if it is as long as those bounds say. That file is the
+    /// bounds its `stat` gives, and stops without an error where that memory cannot be read (the process
+    /// may take every access away from it): so what it gives counts only if it is as long as those
+    /// bounds say. That file is the
     /// process's own (mode 0400) and shows as root's while the process is not dumpable, so a daemon of
     /// another user may not open it without a DAC override; the same bytes are then copied from the
     /// process's memory, which CAP_SYS_PTRACE allows.
@@ -163,11 +162,8 @@ final class PeerProcess: @unchecked Sendable {
     /// Where the environment lies in the process's memory (`env_start`, `env_end` in `stat`, shown only
     /// to those who may look into the process).
     private func environmentBounds() -> (start: UInt, length: Int)? {
-        guard let stat = read("stat"), let end = stat.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        // Fields from the third on, after the command name (which may hold spaces and parentheses).
-        let fields = stat[stat.index(after: end)...].split(separator: UInt8(ascii: " "))
-        guard fields.count > 48, let start = UInt(String(decoding: fields[47], as: UTF8.self)),
-            let finish = UInt(String(decoding: fields[48], as: UTF8.self)),
+        guard let fields = read("stat").flatMap(Self.statFields), fields.count > 48,
+            let start = UInt(fields[47]), let finish = UInt(fields[48]),
             start > 0, finish >= start, finish - start <= Self.environmentLimit
         else { return nil }
         return (start, Int(finish - start))
@@ -366,10 +362,15 @@ final class PeerProcess: @unchecked Sendable {
     private static func startTicks(pid: Int32) -> UInt64? {
         guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/stat") else { return nil }
         defer { try? handle.close() }
-        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-        // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+        guard let fields = statFields(handle.readDataToEndOfFile()), fields.count > 19 else { return nil }
+        return UInt64(fields[19])
+    }
+
+    /// The fields of a `/proc/<pid>/stat` from the third on (`fields[0]` is field 3, the state). The
+    /// command name (field 2) may hold spaces and parentheses: the fields start after its last ')'.
+    private static func statFields(_ stat: Data) -> [Substring]? {
+        let text = String(decoding: stat, as: UTF8.self)
         guard let end = text.lastIndex(of: ")") else { return nil }
-        let fields = text[text.index(after: end)...].split(separator: " ")
-        return fields.count > 19 ? UInt64(fields[19]) : nil
+        return text[text.index(after: end)...].split(whereSeparator: { $0 == " " || $0 == "\n" })
     }
 }
