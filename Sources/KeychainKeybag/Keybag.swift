@@ -95,16 +95,25 @@ public final class Keybag: Sendable {
 
     /// Unlocks with the passcode. Wrong passcodes count towards the escalating delays, across restarts
     /// and processes; the tenth in a row erases the keychain when that option is on (`KeybagError.wiped`).
-    public func unlock(passcode: SecureBytes) throws {
+    public func unlock(passcode: SecureBytes) throws { _ = try unlocking(passcode, makingSessionToken: false) }
+
+    /// The one unlock with a passcode, returning a session token when asked for one.
+    private func unlocking(_ passcode: SecureBytes, makingSessionToken: Bool) throws -> Data? {
+        var token: Data?
         try verifyingPasscode(passcode) { file, passcodeKey in
             try self.openPasscodeClasses(file: file, passcodeKey: passcodeKey)
-            // A keybag from before scrypt moves to it with the first passcode that opens it.
-            if case .pbkdf2? = file.passcode?.function {
+            if makingSessionToken {
+                guard let context = self.sessionContext(file) else { throw KeybagError.noPasscodeSet }
+                token = try self.root.wrap(passcodeKey, context: context)
+            } else if case .pbkdf2? = file.passcode?.function {
+                // A keybag from before scrypt moves to it with the first passcode that opens it (a
+                // plain unlock: the move changes the salt, which a session token is bound to).
                 try self.rewrap(
                     file: file, currentPasscodeKey: passcodeKey, newPasscode: passcode,
                     function: self.fixedFunction ?? PasscodeFunction.calibrated())
             }
         }
+        return token
     }
 
     // MARK: Session unlock
@@ -114,13 +123,7 @@ public final class Keybag: Sendable {
     /// `unlock(sessionToken:)` takes instead of the passcode until the next boot. Whoever keeps the token
     /// decides where it lives (the engine keeps it where only the user's session reaches).
     public func unlockForSession(passcode: SecureBytes) throws -> Data {
-        var token: Data?
-        try verifyingPasscode(passcode) { file, passcodeKey in
-            try self.openPasscodeClasses(file: file, passcodeKey: passcodeKey)
-            guard let context = self.sessionContext(file) else { throw KeybagError.noPasscodeSet }
-            token = try self.root.wrap(passcodeKey, context: context)
-        }
-        guard let token else { throw KeybagError.noPasscodeSet }
+        guard let token = try unlocking(passcode, makingSessionToken: true) else { throw KeybagError.noPasscodeSet }
         return token
     }
 

@@ -203,12 +203,9 @@ public final class Keychain: Sendable {
                 "an unlock can be held for the session only by the embedded keychain, with XDG_RUNTIME_DIR set (the daemon's unlock holds for all its clients anyway)"
             )
         }
-        let token: Data
-        do {
-            token = try keybag.unlockForSession(passcode: passcode)
-        } catch {
-            throw Self.translate(error)
-        }
+        // As every passcode check: a tenth failure with the erase on takes the items too.
+        var token = Data()
+        try passcodeOperation { token = try keybag.unlockForSession(passcode: passcode) }
         try sessionUnlock.write(token)
     }
 
