@@ -195,11 +195,8 @@ public final class KeychainDaemon: Sendable {
     /// Whether the caller is a registered app of its uid's keychain (and so may send large frames,
     /// from its keychain's own budget).
     func isRegisteredApp(_ caller: CallerIdentity) -> Bool {
-        guard let tenant = try? tenant(for: caller.peer.uid), case .success(let executable) = caller.identified,
-            case .success(let apps) = tenant.registry.entries(),
-            case .success = executable.registration(in: apps, development: configuration.development)
-        else { return false }
-        return true
+        guard let tenant = try? tenant(for: caller.peer.uid) else { return false }
+        return (try? registration(of: caller, in: tenant)) != nil
     }
 
     /// The registry entry of the caller's executable (its access groups); -34018 when it is not
