@@ -103,20 +103,17 @@ final class AuthenticationBroker: Sendable {
 
     // MARK: General-purpose tools
 
-    /// When the user last approved a tool's reads, by approval key (the tool and the terminal session it
-    /// ran in; CLOCK_MONOTONIC nanoseconds).
-    private let toolApprovals = Mutex<[String: UInt64]>([:])
+    /// When the user last approved a tool's requests, by approval key (the tool and the terminal session
+    /// it ran in).
+    private let toolApprovals = Mutex<[String: ContinuousClock.Instant]>([:])
 
-    /// Asks the user whether a general-purpose tool may read secrets (biometry when a set is enrolled,
+    /// Asks the user whether a general-purpose tool may read or change secrets (biometry when a set is enrolled,
     /// else the device passcode: `userPresence`), unless they approved the same tool in the same terminal
     /// session within `reuse`. `approvalKey` nil (no terminal) is never reused. Throws the SecItem
     /// status when the user does not approve, or cannot be asked.
     func approveToolRequest(approvalKey: String?, reason: String, reuse: Duration) throws {
-        let now = Self.monotonicNow
-        let (seconds, attoseconds) = reuse.components
-        let window = UInt64(max(seconds, 0)) * 1_000_000_000 + UInt64(max(attoseconds, 0) / 1_000_000_000)
-        if let approvalKey, window > 0, let last = toolApprovals.withLock({ $0[approvalKey] }), now >= last,
-            now - last < window
+        if let approvalKey, reuse > .zero, let last = toolApprovals.withLock({ $0[approvalKey] }),
+            ContinuousClock.now - last < reuse
         {
             return
         }
@@ -130,17 +127,11 @@ final class AuthenticationBroker: Sendable {
             }
             throw failure.keychainError
         }
-        guard let approvalKey, window > 0 else { return }
+        guard let approvalKey, reuse > .zero else { return }
         toolApprovals.withLock { approvals in
             if approvals.count >= Self.maximumScopes { approvals.removeAll() }
-            approvals[approvalKey] = Self.monotonicNow
+            approvals[approvalKey] = ContinuousClock.now
         }
-    }
-
-    private static var monotonicNow: UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 
     // MARK: Items
