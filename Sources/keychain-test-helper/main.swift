@@ -25,6 +25,8 @@
 //                                                     (as a library that copied itself there would), then read
 //   keychain-test-helper set-passcode <new> <current|->
 //                                                     send a passcode-setting request as it is (- : none)
+//   keychain-test-helper make-stored-format-fixture <directory>
+//                                                     make the keychain StoredFormatTests opens
 //   keychain-test-helper hold-frames <socket> <count> <bytes>
 //                                                     open <count> connections, each announcing a frame of
 //                                                     <bytes> and sending one byte of it; then wait
@@ -63,7 +65,9 @@ guard arguments.count >= 3 else {
     FileHandle.standardError.write(Data("usage: keychain-test-helper VERB ARG...\n".utf8))
     exit(2)
 }
-guard arguments.count >= 4 || ["count", "groups", "sleep"].contains(arguments[1]) else { exit(2) }
+guard arguments.count >= 4 || ["count", "groups", "sleep", "make-stored-format-fixture"].contains(arguments[1]) else {
+    exit(2)
+}
 
 /// The OSStatus the facade gives for an error of the service.
 func status(of error: any Error) -> OSStatus {
@@ -156,6 +160,13 @@ case "set-passcode":
         say("status 0")
     } catch {
         say("status \(status(of: error))")
+    }
+case "make-stored-format-fixture":
+    do {
+        try makeStoredFormatFixture(at: arguments[2])
+    } catch {
+        FileHandle.standardError.write(Data("\(error)\n".utf8))
+        exit(1)
     }
 case "hold-frames":
     guard arguments.count >= 5, let count = Int(arguments[3]), let size = UInt32(arguments[4]) else { exit(2) }
