@@ -94,6 +94,7 @@ let package = Package(
             name: "KeychainTestSupport", dependencies: ["KeychainClient", "KeychainCore", "KeychainDBus"],
             path: "Tests/KeychainTestSupport"),
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
+        .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore", "KeychainCrypto"]),
         .testTarget(name: "KeychainDBusTests", dependencies: ["KeychainDBus"]),
         .testTarget(name: "KeychainWireTests", dependencies: ["KeychainWire", "KeychainCore", "KeychainCrypto"]),
         .testTarget(name: "KeychainKeybagTests", dependencies: ["KeychainKeybag", "KeychainCore", "KeychainCrypto"]),

@@ -3,7 +3,8 @@ import KeychainCrypto
 
 /// One executable the daemon knows: who it is (its application identifier) and which access groups its
 /// items may live in. The daemon's app registry holds these; a client's executable is matched against
-/// them on every connection, and claims a client makes about itself are never consulted.
+/// them on every connection, and claims a client makes about itself are never consulted. Codable: the
+/// registry file stores entries as JSON.
 public struct AppRegistration: Sendable, Equatable, Codable {
     /// The executable's absolute path, as registered.
     public var executablePath: String
@@ -50,7 +51,7 @@ public struct AppRegistration: Sendable, Equatable, Codable {
 
 /// What `security app register` asks of the daemon. The daemon hashes the executable itself: a digest
 /// from the client would be a claim.
-public struct AppRegistrationRequest: Sendable, Codable {
+public struct AppRegistrationRequest: Sendable {
     public var executablePath: String
     public var applicationIdentifier: String
     public var accessGroups: [String]

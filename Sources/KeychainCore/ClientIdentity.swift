@@ -1,7 +1,7 @@
 /// Who is calling: the access groups its entitlements grant, in order (the first is the default for
 /// new items). The embedded keychain takes them from the environment; the daemon will derive them
 /// from the peer's credentials.
-public struct ClientIdentity: Sendable, Equatable, Codable {
+public struct ClientIdentity: Sendable, Equatable {
     /// The group of CryptoTokenKit items: readable when entitled, never writable.
     public static let tokenAccessGroup = "com.apple.token"
 

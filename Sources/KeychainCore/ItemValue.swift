@@ -3,7 +3,7 @@ import KeychainCrypto
 
 /// A value in a query or an item, independent of Foundation's bridged object types, so the same
 /// request can be made in-process or carried to the daemon.
-public enum ItemValue: Sendable, Hashable, Codable {
+public enum ItemValue: Sendable, Hashable {
     case string(String)
     case data(Data)
     case integer(Int64)
@@ -41,7 +41,7 @@ public enum ItemValue: Sendable, Hashable, Codable {
 }
 
 /// What `SecAccessControlCreateWithFlags` made: a protection class and constraint flags (Apple's bits).
-public struct AccessControlPolicy: Sendable, Hashable, Codable {
+public struct AccessControlPolicy: Sendable, Hashable {
     /// The protection class (`kSecAttrAccessible`).
     public var protection: ProtectionClass
     /// `SecAccessControlCreateFlags` raw value.
@@ -54,7 +54,7 @@ public struct AccessControlPolicy: Sendable, Hashable, Codable {
 }
 
 /// A query's answer, before it is turned into Foundation objects.
-public indirect enum ItemResult: Sendable, Equatable, Codable {
+public indirect enum ItemResult: Sendable, Equatable {
     case data(Data)
     case dictionary([String: ItemValue])
     case array([ItemResult])
@@ -63,7 +63,7 @@ public indirect enum ItemResult: Sendable, Equatable, Codable {
 /// Names an authentication context (`LAContext`) across the service boundary, with what the context
 /// says of itself: the service keeps what was evaluated under the identifier (so an evaluated context
 /// satisfies later calls that name it), and never takes the client's word that anything was.
-public struct AuthenticationContextReference: Sendable, Hashable, Codable {
+public struct AuthenticationContextReference: Sendable, Hashable {
     public let identifier: UUID
     /// `LAContext.interactionNotAllowed`: evaluating must not ask the user.
     public var interactionNotAllowed: Bool
@@ -90,8 +90,8 @@ public struct AuthenticationContextReference: Sendable, Hashable, Codable {
 
 /// A Security object given as `kSecValueRef` or asked for with `kSecReturnRef`: its kind, and what
 /// identifies it in the keychain once stored (its persistent reference), if it is stored.
-public struct ValueReference: Sendable, Hashable, Codable {
-    public enum Kind: String, Sendable, Hashable, Codable {
+public struct ValueReference: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable {
         case key, certificate, identity
 
         public var typeName: String {

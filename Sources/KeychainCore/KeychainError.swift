@@ -4,8 +4,8 @@ import Foundation
 /// Apple's OSStatus, and a reason for logs and messages, which never contains a secret.
 ///
 /// Errors are equal when their codes are: the reason explains, it does not distinguish.
-public struct KeychainError: Error, Sendable, Codable, Equatable, CustomStringConvertible {
-    public enum Code: String, Sendable, Codable, CaseIterable {
+public struct KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Code: String, Sendable, CaseIterable {
         /// errSecParam (-50): a malformed query, wrong value type, or forbidden combination.
         case invalidParameter
         /// errSecNoSuchAttr (-25303): a 4-letter key that is not an attribute of the class.

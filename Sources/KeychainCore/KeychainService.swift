@@ -3,7 +3,7 @@ import KeychainCrypto
 
 /// Everything the `Security` API and the `security` command ask of a keychain, as one request type:
 /// plain values, so a request made in-process can equally be carried to the daemon.
-public enum KeychainRequest: Sendable, Codable {
+public enum KeychainRequest: Sendable {
     /// `SecItemAdd`.
     case add(attributes: [String: ItemValue])
     /// `SecItemCopyMatching`.
@@ -79,7 +79,7 @@ public enum KeychainRequest: Sendable, Codable {
 }
 
 /// What a request gives back.
-public enum KeychainAnswer: Sendable, Codable, Equatable {
+public enum KeychainAnswer: Sendable, Equatable {
     case done
     case result(ItemResult?)
     case status(KeybagStatus)

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The lock state of a keychain, as an app sees it.
-public enum LockState: String, Sendable, Equatable, Codable {
+public enum LockState: String, Sendable, Equatable {
     /// No passcode: every class is available at all times (`whenPasscodeSet` does not exist).
     case noPasscode
     /// Passcode set, not unlocked since start (of the process, or of the daemon): only class D.
@@ -13,7 +13,7 @@ public enum LockState: String, Sendable, Equatable, Codable {
 }
 
 /// A snapshot of the keybag for display (`security show-keychain-info`) and for decisions.
-public struct KeybagStatus: Sendable, Equatable, Codable {
+public struct KeybagStatus: Sendable, Equatable {
     /// With the erase option on, this many consecutive failed passcode attempts erase the keychain.
     public static let failuresBeforeErase = 10
 

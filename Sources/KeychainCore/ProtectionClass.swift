@@ -2,7 +2,7 @@
 ///
 /// Each has its own class key, so a ThisDeviceOnly class can later stay behind when the migratory
 /// classes are re-wrapped for a backup.
-public enum ProtectionClass: Int, CaseIterable, Sendable, Hashable, Codable {
+public enum ProtectionClass: Int, CaseIterable, Sendable, Hashable {
     case whenUnlocked = 6  // ak
     case afterFirstUnlock = 7  // ck
     case always = 8  // dk

@@ -2,7 +2,7 @@ import COpenSSL
 import Foundation
 
 /// The hash functions of Apple's `SecKeyAlgorithm` names.
-public enum Hash: Sendable, CaseIterable, Codable {
+public enum Hash: Sendable, CaseIterable {
     case sha1, sha224, sha256, sha384, sha512
 
     var name: String {
@@ -28,7 +28,7 @@ public enum Hash: Sendable, CaseIterable, Codable {
 }
 
 /// Whether an operation takes the message itself (and hashes it) or its digest.
-public enum SignatureInput: Sendable, Equatable, Codable { case message, digest }
+public enum SignatureInput: Sendable, Equatable { case message, digest }
 
 public enum SignatureScheme: Sendable, Equatable {
     /// ECDSA with a DER `Ecdsa-Sig-Value` (ANSI X9.62).

@@ -64,15 +64,55 @@ public enum WireCodec {
     }
 }
 
+// MARK: Tags
+
+/// The first byte of a request's payload.
+enum RequestTag: UInt8 {
+    case add = 1
+    case copyMatching, update, delete, status, lock, unlock, setPasscode, removePasscode
+    case setEraseAfterFailedAttempts, location, registerApp, listApps, removeApp, authenticate
+    case invalidateContext, biometry, companion, generateEnclaveKey, useEnclaveKey, unlockForSession
+}
+
+/// The first byte of an answer's payload.
+enum AnswerTag: UInt8 {
+    case done = 1
+    case result, status, location, apps, authentication, biometry, secret
+}
+
+private enum AuthenticationSubjectTag: UInt8 {
+    case policy = 1
+    case accessControl
+}
+private enum SensorCommandTag: UInt8 {
+    case enroll = 1
+    case unenroll, answer, standingAnswer, status
+}
+private enum EnclaveOperationTag: UInt8 {
+    case sign = 1
+    case sharedSecret
+}
+private enum SignatureInputTag: UInt8 {
+    case message = 1
+    case digest
+}
+
+/// Lock states as one byte on the wire.
+private enum LockStateCode {
+    static let all: [LockState] = [.noPasscode, .beforeFirstUnlock, .unlocked, .locked]
+
+    static func code(_ state: LockState) -> UInt8 { UInt8(all.firstIndex(of: state) ?? 0) }
+}
+
 // MARK: Writing
 
 private struct PayloadWriter {
     /// The frame being built: room for the header first, the payload after it.
-    private var writer: ByteWriter
+    private var writer: ValueWriter
 
     init() {
-        writer = ByteWriter()
-        for _ in 0..<WireFormat.headerSize { writer.write(UInt8(0)) }
+        writer = ValueWriter()
+        writer.raw(Data(count: WireFormat.headerSize))
     }
 
     /// The whole frame, its header filled in; the writer's own buffer is wiped (it may hold a passcode).
@@ -84,330 +124,216 @@ private struct PayloadWriter {
         return frame
     }
 
-    mutating func string(_ value: String) { writer.writeString(value) }
+    mutating func string(_ value: String) { writer.string(value) }
 
-    mutating func secret(_ value: SecureBytes) { value.withUnsafeBytes { writer.writeBytes($0) } }
-
-    mutating func optionalSecret(_ value: SecureBytes?) {
-        writer.write(UInt8(value == nil ? 0 : 1))
-        if let value { secret(value) }
-    }
+    private mutating func tag(_ tag: RequestTag) { writer.byte(tag.rawValue) }
+    private mutating func answerTag(_ tag: AnswerTag) { writer.byte(tag.rawValue) }
 
     mutating func request(_ request: KeychainRequest) {
         switch request {
         case .add(let attributes):
-            writer.write(UInt8(1))
-            dictionary(attributes)
+            tag(.add)
+            writer.dictionary(attributes)
         case .copyMatching(let query):
-            writer.write(UInt8(2))
-            dictionary(query)
+            tag(.copyMatching)
+            writer.dictionary(query)
         case .update(let query, let attributes):
-            writer.write(UInt8(3))
-            dictionary(query)
-            dictionary(attributes)
+            tag(.update)
+            writer.dictionary(query)
+            writer.dictionary(attributes)
         case .delete(let query):
-            writer.write(UInt8(4))
-            dictionary(query)
-        case .status: writer.write(UInt8(5))
-        case .lock: writer.write(UInt8(6))
+            tag(.delete)
+            writer.dictionary(query)
+        case .status: tag(.status)
+        case .lock: tag(.lock)
         case .unlock(let passcode):
-            writer.write(UInt8(7))
-            secret(passcode)
+            tag(.unlock)
+            writer.secret(passcode)
         case .unlockForSession(let passcode):
-            writer.write(UInt8(22))
-            secret(passcode)
+            tag(.unlockForSession)
+            writer.secret(passcode)
         case .setPasscode(let new, let current):
-            writer.write(UInt8(8))
-            secret(new)
-            optionalSecret(current)
+            tag(.setPasscode)
+            writer.secret(new)
+            writer.optional(current) { $0.secret($1) }
         case .removePasscode(let current):
-            writer.write(UInt8(9))
-            secret(current)
+            tag(.removePasscode)
+            writer.secret(current)
         case .setEraseAfterFailedAttempts(let enabled, let passcode):
-            writer.write(UInt8(10))
-            writer.write(UInt8(enabled ? 1 : 0))
-            optionalSecret(passcode)
-        case .location: writer.write(UInt8(11))
+            tag(.setEraseAfterFailedAttempts)
+            writer.flag(enabled)
+            writer.optional(passcode) { $0.secret($1) }
+        case .location: tag(.location)
         case .registerApp(let registration):
-            // Tag 21 adds the tool options to tag 12; a registration without them keeps the old tag, so
-            // that a daemon from before them still takes it.
-            let withOptions =
-                registration.generalPurposeTool || registration.allowInterpreter
-                || registration.approvalReuseSeconds != 0
-            writer.write(UInt8(withOptions ? 21 : 12))
+            tag(.registerApp)
             string(registration.executablePath)
             string(registration.applicationIdentifier)
-            strings(registration.accessGroups)
-            writer.write(UInt8(registration.trustPathOnly ? 1 : 0))
-            optionalSecret(registration.passcode)
-            if withOptions {
-                writer.write(UInt8(registration.generalPurposeTool ? 1 : 0))
-                writer.write(UInt8(registration.allowInterpreter ? 1 : 0))
-                writer.write(UInt32(clamping: max(registration.approvalReuseSeconds, 0)))
-            }
-        case .listApps: writer.write(UInt8(13))
+            writer.strings(registration.accessGroups)
+            writer.flag(registration.trustPathOnly)
+            writer.optional(registration.passcode) { $0.secret($1) }
+            writer.flag(registration.generalPurposeTool)
+            writer.flag(registration.allowInterpreter)
+            writer.unsigned(UInt32(clamping: max(registration.approvalReuseSeconds, 0)))
+        case .listApps: tag(.listApps)
         case .removeApp(let path, let passcode):
-            writer.write(UInt8(14))
+            tag(.removeApp)
             string(path)
-            optionalSecret(passcode)
+            writer.optional(passcode) { $0.secret($1) }
         case .authenticate(let request):
-            writer.write(UInt8(15))
-            context(request.context)
+            tag(.authenticate)
+            writer.context(request.context)
             switch request.subject {
             case .policy(let policy):
-                writer.write(UInt8(1))
-                writer.write(UInt8(policy.rawValue))
+                writer.byte(AuthenticationSubjectTag.policy.rawValue)
+                writer.byte(UInt8(policy.rawValue))
             case .accessControl(let accessControl):
-                writer.write(UInt8(2))
-                writer.write(UInt8(accessControl.protection.rawValue))
-                writer.write(UInt64(accessControl.flags))
+                writer.byte(AuthenticationSubjectTag.accessControl.rawValue)
+                writer.accessControl(accessControl)
             }
-            writer.write(UInt8(request.preflight ? 1 : 0))
+            writer.flag(request.preflight)
             string(request.reason)
         case .invalidateContext(let reference):
-            writer.write(UInt8(16))
-            context(reference)
-        case .biometry(let command), .companion(let command):
-            if case .companion = request { writer.write(UInt8(18)) } else { writer.write(UInt8(17)) }
-            switch command {
-            case .enroll: writer.write(UInt8(1))
-            case .unenroll: writer.write(UInt8(2))
-            case .answer(let answer):
-                writer.write(UInt8(3))
-                string(answer.rawValue)
-            case .standingAnswer(let answer):
-                writer.write(UInt8(4))
-                writer.write(UInt8(answer == nil ? 0 : 1))
-                if let answer { string(answer.rawValue) }
-            case .status: writer.write(UInt8(5))
-            }
+            tag(.invalidateContext)
+            writer.context(reference)
+        case .biometry(let command):
+            tag(.biometry)
+            sensorCommand(command)
+        case .companion(let command):
+            tag(.companion)
+            sensorCommand(command)
         case .generateEnclaveKey(let attributes):
-            writer.write(UInt8(19))
-            dictionary(attributes)
+            tag(.generateEnclaveKey)
+            writer.dictionary(attributes)
         case .useEnclaveKey(let query, let operation):
-            writer.write(UInt8(20))
-            dictionary(query)
+            tag(.useEnclaveKey)
+            writer.dictionary(query)
             switch operation {
             case .sign(let hash, let input, let data):
-                writer.write(UInt8(1))
-                writer.write(UInt8(Hash.allCases.firstIndex(of: hash) ?? 0))
-                writer.write(UInt8(input == .message ? 1 : 2))
-                writer.writeBytes(data)
+                writer.byte(EnclaveOperationTag.sign.rawValue)
+                writer.byte(UInt8(Hash.allCases.firstIndex(of: hash) ?? 0))
+                writer.byte((input == .message ? SignatureInputTag.message : .digest).rawValue)
+                writer.bytes(data)
             case .sharedSecret(let peer):
-                writer.write(UInt8(2))
-                writer.writeBytes(peer)
+                writer.byte(EnclaveOperationTag.sharedSecret.rawValue)
+                writer.bytes(peer)
             }
         }
     }
 
-    /// An authentication context: its identifier and what it says of itself (the password is a
-    /// secret, wiped with the frame).
-    mutating func context(_ context: AuthenticationContextReference) {
-        withUnsafeBytes(of: context.identifier.uuid) { writer.writeRaw(Data($0)) }
-        writer.write(UInt8(context.interactionNotAllowed ? 1 : 0))
-        optionalSecret(context.applicationPassword)
-        writer.write(UInt8(context.localizedReason == nil ? 0 : 1))
-        if let reason = context.localizedReason { string(reason) }
+    private mutating func sensorCommand(_ command: BiometryCommand) {
+        switch command {
+        case .enroll: writer.byte(SensorCommandTag.enroll.rawValue)
+        case .unenroll: writer.byte(SensorCommandTag.unenroll.rawValue)
+        case .answer(let answer):
+            writer.byte(SensorCommandTag.answer.rawValue)
+            string(answer.rawValue)
+        case .standingAnswer(let answer):
+            writer.byte(SensorCommandTag.standingAnswer.rawValue)
+            writer.optional(answer) { $0.string($1.rawValue) }
+        case .status: writer.byte(SensorCommandTag.status.rawValue)
+        }
     }
 
-    mutating func strings(_ values: [String]) {
-        writer.write(UInt32(values.count))
-        for value in values { string(value) }
-    }
-
-    mutating func app(_ app: AppRegistration) {
+    private mutating func app(_ app: AppRegistration) {
         string(app.executablePath)
-        writer.write(UInt8(app.executableDigest == nil ? 0 : 1))
-        if let digest = app.executableDigest { writer.writeBytes(digest) }
+        writer.optional(app.executableDigest) { $0.bytes($1) }
         string(app.applicationIdentifier)
-        strings(app.accessGroups)
+        writer.strings(app.accessGroups)
+        writer.flag(app.isGeneralPurposeTool)
+        writer.unsigned(UInt32(clamping: max(app.approvalReuseSeconds ?? 0, 0)))
     }
 
     mutating func answer(_ answer: KeychainAnswer) {
         switch answer {
-        case .done: writer.write(UInt8(1))
+        case .done: answerTag(.done)
         case .result(let result):
-            writer.write(UInt8(2))
-            writer.write(UInt8(result == nil ? 0 : 1))
-            if let result { self.result(result) }
+            answerTag(.result)
+            writer.optional(result) { $0.result($1) }
         case .status(let status):
-            writer.write(UInt8(3))
-            writer.write(UInt8(LockStateCode.code(status.lockState)))
-            writer.write(UInt32(clamping: status.failedAttempts))
-            writer.write(UInt8(status.nextAttemptAllowed == nil ? 0 : 1))
-            if let next = status.nextAttemptAllowed { writer.write(next.timeIntervalSince1970) }
-            writer.write(UInt8(status.wipeAfterFailures ? 1 : 0))
+            answerTag(.status)
+            writer.byte(LockStateCode.code(status.lockState))
+            writer.unsigned(UInt32(clamping: status.failedAttempts))
+            writer.optional(status.nextAttemptAllowed) { $0.date($1) }
+            writer.flag(status.wipeAfterFailures)
         case .location(let path):
-            writer.write(UInt8(4))
+            answerTag(.location)
             string(path)
         case .apps(let apps):
-            // Tag 9 adds each entry's tool options to tag 5, used only when an entry has them.
-            let withOptions = apps.contains { $0.isGeneralPurposeTool }
-            writer.write(UInt8(withOptions ? 9 : 5))
-            writer.write(UInt32(apps.count))
-            for app in apps {
-                self.app(app)
-                if withOptions {
-                    writer.write(UInt8(app.isGeneralPurposeTool ? 1 : 0))
-                    writer.write(UInt32(clamping: max(app.approvalReuseSeconds ?? 0, 0)))
-                }
-            }
+            answerTag(.apps)
+            writer.unsigned(UInt32(apps.count))
+            for app in apps { self.app(app) }
         case .authentication(let outcome):
-            writer.write(UInt8(6))
-            writer.write(UInt8(outcome.failure == nil ? 0 : 1))
-            if let failure = outcome.failure { writer.write(Int64(failure.rawValue)) }
-            writer.write(UInt8(outcome.domainState == nil ? 0 : 1))
-            if let state = outcome.domainState { writer.writeBytes(state) }
-            writer.write(UInt8(clamping: outcome.biometryType))
+            answerTag(.authentication)
+            writer.optional(outcome.failure) { $0.integer(Int64($1.rawValue)) }
+            writer.optional(outcome.domainState) { $0.bytes($1) }
+            writer.byte(UInt8(clamping: outcome.biometryType))
         case .biometry(let status):
-            writer.write(UInt8(7))
-            writer.write(UInt8(status.enrolled ? 1 : 0))
-            strings(status.pendingAnswers.map(\.rawValue))
-            writer.write(UInt8(status.standingAnswer == nil ? 0 : 1))
-            if let answer = status.standingAnswer { string(answer.rawValue) }
-            writer.write(UInt8(status.domainState == nil ? 0 : 1))
-            if let state = status.domainState { writer.writeBytes(state) }
+            answerTag(.biometry)
+            writer.flag(status.enrolled)
+            writer.strings(status.pendingAnswers.map(\.rawValue))
+            writer.optional(status.standingAnswer) { $0.string($1.rawValue) }
+            writer.optional(status.domainState) { $0.bytes($1) }
         case .secret(let bytes):
-            writer.write(UInt8(8))
-            secret(bytes)
+            answerTag(.secret)
+            writer.secret(bytes)
         }
     }
-
-    mutating func result(_ result: ItemResult) {
-        switch result {
-        case .data(let data):
-            writer.write(UInt8(1))
-            writer.writeBytes(data)
-        case .dictionary(let values):
-            writer.write(UInt8(2))
-            dictionary(values)
-        case .array(let results):
-            writer.write(UInt8(3))
-            writer.write(UInt32(results.count))
-            for result in results { self.result(result) }
-        }
-    }
-
-    mutating func dictionary(_ values: [String: ItemValue]) {
-        writer.write(UInt32(values.count))
-        for key in values.keys.sorted() {
-            string(key)
-            if let value = values[key] { self.value(value) }
-        }
-    }
-
-    mutating func value(_ value: ItemValue) {
-        switch value {
-        case .string(let string):
-            writer.write(UInt8(1))
-            self.string(string)
-        case .data(let data):
-            writer.write(UInt8(2))
-            writer.writeBytes(data)
-        case .integer(let number):
-            writer.write(UInt8(3))
-            writer.write(number)
-        case .double(let number):
-            writer.write(UInt8(4))
-            writer.write(number)
-        case .bool(let flag):
-            writer.write(UInt8(5))
-            writer.write(UInt8(flag ? 1 : 0))
-        case .date(let date):
-            writer.write(UInt8(6))
-            writer.write(date.timeIntervalSince1970)
-        case .array(let values):
-            writer.write(UInt8(7))
-            writer.write(UInt32(values.count))
-            for value in values { self.value(value) }
-        case .accessControl(let policy):
-            writer.write(UInt8(8))
-            writer.write(UInt8(policy.protection.rawValue))
-            writer.write(UInt64(policy.flags))
-        case .authenticationContext(let context):
-            writer.write(UInt8(9))
-            self.context(context)
-        case .valueReference(let reference):
-            writer.write(UInt8(10))
-            string(reference.kind.rawValue)
-            writer.write(UInt8(reference.persistentReference == nil ? 0 : 1))
-            if let persistent = reference.persistentReference { writer.writeBytes(persistent) }
-        case .null: writer.write(UInt8(11))
-        case .unsupported(let name):
-            writer.write(UInt8(12))
-            string(name)
-        }
-    }
-}
-
-/// Lock states as one byte on the wire.
-private enum LockStateCode {
-    static let all: [LockState] = [.noPasscode, .beforeFirstUnlock, .unlocked, .locked]
-
-    static func code(_ state: LockState) -> Int { all.firstIndex(of: state) ?? 0 }
 }
 
 // MARK: Reading
 
 private struct PayloadReader {
-    private var reader: ByteReader
-    /// Values left to decode in this frame (`WireFormat.maximumValues`).
-    private var budget = WireFormat.maximumValues
+    private var reader: ValueReader
 
-    private mutating func spend() throws(WireError) {
-        budget -= 1
-        guard budget >= 0 else { throw WireError("more than \(WireFormat.maximumValues) values in one frame") }
+    init(_ payload: Data) {
+        reader = ValueReader(
+            payload,
+            limits: DecodingLimits(
+                maximumDepth: WireFormat.maximumDepth, maximumEntries: WireFormat.maximumEntries,
+                maximumValues: WireFormat.maximumValues, input: "frame"))
     }
 
-    init(_ payload: Data) { reader = ByteReader(payload) }
+    /// Runs one read, giving its failure as the wire's.
+    private mutating func read<T>(_ body: (inout ValueReader) throws(FormatError) -> T) throws(WireError) -> T {
+        do { return try body(&reader) } catch { throw WireError(error.reason) }
+    }
 
     private mutating func byte() throws(WireError) -> UInt8 {
-        do { return try reader.read() } catch { throw WireError("the payload is truncated") }
+        try read { (reader) throws(FormatError) in try reader.byte() }
     }
-
-    private mutating func integer<T>(_ read: (inout ByteReader) throws(ByteReader.Truncated) -> T) throws(WireError)
-        -> T
-    {
-        do { return try read(&reader) } catch { throw WireError("the payload is truncated") }
-    }
-
     private mutating func flag() throws(WireError) -> Bool {
-        switch try byte() {
-        case 0: return false
-        case 1: return true
-        default: throw WireError("a flag is neither 0 nor 1")
+        try read { (reader) throws(FormatError) in try reader.flag() }
+    }
+    mutating func string() throws(WireError) -> String {
+        try read { (reader) throws(FormatError) in try reader.string() }
+    }
+    private mutating func strings() throws(WireError) -> [String] {
+        try read { (reader) throws(FormatError) in try reader.strings() }
+    }
+    private mutating func bytes() throws(WireError) -> Data {
+        try read { (reader) throws(FormatError) in try reader.bytes() }
+    }
+    private mutating func unsigned() throws(WireError) -> UInt32 {
+        try read { (reader) throws(FormatError) in try reader.unsigned() }
+    }
+    private mutating func secret() throws(WireError) -> SecureBytes {
+        try read { (reader) throws(FormatError) in try reader.secret() }
+    }
+    private mutating func optionalSecret() throws(WireError) -> SecureBytes? {
+        try read { (reader) throws(FormatError) in
+            try reader.optional { (reader) throws(FormatError) in try reader.secret() }
         }
     }
-
-    private mutating func bytes() throws(WireError) -> Data {
-        do { return try reader.readBytes() } catch { throw WireError("the payload is truncated") }
+    private mutating func optionalBytes() throws(WireError) -> Data? {
+        try read { (reader) throws(FormatError) in
+            try reader.optional { (reader) throws(FormatError) in try reader.bytes() }
+        }
     }
-
-    private mutating func unsigned() throws(WireError) -> UInt32 {
-        try integer { (reader) throws(ByteReader.Truncated) -> UInt32 in try reader.read() }
+    private mutating func dictionary() throws(WireError) -> [String: ItemValue] {
+        try read { (reader) throws(FormatError) in try reader.dictionary() }
     }
-
-    private mutating func count() throws(WireError) -> Int {
-        let count = Int(try integer { (reader) throws(ByteReader.Truncated) -> UInt32 in try reader.read() })
-        guard count <= WireFormat.maximumEntries else { throw WireError("\(count) entries are over the limit") }
-        return count
-    }
-
-    mutating func string() throws(WireError) -> String {
-        let string: String?
-        do { string = try reader.readValidString() } catch { throw WireError("the payload is truncated") }
-        guard let string else { throw WireError("a string is not UTF-8") }
-        return string
-    }
-
-    private mutating func secret() throws(WireError) -> SecureBytes {
-        var raw = try bytes()
-        defer { raw.resetBytes(in: 0..<raw.count) }
-        return SecureBytes(copying: raw)
-    }
-
-    private mutating func optionalSecret() throws(WireError) -> SecureBytes? {
-        try flag() ? try secret() : nil
+    private mutating func context() throws(WireError) -> AuthenticationContextReference {
+        try read { (reader) throws(FormatError) in try reader.context() }
     }
 
     func finish() throws(WireError) {
@@ -415,97 +341,91 @@ private struct PayloadReader {
     }
 
     mutating func request() throws(WireError) -> KeychainRequest {
-        switch try byte() {
-        case 1: return .add(attributes: try dictionary(depth: 0))
-        case 2: return .copyMatching(query: try dictionary(depth: 0))
-        case 3: return .update(query: try dictionary(depth: 0), attributes: try dictionary(depth: 0))
-        case 4: return .delete(query: try dictionary(depth: 0))
-        case 5: return .status
-        case 6: return .lock
-        case 7: return .unlock(passcode: try secret())
-        case 22: return .unlockForSession(passcode: try secret())
-        case 8: return .setPasscode(new: try secret(), current: try optionalSecret())
-        case 9: return .removePasscode(current: try secret())
-        case 10: return .setEraseAfterFailedAttempts(enabled: try flag(), passcode: try optionalSecret())
-        case 11: return .location
-        case 12:
-            return .registerApp(
-                AppRegistrationRequest(
-                    executablePath: try string(), applicationIdentifier: try string(), accessGroups: try strings(),
-                    trustPathOnly: try flag(), passcode: try optionalSecret()))
-        case 21:
+        let raw = try byte()
+        guard let tag = RequestTag(rawValue: raw) else { throw WireError("unknown request \(raw)") }
+        switch tag {
+        case .add: return .add(attributes: try dictionary())
+        case .copyMatching: return .copyMatching(query: try dictionary())
+        case .update: return .update(query: try dictionary(), attributes: try dictionary())
+        case .delete: return .delete(query: try dictionary())
+        case .status: return .status
+        case .lock: return .lock
+        case .unlock: return .unlock(passcode: try secret())
+        case .unlockForSession: return .unlockForSession(passcode: try secret())
+        case .setPasscode: return .setPasscode(new: try secret(), current: try optionalSecret())
+        case .removePasscode: return .removePasscode(current: try secret())
+        case .setEraseAfterFailedAttempts:
+            return .setEraseAfterFailedAttempts(enabled: try flag(), passcode: try optionalSecret())
+        case .location: return .location
+        case .registerApp:
             return .registerApp(
                 AppRegistrationRequest(
                     executablePath: try string(), applicationIdentifier: try string(), accessGroups: try strings(),
                     trustPathOnly: try flag(), passcode: try optionalSecret(), generalPurposeTool: try flag(),
                     allowInterpreter: try flag(), approvalReuseSeconds: Int(try unsigned())))
-        case 13: return .listApps
-        case 14: return .removeApp(executablePath: try string(), passcode: try optionalSecret())
-        case 15:
+        case .listApps: return .listApps
+        case .removeApp: return .removeApp(executablePath: try string(), passcode: try optionalSecret())
+        case .authenticate:
             let context = try context()
             let subject: AuthenticationRequest.Subject
-            switch try byte() {
-            case 1:
+            let raw = try byte()
+            switch AuthenticationSubjectTag(rawValue: raw) {
+            case .policy?:
                 guard let policy = AuthenticationPolicy(rawValue: Int(try byte())) else {
                     throw WireError("unknown authentication policy")
                 }
                 subject = .policy(policy)
-            case 2: subject = .accessControl(try accessControl())
-            case let tag: throw WireError("unknown authentication subject \(tag)")
+            case .accessControl?:
+                subject = .accessControl(try read { (reader) throws(FormatError) in try reader.accessControl() })
+            case nil: throw WireError("unknown authentication subject \(raw)")
             }
             return .authenticate(
                 AuthenticationRequest(context: context, subject: subject, preflight: try flag(), reason: try string()))
-        case 16: return .invalidateContext(try context())
-        case 17: return .biometry(try sensorCommand())
-        case 18: return .companion(try sensorCommand())
-        case 19: return .generateEnclaveKey(attributes: try dictionary(depth: 0))
-        case 20: return .useEnclaveKey(query: try dictionary(depth: 0), operation: try enclaveKeyOperation())
-        case let tag: throw WireError("unknown request \(tag)")
+        case .invalidateContext: return .invalidateContext(try context())
+        case .biometry: return .biometry(try sensorCommand())
+        case .companion: return .companion(try sensorCommand())
+        case .generateEnclaveKey: return .generateEnclaveKey(attributes: try dictionary())
+        case .useEnclaveKey: return .useEnclaveKey(query: try dictionary(), operation: try enclaveKeyOperation())
         }
     }
 
     mutating func answer() throws(WireError) -> KeychainAnswer {
-        let tag = try byte()
+        let raw = try byte()
+        guard let tag = AnswerTag(rawValue: raw) else { throw WireError("unknown answer \(raw)") }
         switch tag {
-        case 1: return .done
-        case 2: return .result(try flag() ? try result(depth: 0) : nil)
-        case 3:
+        case .done: return .done
+        case .result:
+            return .result(
+                try read { (reader) throws(FormatError) in
+                    try reader.optional { (reader) throws(FormatError) in try reader.result() }
+                })
+        case .status:
             let code = Int(try byte())
             guard code < LockStateCode.all.count else { throw WireError("unknown lock state \(code)") }
-            let failures = try integer { (reader) throws(ByteReader.Truncated) -> UInt32 in try reader.read() }
-            let next: Date? =
-                try flag()
-                ? Date(
-                    timeIntervalSince1970: try integer { (reader) throws(ByteReader.Truncated) -> Double in
-                        try reader.read()
-                    })
-                : nil
+            let failures = try unsigned()
+            let next = try read { (reader) throws(FormatError) in
+                try reader.optional { (reader) throws(FormatError) in try reader.date() }
+            }
             return .status(
                 KeybagStatus(
                     lockState: LockStateCode.all[code], failedAttempts: Int(failures), nextAttemptAllowed: next,
                     wipeAfterFailures: try flag()))
-        case 4: return .location(try string())
-        case 5, 9:
-            let withOptions = tag == 9
-            let count = try count()
+        case .location: return .location(try string())
+        case .apps:
+            let count = try read { (reader) throws(FormatError) in try reader.count() }
             var apps: [AppRegistration] = []
             for _ in 0..<count {
-                let path = try string()
-                let digest = try flag() ? try bytes() : nil
-                let identifier = try string()
-                let groups = try strings()
-                let asksUser = withOptions ? try flag() : false
-                let reuse = withOptions ? Int(try unsigned()) : 0
                 apps.append(
                     AppRegistration(
-                        executablePath: path, executableDigest: digest, applicationIdentifier: identifier,
-                        accessGroups: groups, asksUser: asksUser, approvalReuseSeconds: reuse))
+                        executablePath: try string(), executableDigest: try optionalBytes(),
+                        applicationIdentifier: try string(), accessGroups: try strings(), asksUser: try flag(),
+                        approvalReuseSeconds: Int(try unsigned())))
             }
             return .apps(apps)
-        case 6:
+        case .authentication:
             var failure: AuthenticationFailure?
             if try flag() {
-                let code = try integer { (reader) throws(ByteReader.Truncated) -> Int64 in try reader.read() }
+                let code = try read { (reader) throws(FormatError) in try reader.integer() }
                 guard let known = AuthenticationFailure(rawValue: Int(truncatingIfNeeded: code)),
                     Int64(known.rawValue) == code
                 else {
@@ -514,9 +434,9 @@ private struct PayloadReader {
                 failure = known
             }
             return .authentication(
-                AuthenticationOutcome(
-                    failure: failure, domainState: try flag() ? try bytes() : nil, biometryType: Int(try byte())))
-        case 7:
+                AuthenticationOutcome(failure: failure, domainState: try optionalBytes(), biometryType: Int(try byte()))
+            )
+        case .biometry:
             let enrolled = try flag()
             let pending = try strings().map { (name) throws(WireError) -> SensorAnswer in
                 guard let answer = SensorAnswer(rawValue: name) else { throw WireError("unknown sensor answer") }
@@ -525,124 +445,44 @@ private struct PayloadReader {
             return .biometry(
                 BiometryStatus(
                     enrolled: enrolled, pendingAnswers: pending, standingAnswer: try flag() ? try sensorAnswer() : nil,
-                    domainState: try flag() ? try bytes() : nil))
-        case 8: return .secret(try secret())
-        case let tag: throw WireError("unknown answer \(tag)")
+                    domainState: try optionalBytes()))
+        case .secret: return .secret(try secret())
         }
     }
 
     private mutating func enclaveKeyOperation() throws(WireError) -> EnclaveKeyOperation {
-        switch try byte() {
-        case 1:
+        let raw = try byte()
+        switch EnclaveOperationTag(rawValue: raw) {
+        case .sign?:
             let index = Int(try byte())
             guard index < Hash.allCases.count else { throw WireError("unknown hash \(index)") }
+            let inputTag = try byte()
             let input: SignatureInput
-            switch try byte() {
-            case 1: input = .message
-            case 2: input = .digest
-            case let tag: throw WireError("unknown signature input \(tag)")
+            switch SignatureInputTag(rawValue: inputTag) {
+            case .message?: input = .message
+            case .digest?: input = .digest
+            case nil: throw WireError("unknown signature input \(inputTag)")
             }
             return .sign(hash: Hash.allCases[index], input: input, data: try bytes())
-        case 2: return .sharedSecret(peerPublicKey: try bytes())
-        case let tag: throw WireError("unknown enclave key operation \(tag)")
+        case .sharedSecret?: return .sharedSecret(peerPublicKey: try bytes())
+        case nil: throw WireError("unknown enclave key operation \(raw)")
         }
     }
 
     private mutating func sensorCommand() throws(WireError) -> BiometryCommand {
-        switch try byte() {
-        case 1: return .enroll
-        case 2: return .unenroll
-        case 3: return .answer(try sensorAnswer())
-        case 4: return .standingAnswer(try flag() ? try sensorAnswer() : nil)
-        case 5: return .status
-        case let tag: throw WireError("unknown sensor command \(tag)")
+        let raw = try byte()
+        switch SensorCommandTag(rawValue: raw) {
+        case .enroll?: return .enroll
+        case .unenroll?: return .unenroll
+        case .answer?: return .answer(try sensorAnswer())
+        case .standingAnswer?: return .standingAnswer(try flag() ? try sensorAnswer() : nil)
+        case .status?: return .status
+        case nil: throw WireError("unknown sensor command \(raw)")
         }
     }
 
     private mutating func sensorAnswer() throws(WireError) -> SensorAnswer {
         guard let answer = SensorAnswer(rawValue: try string()) else { throw WireError("unknown sensor answer") }
         return answer
-    }
-
-    private mutating func context() throws(WireError) -> AuthenticationContextReference {
-        let raw: Data
-        do { raw = try reader.readRaw(16) } catch { throw WireError("the payload is truncated") }
-        let uuid = raw.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
-        return AuthenticationContextReference(
-            identifier: UUID(uuid: uuid), interactionNotAllowed: try flag(), applicationPassword: try optionalSecret(),
-            localizedReason: try flag() ? try string() : nil)
-    }
-
-    private mutating func accessControl() throws(WireError) -> AccessControlPolicy {
-        guard let protection = ProtectionClass(rawValue: Int(try byte())) else {
-            throw WireError("unknown protection class")
-        }
-        let flags = try integer { (reader) throws(ByteReader.Truncated) -> UInt64 in try reader.read() }
-        guard let bits = UInt(exactly: flags) else { throw WireError("access-control flags out of range") }
-        return AccessControlPolicy(protection: protection, flags: bits)
-    }
-
-    private mutating func strings() throws(WireError) -> [String] {
-        let count = try count()
-        var values: [String] = []
-        for _ in 0..<count { values.append(try string()) }
-        return values
-    }
-
-    private mutating func result(depth: Int) throws(WireError) -> ItemResult {
-        guard depth < WireFormat.maximumDepth else { throw WireError("results nest too deeply") }
-        try spend()
-        switch try byte() {
-        case 1: return .data(try bytes())
-        case 2: return .dictionary(try dictionary(depth: depth + 1))
-        case 3:
-            let count = try count()
-            var results: [ItemResult] = []
-            for _ in 0..<count { results.append(try result(depth: depth + 1)) }
-            return .array(results)
-        case let tag: throw WireError("unknown result \(tag)")
-        }
-    }
-
-    private mutating func dictionary(depth: Int) throws(WireError) -> [String: ItemValue] {
-        let count = try count()
-        var values: [String: ItemValue] = [:]
-        for _ in 0..<count {
-            let key = try string()
-            guard values[key] == nil else { throw WireError("a key appears twice") }
-            values[key] = try value(depth: depth + 1)
-        }
-        return values
-    }
-
-    private mutating func value(depth: Int) throws(WireError) -> ItemValue {
-        guard depth < WireFormat.maximumDepth else { throw WireError("values nest too deeply") }
-        try spend()
-        switch try byte() {
-        case 1: return .string(try string())
-        case 2: return .data(try bytes())
-        case 3: return .integer(try integer { (reader) throws(ByteReader.Truncated) -> Int64 in try reader.read() })
-        case 4: return .double(try integer { (reader) throws(ByteReader.Truncated) -> Double in try reader.read() })
-        case 5: return .bool(try flag())
-        case 6:
-            let seconds = try integer { (reader) throws(ByteReader.Truncated) -> Double in try reader.read() }
-            guard seconds.isFinite else { throw WireError("a date is not a number") }
-            return .date(Date(timeIntervalSince1970: seconds))
-        case 7:
-            let count = try count()
-            var values: [ItemValue] = []
-            for _ in 0..<count { values.append(try value(depth: depth + 1)) }
-            return .array(values)
-        case 8: return .accessControl(try accessControl())
-        case 9: return .authenticationContext(try context())
-        case 10:
-            guard let kind = ValueReference.Kind(rawValue: try string()) else {
-                throw WireError("unknown value reference")
-            }
-            return .valueReference(ValueReference(kind: kind, persistentReference: try flag() ? try bytes() : nil))
-        case 11: return .null
-        case 12: return .unsupported(try string())
-        case let tag: throw WireError("unknown value \(tag)")
-        }
     }
 }

@@ -235,7 +235,7 @@ func announceFrame(socket path: String, size: UInt32) -> Int32? {
         close(descriptor)
         return nil
     }
-    var header: [UInt8] = Array("SKWP".utf8) + [2, 1, 1, 0, 0, 0]
+    var header: [UInt8] = Array("SKWP".utf8) + [3, 1, 1, 0, 0, 0]  // protocol version 3, a request, id 1
     header += withUnsafeBytes(of: size.littleEndian) { Array($0) }
     header.append(0)
     guard write(descriptor, header, header.count) == header.count else {

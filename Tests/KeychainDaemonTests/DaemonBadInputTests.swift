@@ -86,7 +86,8 @@ final class DaemonBadInputTests: XCTestCase {
         payload += Data([7]) + withUnsafeBytes(of: UInt32(4096).littleEndian) { Data($0) }
         for _ in 0..<4096 {
             payload +=
-                Data([7]) + withUnsafeBytes(of: UInt32(20).littleEndian) { Data($0) } + Data(repeating: 11, count: 20)
+                Data([7]) + withUnsafeBytes(of: UInt32(20).littleEndian) { Data($0) }
+                + Data(repeating: ValueTag.null.rawValue, count: 20)
         }
         XCTAssertEqual(failureCode(try exchange(header(length: UInt32(payload.count)) + payload)), .invalidParameter)
         XCTAssertTrue(daemon.log.contains("more than \(WireFormat.maximumValues) values in one frame"), daemon.log)

@@ -156,7 +156,8 @@ final class UserUnitTests: XCTestCase {
         let user: uid_t = 4244
         let options = Array(unit.words("ExecStart").dropFirst())
         let daemon = try TestDaemon(
-            arguments: options, user: user, privileges: unit.values("NoNewPrivileges") == ["yes"] ? ["--no-new-privs"] : [],
+            arguments: options, user: user,
+            privileges: unit.values("NoNewPrivileges") == ["yes"] ? ["--no-new-privs"] : [],
             launcher: sandbox)
         let programs = try ClientPrograms()
         let app = try programs.app("user-app")

@@ -25,6 +25,7 @@ public enum ProcessMemory {
         guard memory >= 0 else { return nil }
         defer { close(memory) }
         let chunkSize = 4 << 20
+        let pageSize = max(Int(sysconf(Int32(_SC_PAGESIZE))), 4096)
         let chunk = UnsafeMutableRawPointer.allocate(byteCount: chunkSize, alignment: 16)
         defer { chunk.deallocate() }
         var found = 0
@@ -40,13 +41,17 @@ public enum ProcessMemory {
             while offset < end {
                 let wanted = Int(min(UInt64(chunkSize), end - offset))
                 let count = pread(memory, chunk, wanted, off_t(Int64(bitPattern: offset)))
-                guard count > 0 else { break }
+                // A page that cannot be read (a guard page inside the mapping, or one unmapped since the
+                // map was read) ends the read short: the search goes on past it, not to the next mapping.
+                guard count > 0 else {
+                    offset += UInt64(pageSize)
+                    continue
+                }
                 found += needle.withUnsafeBytes { bytes in
                     places(of: bytes, length: length, in: UnsafeRawBufferPointer(start: chunk, count: count), confirm)
                 }
                 // Chunks overlap by the length less one, so that nothing across a boundary is missed.
                 offset += UInt64(count > length ? count - (length - 1) : count)
-                if count < wanted { break }
             }
         }
         return found

@@ -95,8 +95,8 @@ final class WireCodecTests: XCTestCase {
         XCTAssertTrue(passcode.constantTimeEquals(SecureBytes(copying: Array("1234".utf8))))
     }
 
-    func testEveryAnswerAndErrorSurvivesTheTrip() throws {
-        let answers: [KeychainAnswer] = [
+    private func answers() -> [KeychainAnswer] {
+        [
             .done, .result(nil), .result(.data(Data("secret".utf8))),
             .result(.array([.dictionary(query), .data(Data()), .array([])])),
             .status(
@@ -116,6 +116,10 @@ final class WireCodecTests: XCTestCase {
             .biometry(BiometryStatus(enrolled: false, pendingAnswers: [], standingAnswer: nil, domainState: nil)),
             .secret(SecureBytes(copying: Array("shared secret".utf8))), .secret(SecureBytes(copying: [])),
         ]
+    }
+
+    func testEveryAnswerAndErrorSurvivesTheTrip() throws {
+        let answers = answers()
         for (index, answer) in answers.enumerated() {
             let decoded = try WireCodec.answer(from: WireCodec.frame(.success(answer), id: UInt32(index)))
             XCTAssertEqual(decoded.id, UInt32(index))
@@ -164,10 +168,17 @@ final class WireCodecTests: XCTestCase {
         refused(frame(payload: [20, 0, 0, 0, 0, 1, 5, 1, 0, 0, 0, 0]), "unknown hash 5")
         refused(frame(payload: [20, 0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0]), "unknown signature input 3")
         refused(frame(payload: [2, 0xff, 0xff, 0xff, 0xff]), "over the limit")
-        refused(frame(payload: [2, 2, 0, 0, 0, 1, 0, 0, 0, 0x61, 11, 1, 0, 0, 0, 0x61, 11]), "twice")
+        refused(
+            frame(payload: [
+                2, 2, 0, 0, 0, 1, 0, 0, 0, 0x61, ValueTag.null.rawValue, 1, 0, 0, 0, 0x61, ValueTag.null.rawValue,
+            ]), "twice")
+        refused(
+            frame(payload: [
+                2, 2, 0, 0, 0, 1, 0, 0, 0, 0x62, ValueTag.null.rawValue, 1, 0, 0, 0, 0x61, ValueTag.null.rawValue,
+            ]), "out of order")
         var deep: [UInt8] = [2, 1, 0, 0, 0, 1, 0, 0, 0, 0x61]
-        for _ in 0..<20 { deep += [7, 1, 0, 0, 0] }
-        deep.append(11)
+        for _ in 0..<20 { deep += [ValueTag.array.rawValue, 1, 0, 0, 0] }
+        deep.append(ValueTag.null.rawValue)
         refused(frame(payload: deep), "too deeply")
     }
 
@@ -178,12 +189,15 @@ final class WireCodecTests: XCTestCase {
         return header + Data(payload)
     }
 
-    /// A bounded fuzz run: a million random and mutated frames, each refused or decoded, none trapping.
-    func testAMillionRandomAndMutatedFrames() {
+    /// A bounded fuzz run: a million random and mutated frames, each refused or decoded, none trapping;
+    /// and a frame that decodes is the one encoding of what it decoded to: encoding that again gives
+    /// the same bytes, which decode to the same request or answer.
+    func testAMillionRandomAndMutatedFrames() throws {
         var generator = SplitMix(seed: 0x5eed)
         let seeds =
             requests().map { WireCodec.frame($0, id: 1) }
-            + [WireCodec.frame(.success(.result(.array([.dictionary(query)]))), id: 2)]
+            + answers().map { WireCodec.frame(.success($0), id: 2) }
+            + [WireCodec.frame(.failure(.missingEntitlement("group g")), id: 3)]
         var decoded = 0
         for round in 0..<1_000_000 {
             var frame: Data
@@ -201,8 +215,18 @@ final class WireCodecTests: XCTestCase {
                     if frame.isEmpty { break }
                 }
             }
-            if (try? WireCodec.request(from: frame)) != nil { decoded += 1 }
-            if (try? WireCodec.answer(from: frame)) != nil { decoded += 1 }
+            if let (id, request) = try? WireCodec.request(from: frame) {
+                decoded += 1
+                let again = WireCodec.frame(request, id: id)
+                XCTAssertEqual(again, frame, "round \(round): \(request.name) re-encodes differently")
+                XCTAssertTrue(same(try WireCodec.request(from: again).request, request), "round \(round)")
+            }
+            if let (id, answer) = try? WireCodec.answer(from: frame) {
+                decoded += 1
+                let again = WireCodec.frame(answer, id: id)
+                XCTAssertEqual(again, frame, "round \(round): an answer re-encodes differently")
+                XCTAssertEqual(try WireCodec.answer(from: again).answer, answer, "round \(round)")
+            }
         }
         // Some mutations land on values and still decode: the run reached past the header.
         XCTAssertGreaterThan(decoded, 0)

@@ -4,7 +4,8 @@ import XCTest
 /// Malformed queries get Apple's status codes, never a crash and never a partial write.
 final class BadInputTests: KeychainTestCase {
     private let base: [String: Any] = [
-        kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bad", kSecAttrAccount as String: "input",
+        kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bad",
+        kSecAttrAccount as String: "input",
     ]
 
     private func assertNothingStored(file: StaticString = #filePath, line: UInt = #line) {
@@ -36,7 +37,9 @@ final class BadInputTests: KeychainTestCase {
 
     func testReturnKeyWithoutResultPointer() {
         XCTAssertEqual(Item.add(base), errSecSuccess)
-        XCTAssertEqual(SecItemCopyMatching(base.merging([kSecReturnData as String: true]) { $1 } as CFDictionary, nil), errSecParam)
+        XCTAssertEqual(
+            SecItemCopyMatching(base.merging([kSecReturnData as String: true]) { $1 } as CFDictionary, nil), errSecParam
+        )
         XCTAssertEqual(SecItemCopyMatching(base as CFDictionary, nil), errSecSuccess)
     }
 
@@ -47,7 +50,9 @@ final class BadInputTests: KeychainTestCase {
         XCTAssertEqual(Item.update(base, [kSecValueData as String: huge]), errSecSuccess)
         XCTAssertEqual(Item.copy(base.merging([kSecReturnData as String: true]) { $1 }).1 as? Data, huge)
         // An item without any data is legal too.
-        let noData: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "nodata"]
+        let noData: [String: Any] = [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "nodata",
+        ]
         XCTAssertEqual(Item.add(noData), errSecSuccess)
         XCTAssertEqual(Item.copy(noData.merging([kSecReturnData as String: true]) { $1 }).1 as? Data, Data())
     }
@@ -55,14 +60,16 @@ final class BadInputTests: KeychainTestCase {
     func testNonUTF8Values() {
         let invalid = Data([0xff, 0xfe, 0x80, 0x00, 0xc3])
         let binaryAccount: [String: Any] = [
-            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bad", kSecAttrAccount as String: invalid,
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "bad",
+            kSecAttrAccount as String: invalid,
             kSecValueData as String: invalid,
         ]
         XCTAssertEqual(Item.add(binaryAccount), errSecSuccess, "blob attributes take any bytes")
-        let found = Item.copy([
-            kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: invalid,
-            kSecReturnAttributes as String: true, kSecReturnData as String: true,
-        ]).1 as? [String: Any]
+        let found =
+            Item.copy([
+                kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: invalid,
+                kSecReturnAttributes as String: true, kSecReturnData as String: true,
+            ]).1 as? [String: Any]
         XCTAssertEqual(found?["acct"] as? Data, invalid)
         XCTAssertEqual(found?["v_Data"] as? Data, invalid)
         XCTAssertEqual(Item.add(base.merging([kSecAttrAccessGroup as String: invalid]) { $1 }), errSecParam)

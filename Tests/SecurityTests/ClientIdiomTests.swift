@@ -15,7 +15,8 @@ final class ClientIdiomTests: KeychainTestCase {
             (kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly, "cku"), (kSecAttrAccessibleAlwaysThisDeviceOnly, "dku"),
             (kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly, "akpu"), (kSecValueData, "v_Data"),
             (kSecReturnData, "r_Data"), (kSecReturnAttributes, "r_Attributes"), (kSecMatchLimit, "m_Limit"),
-            (kSecMatchLimitOne, "m_LimitOne"), (kSecMatchLimitAll, "m_LimitAll"), (kSecUseDataProtectionKeychain, "nleg"),
+            (kSecMatchLimitOne, "m_LimitOne"), (kSecMatchLimitAll, "m_LimitAll"),
+            (kSecUseDataProtectionKeychain, "nleg"),
             (kSecAttrProtocolFTP, "ftp "), (kSecAttrProtocolHTTPS, "htps"), (kSecAttrAuthenticationTypeDefault, "dflt"),
             (kSecAttrKeyTypeRSA, "42"), (kSecAttrKeyTypeECSECPrimeRandom, "73"), (kSecAttrKeyClassPrivate, "1"),
             (kSecUseAuthenticationContext, "u_AuthCtx"), (kSecAttrAccessGroupToken, "com.apple.token"),
@@ -109,10 +110,18 @@ final class ClientIdiomTests: KeychainTestCase {
     }
 
     func testErrorMessages() {
-        XCTAssertEqual(SecCopyErrorMessageString(errSecItemNotFound, nil) as String?, "The specified item could not be found in the keychain.")
-        XCTAssertEqual(SecCopyErrorMessageString(errSecDuplicateItem, nil) as String?, "The specified item already exists in the keychain.")
-        XCTAssertEqual(SecCopyErrorMessageString(errSecMissingEntitlement, nil) as String?, "A required entitlement isn't present.")
-        XCTAssertEqual(SecCopyErrorMessageString(errSecParam, nil) as String?, "One or more parameters passed to a function were not valid.")
+        XCTAssertEqual(
+            SecCopyErrorMessageString(errSecItemNotFound, nil) as String?,
+            "The specified item could not be found in the keychain.")
+        XCTAssertEqual(
+            SecCopyErrorMessageString(errSecDuplicateItem, nil) as String?,
+            "The specified item already exists in the keychain.")
+        XCTAssertEqual(
+            SecCopyErrorMessageString(errSecMissingEntitlement, nil) as String?, "A required entitlement isn't present."
+        )
+        XCTAssertEqual(
+            SecCopyErrorMessageString(errSecParam, nil) as String?,
+            "One or more parameters passed to a function were not valid.")
         XCTAssertEqual(SecCopyErrorMessageString(-12345, nil) as String?, "OSStatus -12345")
     }
 
@@ -132,13 +141,18 @@ final class ClientIdiomTests: KeychainTestCase {
         ]
         for (flag, raw) in flags { XCTAssertEqual(flag.rawValue, raw) }
         var error: Unmanaged<CFError>?
-        XCTAssertNotNil(SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, .userPresence, &error))
-        XCTAssertNotNil(SecAccessControlCreateWithFlags(nil, "ak" as CFTypeRef, [.biometryAny, .devicePasscode, .or], &error))
+        XCTAssertNotNil(
+            SecAccessControlCreateWithFlags(kCFAllocatorDefault, kSecAttrAccessibleWhenUnlocked, .userPresence, &error))
+        XCTAssertNotNil(
+            SecAccessControlCreateWithFlags(nil, "ak" as CFTypeRef, [.biometryAny, .devicePasscode, .or], &error))
         XCTAssertNil(SecAccessControlCreateWithFlags(nil, "bogus" as CFTypeRef, [], &error))
         XCTAssertEqual(error.map { CFErrorGetCode($0.takeRetainedValue()) }, Int(errSecParam))
         XCTAssertNil(SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, [.or, .and], nil))
-        XCTAssertNil(SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, [.biometryAny, .biometryCurrentSet], nil))
-        XCTAssertNil(SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, [.userPresence, .biometryAny], nil))
+        XCTAssertNil(
+            SecAccessControlCreateWithFlags(
+                nil, kSecAttrAccessibleWhenUnlocked, [.biometryAny, .biometryCurrentSet], nil))
+        XCTAssertNil(
+            SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, [.userPresence, .biometryAny], nil))
         let access = SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleAfterFirstUnlock, [], nil)
         XCTAssertEqual(CFGetTypeID(access), SecAccessControlGetTypeID())
         XCTAssertNotEqual(CFGetTypeID(access), SecKeyGetTypeID())

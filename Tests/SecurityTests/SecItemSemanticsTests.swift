@@ -65,7 +65,8 @@ final class SecItemSemanticsTests: KeychainTestCase {
         any[kSecAttrSynchronizable as String] = kSecAttrSynchronizableAny
         any[kSecMatchLimit as String] = kSecMatchLimitAll
         any[kSecReturnData as String] = true
-        XCTAssertEqual(Set((Item.copy(any).1 as? [Data] ?? []).map { String(decoding: $0, as: UTF8.self) }), ["secret", "synced"])
+        XCTAssertEqual(
+            Set((Item.copy(any).1 as? [Data] ?? []).map { String(decoding: $0, as: UTF8.self) }), ["secret", "synced"])
         var onlySynced = Item.password(service: "s", account: "a")
         onlySynced[kSecAttrSynchronizable as String] = kCFBooleanTrue!
         XCTAssertEqual(Item.secret(onlySynced), "synced")
@@ -73,7 +74,8 @@ final class SecItemSemanticsTests: KeychainTestCase {
 
     func testMissingPrimaryKeyAttributesDefaultToEmpty() {
         let noAccount: [String: Any] = [
-            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "s", kSecValueData as String: Data(),
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "s",
+            kSecValueData as String: Data(),
         ]
         XCTAssertEqual(Item.add(noAccount), errSecSuccess)
         var emptyAccount = noAccount
@@ -91,7 +93,9 @@ final class SecItemSemanticsTests: KeychainTestCase {
     }
 
     func testMatchLimits() {
-        for index in 0..<5 { XCTAssertEqual(Item.add(Item.password(service: "multi", account: "a\(index)")), errSecSuccess) }
+        for index in 0..<5 {
+            XCTAssertEqual(Item.add(Item.password(service: "multi", account: "a\(index)")), errSecSuccess)
+        }
         var query: [String: Any] = [
             kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "multi",
             kSecReturnAttributes as String: true,
@@ -151,10 +155,11 @@ final class SecItemSemanticsTests: KeychainTestCase {
                 kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "shape-empty",
                 kSecAttrAccount as String: "a",
             ]), errSecSuccess)
-        let empty = Item.copy([
-            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "shape-empty",
-            kSecReturnData as String: true, kSecReturnAttributes as String: true,
-        ]).1 as? [String: Any]
+        let empty =
+            Item.copy([
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "shape-empty",
+                kSecReturnData as String: true, kSecReturnAttributes as String: true,
+            ]).1 as? [String: Any]
         XCTAssertEqual(empty?["acct"] as? String, "a")
         XCTAssertNil(empty?[kSecValueData as String], "no data stored, no v_Data key")
 
@@ -171,7 +176,10 @@ final class SecItemSemanticsTests: KeychainTestCase {
                 kSecReturnAttributes as String: true,
             ]).0, errSecSuccess)
         XCTAssertEqual(
-            Item.copy([kSecValuePersistentRef as String: reference, kSecClass as String: kSecClassGenericPassword, kSecAttrAccount as String: "a"]).0,
+            Item.copy([
+                kSecValuePersistentRef as String: reference, kSecClass as String: kSecClassGenericPassword,
+                kSecAttrAccount as String: "a",
+            ]).0,
             errSecParam)
         XCTAssertEqual(Item.delete([kSecValuePersistentRef as String: reference]), errSecSuccess)
         XCTAssertEqual(Item.copy([kSecValuePersistentRef as String: reference]).0, errSecItemNotFound)
@@ -191,10 +199,14 @@ final class SecItemSemanticsTests: KeychainTestCase {
     }
 
     func testUpdateChangesEveryMatchInOneTransaction() throws {
-        for account in ["a", "b", "c"] { XCTAssertEqual(Item.add(Item.password(service: "up", account: account)), errSecSuccess) }
+        for account in ["a", "b", "c"] {
+            XCTAssertEqual(Item.add(Item.password(service: "up", account: account)), errSecSuccess)
+        }
         let before = try XCTUnwrap(Item.attributes(Item.password(service: "up", account: "a")))
         let service: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "up"]
-        XCTAssertEqual(Item.update(service, [kSecValueData as String: Data("new".utf8), kSecAttrLabel as String: "L"]), errSecSuccess)
+        XCTAssertEqual(
+            Item.update(service, [kSecValueData as String: Data("new".utf8), kSecAttrLabel as String: "L"]),
+            errSecSuccess)
         for account in ["a", "b", "c"] {
             XCTAssertEqual(Item.secret(Item.password(service: "up", account: account)), "new")
             XCTAssertEqual(Item.attributes(Item.password(service: "up", account: account))?["labl"] as? String, "L")
@@ -204,8 +216,10 @@ final class SecItemSemanticsTests: KeychainTestCase {
         XCTAssertEqual(after["cdat"] as? Date, before["cdat"] as? Date)
         // Query by the new label goes through its index.
         XCTAssertEqual(
-            (Item.copy([kSecClass as String: kSecClassGenericPassword, kSecAttrLabel as String: "L",
-                kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true]).1 as? [Any])?.count, 3)
+            (Item.copy([
+                kSecClass as String: kSecClassGenericPassword, kSecAttrLabel as String: "L",
+                kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true,
+            ]).1 as? [Any])?.count, 3)
 
         // Renaming all three to the same account collides: nothing changes.
         XCTAssertEqual(Item.update(service, [kSecAttrAccount as String: "same"]), errSecDuplicateItem)
@@ -213,9 +227,12 @@ final class SecItemSemanticsTests: KeychainTestCase {
         XCTAssertEqual(Item.copy(Item.password(service: "up", account: "same")).0, errSecItemNotFound)
         // Renaming one onto another live item is a duplicate too.
         XCTAssertEqual(
-            Item.update(Item.password(service: "up", account: "a").filter { $0.key != kSecValueData as String },
+            Item.update(
+                Item.password(service: "up", account: "a").filter { $0.key != kSecValueData as String },
                 [kSecAttrAccount as String: "b"]), errSecDuplicateItem)
-        XCTAssertEqual(Item.update(Item.password(service: "none", account: "x"), [kSecAttrLabel as String: "x"]), errSecItemNotFound)
+        XCTAssertEqual(
+            Item.update(Item.password(service: "none", account: "x"), [kSecAttrLabel as String: "x"]),
+            errSecItemNotFound)
     }
 
     func testUpdateValidation() {
@@ -227,12 +244,22 @@ final class SecItemSemanticsTests: KeychainTestCase {
         XCTAssertEqual(Item.update(query, [kSecValueData as String: "a string"]), errSecParam)
         XCTAssertEqual(Item.update(query, [kSecAttrAccessGroup as String: "TEAM.not.mine"]), errSecMissingEntitlement)
         XCTAssertEqual(Item.update(query, [kSecAttrAccessible as String: "bogus"]), errSecParam)
-        XCTAssertEqual(Item.update(query.merging([kSecMatchLimit as String: kSecMatchLimitOne]) { $1 }, [kSecAttrLabel as String: "x"]), errSecParam)
+        XCTAssertEqual(
+            Item.update(
+                query.merging([kSecMatchLimit as String: kSecMatchLimitOne]) { $1 }, [kSecAttrLabel as String: "x"]),
+            errSecParam)
         // Return keys in the query are dropped, as macOS's SecItemUpdate does (Linux code takes macOS branches).
-        XCTAssertEqual(Item.update(query.merging([kSecReturnData as String: true]) { $1 }, [kSecAttrLabel as String: "x"]), errSecSuccess)
+        XCTAssertEqual(
+            Item.update(query.merging([kSecReturnData as String: true]) { $1 }, [kSecAttrLabel as String: "x"]),
+            errSecSuccess)
         // Moving to another entitled group and changing the protection class.
         XCTAssertEqual(
-            Item.update(query, [kSecAttrAccessGroup as String: "TEAM.group.shared", kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]),
+            Item.update(
+                query,
+                [
+                    kSecAttrAccessGroup as String: "TEAM.group.shared",
+                    kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock,
+                ]),
             errSecSuccess)
         let attributes = Item.attributes(query)
         XCTAssertEqual(attributes?["agrp"] as? String, "TEAM.group.shared")
@@ -241,11 +268,14 @@ final class SecItemSemanticsTests: KeychainTestCase {
     }
 
     func testDeleteRemovesEveryMatch() {
-        for account in ["a", "b"] { XCTAssertEqual(Item.add(Item.password(service: "del", account: account)), errSecSuccess) }
+        for account in ["a", "b"] {
+            XCTAssertEqual(Item.add(Item.password(service: "del", account: account)), errSecSuccess)
+        }
         XCTAssertEqual(Item.add(Item.password(service: "keep", account: "a")), errSecSuccess)
         let service: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "del"]
         XCTAssertEqual(Item.delete(service.merging([kSecMatchLimit as String: kSecMatchLimitOne]) { $1 }), errSecParam)
-        XCTAssertEqual(Item.delete(service.merging([kSecMatchLimit as String: kSecMatchLimitAll]) { $1 }), errSecSuccess)
+        XCTAssertEqual(
+            Item.delete(service.merging([kSecMatchLimit as String: kSecMatchLimitAll]) { $1 }), errSecSuccess)
         XCTAssertEqual(Item.copy(service).0, errSecItemNotFound)
         XCTAssertEqual(Item.delete(service), errSecItemNotFound)
         XCTAssertEqual(Item.copy(Item.password(service: "keep", account: "a")).0, errSecSuccess)
@@ -285,13 +315,16 @@ final class SecItemSemanticsTests: KeychainTestCase {
 
     func testAccessGroups() {
         XCTAssertEqual(
-            Item.add(Item.password(service: "g", account: "a").merging([kSecAttrAccessGroup as String: "TEAM.other"]) { $1 }),
+            Item.add(
+                Item.password(service: "g", account: "a").merging([kSecAttrAccessGroup as String: "TEAM.other"]) { $1 }),
             errSecMissingEntitlement)
         XCTAssertEqual(
             Item.copy([kSecClass as String: kSecClassGenericPassword, kSecAttrAccessGroup as String: "TEAM.other"]).0,
             errSecMissingEntitlement)
         XCTAssertEqual(
-            Item.add(Item.password(service: "g", account: "a").merging([kSecAttrAccessGroup as String: "TEAM.group.shared"]) { $1 }),
+            Item.add(
+                Item.password(service: "g", account: "a").merging([kSecAttrAccessGroup as String: "TEAM.group.shared"])
+                { $1 }),
             errSecSuccess)
         XCTAssertEqual(Item.add(Item.password(service: "g", account: "a")), errSecSuccess, "same key, other group")
         keychain.setAccessGroups(["TEAM.com.example.app"])
@@ -299,11 +332,15 @@ final class SecItemSemanticsTests: KeychainTestCase {
             kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "g",
             kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true,
         ]
-        XCTAssertEqual((Item.copy(query).1 as? [[String: Any]])?.map { $0["agrp"] as? String }, ["TEAM.com.example.app"])
+        XCTAssertEqual(
+            (Item.copy(query).1 as? [[String: Any]])?.map { $0["agrp"] as? String }, ["TEAM.com.example.app"])
         // A group the app lost: its items are simply not found (no -34018 without an explicit group).
         keychain.setAccessGroups(["TEAM.unrelated"])
         XCTAssertEqual(Item.copy(query).0, errSecItemNotFound)
-        XCTAssertEqual(Item.delete(query.filter { $0.key != kSecMatchLimit as String && $0.key != kSecReturnAttributes as String }), errSecItemNotFound)
+        XCTAssertEqual(
+            Item.delete(
+                query.filter { $0.key != kSecMatchLimit as String && $0.key != kSecReturnAttributes as String }),
+            errSecItemNotFound)
         // No entitlements at all.
         keychain.setAccessGroups([])
         XCTAssertEqual(Item.add(Item.password(service: "g", account: "z")), errSecMissingEntitlement)
@@ -313,10 +350,15 @@ final class SecItemSemanticsTests: KeychainTestCase {
         query[kSecAttrAccessGroup as String] = "com.apple.token"
         XCTAssertEqual(Item.copy(query).0, errSecItemNotFound)
         XCTAssertEqual(
-            Item.add(Item.password(service: "g", account: "t").merging([kSecAttrAccessGroup as String: "com.apple.token"]) { $1 }),
+            Item.add(
+                Item.password(service: "g", account: "t").merging([kSecAttrAccessGroup as String: "com.apple.token"]) {
+                    $1
+                }),
             errSecMissingEntitlement)
         XCTAssertEqual(Item.add(Item.password(service: "g", account: "t")), errSecSuccess)
-        XCTAssertEqual(Item.attributes(Item.password(service: "g", account: "t"))?["agrp"] as? String, "TEAM.x", "the token group is never the default")
+        XCTAssertEqual(
+            Item.attributes(Item.password(service: "g", account: "t"))?["agrp"] as? String, "TEAM.x",
+            "the token group is never the default")
     }
 
     func testMacOSOnlyKeysAreAccepted() {

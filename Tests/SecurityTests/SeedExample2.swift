@@ -13,7 +13,7 @@ func saveWithBiometry(data: Data, key: String) throws {
         kSecClass as String: kSecClassGenericPassword,
         kSecAttrAccount as String: key,
         kSecValueData as String: data,
-        kSecAttrAccessControl as String: accessControl as Any
+        kSecAttrAccessControl as String: accessControl as Any,
     ]
 
     SecItemDelete(query as CFDictionary)

@@ -14,7 +14,7 @@ func saveToken(token: String, service: String) throws {
         kSecAttrAccount as String: "auth_token",
         kSecValueData as String: data,
         kSecAttrAccessible as String:
-            kSecAttrAccessibleWhenUnlockedThisDeviceOnly
+            kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
     ]
     SecItemDelete(query as CFDictionary)
     let status = SecItemAdd(query as CFDictionary, nil)
@@ -29,14 +29,15 @@ func readToken(service: String) throws -> String {
         kSecAttrService as String: service,
         kSecAttrAccount as String: "auth_token",
         kSecReturnData as String: true,
-        kSecMatchLimit as String: kSecMatchLimitOne
+        kSecMatchLimit as String: kSecMatchLimitOne,
     ]
     var result: AnyObject?
     let status = SecItemCopyMatching(
         query as CFDictionary, &result
     )
     guard status == errSecSuccess,
-        let data = result as? Data else {
+        let data = result as? Data
+    else {
         throw KeychainError.unexpectedStatus(status)
     }
     return String(decoding: data, as: UTF8.self)
@@ -51,7 +52,7 @@ func saveSharedToken(token: Data) {
         kSecAttrAccessGroup as String:
             "group.com.example.shared",
         kSecAttrAccessible as String:
-            kSecAttrAccessibleWhenUnlockedThisDeviceOnly
+            kSecAttrAccessibleWhenUnlockedThisDeviceOnly,
     ]
     SecItemAdd(query as CFDictionary, nil)
 }

@@ -92,26 +92,21 @@ final class ServiceSeamTests: KeychainTestCase {
         XCTAssertEqual(Item.add(Item.password(service: "any", account: "any")), errSecNotAvailable)
     }
 
-    func testRequestsAndAnswersSurviveEncoding() throws {
-        let request = KeychainRequest.update(
-            query: ["class": .string("genp"), "u_AuthCtx": .authenticationContext(AuthenticationContextReference())],
-            attributes: [
-                "v_Data": .data(Data([0, 1, 2])),
-                "accc": .accessControl(AccessControlPolicy(protection: .whenUnlocked, flags: 1)),
-            ])
-        let decoded = try JSONDecoder().decode(KeychainRequest.self, from: JSONEncoder().encode(request))
-        guard case .update(let query, let attributes) = decoded,
-            case .update(let originalQuery, let originalAttributes) = request
-        else {
-            return XCTFail("\(decoded.name)")
-        }
-        XCTAssertEqual(query, originalQuery)
-        XCTAssertEqual(attributes, originalAttributes)
-        let answer = KeychainAnswer.result(.array([.data(Data("x".utf8)), .dictionary(["acct": .string("a")])]))
-        XCTAssertEqual(try JSONDecoder().decode(KeychainAnswer.self, from: JSONEncoder().encode(answer)), answer)
-        let error = KeychainCore.KeychainError.missingEntitlement("group g")
-        let decodedError = try JSONDecoder().decode(KeychainCore.KeychainError.self, from: JSONEncoder().encode(error))
-        XCTAssertEqual(decodedError.code, .missingEntitlement)
-        XCTAssertEqual(decodedError.reason, "group g")
+    /// What a request carries and an answer gives survive the one encoding the service seam's
+    /// transports and the store share.
+    func testValuesAndResultsSurviveEncoding() throws {
+        let query: [String: ItemValue] = [
+            "class": .string("genp"), "u_AuthCtx": .authenticationContext(AuthenticationContextReference()),
+            "v_Data": .data(Data([0, 1, 2])),
+            "accc": .accessControl(AccessControlPolicy(protection: .whenUnlocked, flags: 1)),
+        ]
+        let answer = ItemResult.array([.data(Data("x".utf8)), .dictionary(["acct": .string("a")])])
+        var writer = ValueWriter()
+        writer.dictionary(query)
+        writer.result(answer)
+        var reader = ValueReader(writer.data, limits: .authenticated)
+        XCTAssertEqual(try reader.dictionary(), query)
+        XCTAssertEqual(try reader.result(), answer)
+        XCTAssertNoThrow(try reader.finish())
     }
 }

@@ -21,10 +21,11 @@ final class ThreadSafetyTests: KeychainTestCase {
             }
         }
         XCTAssertEqual(failures.withLock { $0 }, [])
-        let all = Item.copy([
-            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "concurrent",
-            kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true,
-        ]).1 as? [[String: Any]]
+        let all =
+            Item.copy([
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "concurrent",
+                kSecMatchLimit as String: kSecMatchLimitAll, kSecReturnAttributes as String: true,
+            ]).1 as? [[String: Any]]
         XCTAssertEqual(all?.count, 6 * 20)
     }
 }

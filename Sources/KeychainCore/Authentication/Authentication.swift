@@ -1,7 +1,7 @@
 import Foundation
 
 /// `LAPolicy`, as the service sees it (Apple's raw values).
-public enum AuthenticationPolicy: Int, Sendable, Codable, CaseIterable {
+public enum AuthenticationPolicy: Int, Sendable, CaseIterable {
     case biometrics = 1
     case ownerAuthentication = 2
     case companion = 3
@@ -21,7 +21,7 @@ public enum AuthenticationPolicy: Int, Sendable, Codable, CaseIterable {
 
 /// Why an evaluation did not succeed: `LAError.Code`'s raw values, so the `LocalAuthentication`
 /// module and the daemon speak the same numbers.
-public enum AuthenticationFailure: Int, Error, Sendable, Codable, CaseIterable {
+public enum AuthenticationFailure: Int, Error, Sendable, CaseIterable {
     case authenticationFailed = -1
     case userCancel = -2
     case userFallback = -3
@@ -51,7 +51,7 @@ public enum AuthenticationFailure: Int, Error, Sendable, Codable, CaseIterable {
 }
 
 /// What the service did with an authentication request.
-public struct AuthenticationOutcome: Sendable, Codable, Equatable {
+public struct AuthenticationOutcome: Sendable, Equatable {
     /// Nil on success.
     public var failure: AuthenticationFailure?
     /// `LAContext.evaluatedPolicyDomainState`: a digest of the enrolled biometry, nil when none.
@@ -68,8 +68,8 @@ public struct AuthenticationOutcome: Sendable, Codable, Equatable {
 
 /// `LAContext` asking the service: whether a policy could be evaluated, to evaluate it, or to
 /// evaluate an access control for an operation.
-public struct AuthenticationRequest: Sendable, Codable {
-    public enum Subject: Sendable, Codable {
+public struct AuthenticationRequest: Sendable {
+    public enum Subject: Sendable {
         case policy(AuthenticationPolicy)
         case accessControl(AccessControlPolicy)
     }
@@ -90,7 +90,7 @@ public struct AuthenticationRequest: Sendable, Codable {
 
 /// The simulated sensors, driven as the iOS Simulator's Face ID menu drives its own (`security
 /// biometry …`).
-public enum BiometryCommand: Sendable, Codable, Equatable {
+public enum BiometryCommand: Sendable, Equatable {
     /// Enrolls a new set (a new enrollment: items bound to the old set die).
     case enroll
     /// Removes the enrolled set (items bound to it die).
@@ -115,12 +115,13 @@ extension BiometryCommand: CustomStringConvertible {
     }
 }
 
-public enum SensorAnswer: String, Sendable, Codable, CaseIterable {
+/// Codable: the simulated sensor keeps its pending answers in a JSON state file.
+public enum SensorAnswer: String, Sendable, CaseIterable, Codable {
     case match, nomatch, cancel
 }
 
 /// The simulated sensor's state, for `security biometry status`.
-public struct BiometryStatus: Sendable, Codable, Equatable {
+public struct BiometryStatus: Sendable, Equatable {
     public var enrolled: Bool
     public var pendingAnswers: [SensorAnswer]
     public var standingAnswer: SensorAnswer?

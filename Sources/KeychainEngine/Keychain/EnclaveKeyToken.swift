@@ -12,11 +12,11 @@ import KeychainKeybag
 /// keychain on this device, only while its class is available, never after the keychain was erased
 /// or the binding died, and none of its parts can be changed.
 ///
-/// Layout: version (2) ‖ public key ‖ protection ‖ access control (0, or 1 ‖ flags) ‖ biometry
-/// binding (0, or 1 ‖ bytes) ‖ salt (16) ‖ wrapped sealed private key; byte strings and strings
-/// length-prefixed.
+/// Layout, in the vocabulary's encoding: version (3) ‖ public key ‖ protection ‖ optional access
+/// control ‖ optional biometry binding ‖ salt (16) ‖ wrapped sealed private key. Tokens live only in
+/// the memory of the processes that made them, so a new version needs no reader for the old one.
 struct EnclaveKeyToken: Sendable {
-    static let version: UInt8 = 2
+    static let version: UInt8 = 3
 
     let publicKey: Data
     let protection: ProtectionClass
@@ -27,23 +27,13 @@ struct EnclaveKeyToken: Sendable {
 
     /// What the wrapping is bound to: every part but the wrapped key.
     var header: Data {
-        var writer = ByteWriter()
-        writer.write(Self.version)
-        writer.writeBytes(publicKey)
-        writer.writeString(protection.attributeValue)
-        if let accessControl {
-            writer.write(UInt8(1))
-            writer.write(UInt64(accessControl.flags))
-        } else {
-            writer.write(UInt8(0))
-        }
-        if let biometryBinding {
-            writer.write(UInt8(1))
-            writer.writeBytes(biometryBinding)
-        } else {
-            writer.write(UInt8(0))
-        }
-        writer.writeRaw(salt)
+        var writer = ValueWriter()
+        writer.byte(Self.version)
+        writer.bytes(publicKey)
+        writer.protection(protection)
+        writer.optional(accessControl) { $0.accessControl($1) }
+        writer.optional(biometryBinding) { $0.bytes($1) }
+        writer.raw(salt)
         return writer.data
     }
 
@@ -51,9 +41,9 @@ struct EnclaveKeyToken: Sendable {
     static func context(header: Data) -> Data { Data("ephemeral enclave key".utf8) + header }
 
     var encoded: Data {
-        var writer = ByteWriter()
-        writer.writeRaw(header)
-        writer.writeBytes(wrapped)
+        var writer = ValueWriter()
+        writer.raw(header)
+        writer.bytes(wrapped)
         return writer.data
     }
 
@@ -63,7 +53,8 @@ struct EnclaveKeyToken: Sendable {
     ) {
         self.publicKey = publicKey
         self.protection = protection
-        self.accessControl = accessControl
+        // The key has one class: the token's.
+        self.accessControl = accessControl.map { AccessControlPolicy(protection: protection, flags: $0.flags) }
         self.biometryBinding = biometryBinding
         self.salt = salt
         self.wrapped = wrapped
@@ -78,29 +69,22 @@ struct EnclaveKeyToken: Sendable {
 
     /// Decodes a token a client sent back; anything else is `errSecParam`.
     init(decoding data: Data) throws {
-        var reader = ByteReader(data)
-        do {
-            guard try reader.read() as UInt8 == Self.version else { throw ByteReader.Truncated() }
-            publicKey = try reader.readBytes()
-            // Not yet authenticated: every part is parsed without trusting it (no trap, no lossy read).
-            guard let name = try reader.readValidString(), let protection = ProtectionClass(attributeValue: name)
-            else { throw ByteReader.Truncated() }
+        // Not yet authenticated: every part is parsed without trusting it (no trap, no lossy read).
+        var reader = ValueReader(data, limits: .authenticated)
+        do throws(FormatError) {
+            guard try reader.byte() == Self.version else { throw FormatError("another version") }
+            publicKey = try reader.bytes()
+            let protection = try reader.protection()
+            let accessControl = try reader.optional { (reader) throws(FormatError) in try reader.accessControl() }
+            if let accessControl, accessControl.protection != protection {
+                throw FormatError("two protection classes")
+            }
             self.protection = protection
-            switch try reader.read() as UInt8 {
-            case 0: accessControl = nil
-            case 1:
-                guard let flags = UInt(exactly: try reader.read() as UInt64) else { throw ByteReader.Truncated() }
-                accessControl = AccessControlPolicy(protection: protection, flags: flags)
-            default: throw ByteReader.Truncated()
-            }
-            switch try reader.read() as UInt8 {
-            case 0: biometryBinding = nil
-            case 1: biometryBinding = try reader.readBytes()
-            default: throw ByteReader.Truncated()
-            }
-            salt = try reader.readRaw(16)
-            wrapped = try reader.readBytes()
-            guard reader.isAtEnd else { throw ByteReader.Truncated() }
+            self.accessControl = accessControl
+            biometryBinding = try reader.optional { (reader) throws(FormatError) in try reader.bytes() }
+            salt = try reader.raw(16)
+            wrapped = try reader.bytes()
+            try reader.finish()
         } catch {
             throw KeychainError.invalidParameter("the enclave key's token is not one this keychain made")
         }

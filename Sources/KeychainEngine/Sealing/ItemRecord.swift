@@ -45,56 +45,62 @@ struct ItemRecord: Sendable {
     /// only inside the sealed metadata and as a keyed digest, never in clear.
     mutating func updateDigest() throws {
         attributes["sha1"] = nil
-        var writer = ByteWriter()
-        writer.writeString(accessGroup)
-        writer.writeString(protection.attributeValue)
-        writer.write(UInt8(synchronizable ? 1 : 0))
-        ItemRecordCoding.writeAttributes(self, into: &writer)
+        var writer = ValueWriter()
+        writer.string(accessGroup)
+        writer.protection(protection)
+        writer.byte(synchronizable ? 1 : 0)
+        writer.dictionary(attributes)
         // A guarded secret stays out: its digest would be returned and searchable without the user,
         // letting anyone in the group test guesses of the secret (and skip an application password's
         // scrypt). So for such items `sha1` covers the attributes alone.
         // An enclave key's stands for its secret: what a read gives as its data, so that a client can
         // recompute it, and nothing derived from the wrapped private key.
-        if accessControl?.guardsSecret != true { writer.writeBytes(enclavePublicKey ?? secret ?? Data()) }
+        if accessControl?.guardsSecret != true { writer.bytes(enclavePublicKey ?? secret ?? Data()) }
         attributes["sha1"] = .data(try Digest.sha1(writer.data))
     }
 }
 
-/// The plaintext formats inside the two sealed blobs: metadata (everything but the secret) and secret.
+/// The plaintext formats inside the two sealed blobs: metadata (everything but the secret) and secret,
+/// in the vocabulary's one encoding.
+///
+///     metadata: version (1) ‖ access group ‖ synchronizable ‖ tombstone ‖ access control (0; 1 ‖ policy;
+///               2 ‖ policy ‖ biometry binding) ‖ attributes (a dictionary) ‖ sections (tag ‖ bytes)…
+///     secret:   version (1) ‖ optional secret
 enum ItemRecordCoding {
     static let version: UInt8 = 1
 
-    static func encodeMetadata(_ record: ItemRecord) -> Data {
-        var writer = ByteWriter()
-        writer.write(version)
-        writer.writeString(record.accessGroup)
-        writer.write(UInt8(record.synchronizable ? 1 : 0))
-        writer.write(UInt8(record.tombstone ? 1 : 0))
-        if let accessControl = record.accessControl {
-            writer.write(UInt8(record.biometryBinding == nil ? 1 : 2))
-            writer.writeString(accessControl.protection.attributeValue)
-            writer.write(UInt64(accessControl.flags))
-            if let binding = record.biometryBinding { writer.writeBytes(binding) }
-        } else {
-            writer.write(UInt8(0))
-        }
-        writeAttributes(record, into: &writer)
-        // Sections that only some items have follow, each a tag and its bytes (none: nothing more).
-        if let publicKey = record.enclavePublicKey {
-            writer.write(UInt8(1))
-            writer.writeBytes(publicKey)
-        }
-        return writer.data
+    /// Tags of the metadata's optional sections, each at most once.
+    enum Section: UInt8 {
+        case enclavePublicKey = 1
     }
 
-    static func writeAttributes(_ record: ItemRecord, into writer: inout ByteWriter) {
-        let names = record.attributes.keys.sorted()
-        writer.write(UInt32(names.count))
-        for name in names {
-            guard let value = record.attributes[name] else { continue }
-            writer.writeString(name)
-            writeValue(value, into: &writer)
+    /// How the access control is present.
+    private enum AccessControlMarker: UInt8 {
+        case none = 0
+        case policy = 1
+        case policyAndBiometryBinding = 2
+    }
+
+    static func encodeMetadata(_ record: ItemRecord) -> Data {
+        var writer = ValueWriter()
+        writer.byte(version)
+        writer.string(record.accessGroup)
+        writer.flag(record.synchronizable)
+        writer.flag(record.tombstone)
+        if let accessControl = record.accessControl {
+            let marker: AccessControlMarker = record.biometryBinding == nil ? .policy : .policyAndBiometryBinding
+            writer.byte(marker.rawValue)
+            writer.accessControl(accessControl)
+            if let binding = record.biometryBinding { writer.bytes(binding) }
+        } else {
+            writer.byte(AccessControlMarker.none.rawValue)
         }
+        writer.dictionary(record.attributes)
+        if let publicKey = record.enclavePublicKey {
+            writer.byte(Section.enclavePublicKey.rawValue)
+            writer.bytes(publicKey)
+        }
+        return writer.data
     }
 
     struct Metadata {
@@ -107,38 +113,31 @@ enum ItemRecordCoding {
         var enclavePublicKey: Data?
     }
 
-    static func decodeMetadata(_ data: Data) throws(ByteReader.Truncated) -> Metadata {
-        var reader = ByteReader(data)
-        guard try reader.read() as UInt8 == version else { throw ByteReader.Truncated() }
-        let accessGroup = try reader.readString()
-        let synchronizable = try reader.read() as UInt8 == 1
-        let tombstone = try reader.read() as UInt8 == 1
+    static func decodeMetadata(_ data: Data) throws(FormatError) -> Metadata {
+        var reader = ValueReader(data, limits: .authenticated)
+        guard try reader.byte() == version else { throw FormatError("an item record of another version") }
+        let accessGroup = try reader.string()
+        let synchronizable = try reader.flag()
+        let tombstone = try reader.flag()
         var accessControl: AccessControlPolicy?
         var biometryBinding: Data?
-        let marker: UInt8 = try reader.read()
-        if marker == 1 || marker == 2 {
-            let name = try reader.readString()
-            let flags: UInt64 = try reader.read()
-            guard let protection = ProtectionClass(attributeValue: name) else { throw ByteReader.Truncated() }
-            accessControl = AccessControlPolicy(protection: protection, flags: UInt(flags))
-            if marker == 2 { biometryBinding = try reader.readBytes() }
-        } else if marker != 0 {
-            throw ByteReader.Truncated()
+        switch AccessControlMarker(rawValue: try reader.byte()) {
+        case .none?: break
+        case .policy?: accessControl = try reader.accessControl()
+        case .policyAndBiometryBinding?:
+            accessControl = try reader.accessControl()
+            biometryBinding = try reader.bytes()
+        case nil: throw FormatError("an unknown access-control marker")
         }
-        let count: UInt32 = try reader.read()
-        guard Int(count) <= reader.remaining else { throw ByteReader.Truncated() }
-        var attributes: [String: ItemValue] = [:]
-        for _ in 0..<count {
-            let name = try reader.readString()
-            attributes[name] = try readValue(&reader)
-        }
+        let attributes = try reader.dictionary()
         // Optional sections, each once: a tag this build does not know makes the item corrupt rather
         // than half-read (a re-seal would drop it).
         var enclavePublicKey: Data?
         while !reader.isAtEnd {
-            let tag: UInt8 = try reader.read()
-            guard tag == 1, enclavePublicKey == nil else { throw ByteReader.Truncated() }
-            enclavePublicKey = try reader.readBytes()
+            guard Section(rawValue: try reader.byte()) == .enclavePublicKey, enclavePublicKey == nil else {
+                throw FormatError("an unknown or repeated section")
+            }
+            enclavePublicKey = try reader.bytes()
         }
         return Metadata(
             accessGroup: accessGroup, synchronizable: synchronizable, tombstone: tombstone,
@@ -147,62 +146,17 @@ enum ItemRecordCoding {
     }
 
     static func encodeSecret(_ secret: Data?) -> Data {
-        var writer = ByteWriter()
-        writer.write(version)
-        if let secret {
-            writer.write(UInt8(1))
-            writer.writeBytes(secret)
-        } else {
-            writer.write(UInt8(0))
-        }
+        var writer = ValueWriter()
+        writer.byte(version)
+        writer.optional(secret) { $0.bytes($1) }
         return writer.data
     }
 
-    static func decodeSecret(_ data: Data) throws(ByteReader.Truncated) -> Data? {
-        var reader = ByteReader(data)
-        guard try reader.read() as UInt8 == version else { throw ByteReader.Truncated() }
-        let present = try reader.read() as UInt8 == 1
-        let secret = present ? try reader.readBytes() : nil
-        guard reader.isAtEnd else { throw ByteReader.Truncated() }
+    static func decodeSecret(_ data: Data) throws(FormatError) -> Data? {
+        var reader = ValueReader(data, limits: .authenticated)
+        guard try reader.byte() == version else { throw FormatError("an item secret of another version") }
+        let secret = try reader.optional { (reader) throws(FormatError) in try reader.bytes() }
+        try reader.finish()
         return secret
-    }
-
-    private static func writeValue(_ value: ItemValue, into writer: inout ByteWriter) {
-        switch value {
-        case .string(let string):
-            writer.write(UInt8(1))
-            writer.writeString(string)
-        case .data(let data):
-            writer.write(UInt8(2))
-            writer.writeBytes(data)
-        case .integer(let number):
-            writer.write(UInt8(3))
-            writer.write(number)
-        case .double(let number):
-            writer.write(UInt8(4))
-            writer.write(number)
-        case .date(let date):
-            writer.write(UInt8(5))
-            writer.write(date.timeIntervalSinceReferenceDate)
-        case .bool(let flag):
-            writer.write(UInt8(6))
-            writer.write(UInt8(flag ? 1 : 0))
-        default:
-            // Normalization admits only the kinds above into stored attributes.
-            writer.write(UInt8(0))
-        }
-    }
-
-    private static func readValue(_ reader: inout ByteReader) throws(ByteReader.Truncated) -> ItemValue {
-        switch try reader.read() as UInt8 {
-        case 1: return .string(try reader.readString())
-        case 2: return .data(try reader.readBytes())
-        case 3: return .integer(try reader.read())
-        case 4: return .double(try reader.read())
-        case 5: return .date(Date(timeIntervalSinceReferenceDate: try reader.read()))
-        case 6: return .bool(try reader.read() as UInt8 == 1)
-        case 0: return .null
-        default: throw ByteReader.Truncated()
-        }
     }
 }
