@@ -1,21 +1,23 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Layers, bottom to top (dependencies point down only):
-//   CSQLite, COpenSSL          system libraries from Debian (libsqlite3-dev, libssl-dev)
-//   CProcessControl            prctl in a form Swift can call (header only)
-//   KeychainCrypto             AES-256-GCM, HMAC, scrypt, randomness, wiped and pinned key buffers
-//   KeychainCore               what a keychain is asked and answers: values, errors, KeychainService
-//   KeychainDBus               a small D-Bus client (the system bus, for systemd-logind's session lock)
-//   KeychainWire               those requests and answers as the daemon's frames (for securityd and its clients)
-//   KeychainStorage            SQLite: connections, cached statements, the item schema
-//   KeychainKeybag             device root, class keys, passcode, lock state, safe files
-//   KeychainEngine             item semantics: parsing, search, sealing, access groups; the in-process service
-//   KeychainDaemon             securityd: the socket, who is calling (kernel + app registry), one lock state
-//   KeychainClient             the daemon as a KeychainService, over its socket
-//   Security                   Apple's SecItem API over a KeychainService (the embedded engine by default)
-//   LocalAuthentication        LAContext; re-exports Security
-//   SecurityCommandLine        the security command's verbs (over Security), run by SecurityCommand
+// Layers, bottom to top; dependencies point down only, and Sources/ is laid out by layer:
+//   Base/      KeychainBytes        wiped buffers, byte reader/writer, constant-time compare, hex, clocks (no C library)
+//              KeychainCore         the vocabulary: values and their one encoding, requests, errors, KeychainService
+//   Platform/  CSQLite, COpenSSL,   system libraries from Debian (libsqlite3-dev, libssl-dev); prctl for Swift
+//              CProcessControl
+//              KeychainCrypto       OpenSSL: AES-GCM, HMAC, HKDF, scrypt, keys, certificates, randomness
+//              KeychainStorage      SQLite: connections, cached statements, the item schema
+//              KeychainSystem       the operating system: safe files, the owner lock, process protection
+//              KeychainDBus         a small D-Bus client (systemd-logind's session lock, fprintd)
+//   Engine/    KeychainKeybag       device root, class keys, passcode, lock state
+//              KeychainEngine       item semantics: parsing, search, sealing, access groups; the in-process service
+//   Service/   KeychainWire         requests and answers as the daemon's frames
+//              KeychainDaemon       securityd: the socket, who is calling (kernel + app registry), one lock state
+//              KeychainClient       the daemon as a KeychainService, over its socket
+//   Facade/    Security             Apple's SecItem API over a KeychainService (the embedded engine by default)
+//              LocalAuthentication  LAContext; re-exports Security
+//   Programs/  security, securityd, keychain-bench, keychain-test-helper
 
 // A shell command starts for every call, so the release `security` links the Swift runtime and Foundation
 // in: about 4 ms less dynamic linking per start. The static Foundation needs its C parts named (the
@@ -38,70 +40,107 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(
-            name: "CSQLite",
+            name: "CSQLite", path: "Sources/Platform/CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
         .systemLibrary(
-            name: "COpenSSL",
+            name: "COpenSSL", path: "Sources/Platform/COpenSSL",
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
         // Header-only: fixed-argument forms of prctl, which Swift cannot call (it is variadic).
-        .systemLibrary(name: "CProcessControl"),
-        .target(name: "KeychainDBus"),
-        .target(name: "KeychainCrypto", dependencies: ["COpenSSL", "CProcessControl"]),
-        .target(name: "KeychainCore", dependencies: ["KeychainCrypto"]),
-        .target(name: "KeychainWire", dependencies: ["KeychainCore", "KeychainCrypto"]),
-        .target(name: "KeychainStorage", dependencies: ["CSQLite"]),
-        .target(name: "KeychainKeybag", dependencies: ["KeychainCore", "KeychainCrypto"]),
+        .systemLibrary(name: "CProcessControl", path: "Sources/Platform/CProcessControl"),
+        .target(name: "KeychainBytes", path: "Sources/Base/KeychainBytes"),
+        .target(name: "KeychainCore", dependencies: ["KeychainBytes"], path: "Sources/Base/KeychainCore"),
+        .target(
+            name: "KeychainCrypto", dependencies: ["KeychainBytes", "COpenSSL"], path: "Sources/Platform/KeychainCrypto"
+        ),
+        .target(name: "KeychainStorage", dependencies: ["CSQLite"], path: "Sources/Platform/KeychainStorage"),
+        .target(
+            name: "KeychainSystem", dependencies: ["KeychainBytes", "KeychainCore", "CProcessControl"],
+            path: "Sources/Platform/KeychainSystem"),
+        .target(name: "KeychainDBus", dependencies: ["KeychainBytes"], path: "Sources/Platform/KeychainDBus"),
+        .target(
+            name: "KeychainKeybag",
+            dependencies: ["KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainSystem"],
+            path: "Sources/Engine/KeychainKeybag"),
         .target(
             name: "KeychainEngine",
-            dependencies: ["KeychainCore", "KeychainCrypto", "KeychainStorage", "KeychainKeybag", "KeychainDBus"]
+            dependencies: [
+                "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainStorage", "KeychainSystem",
+                "KeychainKeybag",
+                "KeychainDBus",
+            ],
+            path: "Sources/Engine/KeychainEngine"
         ),
+        .target(
+            name: "KeychainWire", dependencies: ["KeychainBytes", "KeychainCore", "KeychainCrypto"],
+            path: "Sources/Service/KeychainWire"),
         .target(
             name: "KeychainDaemon",
             dependencies: [
-                "CProcessControl", "KeychainCore", "KeychainCrypto", "KeychainWire", "KeychainKeybag", "KeychainEngine",
-                "KeychainDBus",
-            ]
+                "CProcessControl", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainSystem", "KeychainWire",
+                "KeychainKeybag", "KeychainEngine", "KeychainDBus",
+            ],
+            path: "Sources/Service/KeychainDaemon"
         ),
-        .executableTarget(
-            name: "securityd", dependencies: ["KeychainDaemon", "KeychainDBus", "KeychainCrypto", "CProcessControl"]),
-        .target(name: "KeychainClient", dependencies: ["CProcessControl", "KeychainCore", "KeychainWire"]),
         .target(
-            name: "Security", dependencies: ["KeychainCore", "KeychainEngine", "KeychainClient", "KeychainCrypto"]),
-        .target(name: "LocalAuthentication", dependencies: ["Security", "KeychainCore", "KeychainCrypto"]),
+            name: "KeychainClient", dependencies: ["CProcessControl", "KeychainBytes", "KeychainCore", "KeychainWire"],
+            path: "Sources/Service/KeychainClient"),
+        .target(
+            name: "Security",
+            dependencies: ["KeychainBytes", "KeychainCore", "KeychainEngine", "KeychainClient", "KeychainCrypto"],
+            path: "Sources/Facade/Security"),
+        .target(
+            name: "LocalAuthentication", dependencies: ["Security", "KeychainBytes", "KeychainCore"],
+            path: "Sources/Facade/LocalAuthentication"),
+        .executableTarget(
+            name: "securityd",
+            dependencies: ["KeychainDaemon", "KeychainDBus", "KeychainBytes", "KeychainSystem", "CProcessControl"],
+            path: "Sources/Programs/securityd"),
         .executableTarget(
             name: "keychain-bench",
             dependencies: [
-                "KeychainEngine", "KeychainCrypto", "KeychainKeybag", "KeychainStorage", "Security", "KeychainClient",
-                "KeychainCore", "COpenSSL",
-            ]
+                "KeychainEngine", "KeychainBytes", "KeychainCrypto", "KeychainKeybag", "KeychainStorage", "Security",
+                "KeychainClient", "KeychainCore", "COpenSSL",
+            ],
+            path: "Sources/Programs/keychain-bench"
         ),
-        .target(name: "SecurityCommandLine", dependencies: ["Security", "KeychainCore", "KeychainCrypto"]),
+        .target(
+            name: "SecurityCommandLine", dependencies: ["Security", "KeychainBytes", "KeychainCore", "KeychainCrypto"],
+            path: "Sources/Programs/SecurityCommandLine"),
         .executableTarget(
             name: "SecurityCommand",
-            dependencies: ["SecurityCommandLine", "Security", "KeychainCrypto"],
+            dependencies: ["SecurityCommandLine", "Security", "KeychainBytes", "KeychainSystem"],
+            path: "Sources/Programs/SecurityCommand",
             linkerSettings: [.unsafeFlags(staticRuntime, .when(platforms: [.linux], configuration: .release))]
         ),
         .executableTarget(
             name: "keychain-test-helper",
-            dependencies: ["Security", "KeychainCore", "KeychainCrypto"]
+            dependencies: ["Security", "KeychainBytes", "KeychainCore", "KeychainCrypto"],
+            path: "Sources/Programs/keychain-test-helper"
         ),
         // Test support (not a product): a securityd of its own for tests that need the daemon.
         .target(
-            name: "KeychainTestSupport", dependencies: ["KeychainClient", "KeychainCore", "KeychainDBus"],
+            name: "KeychainTestSupport",
+            dependencies: ["KeychainClient", "KeychainBytes", "KeychainCore", "KeychainDBus", "KeychainSystem"],
             path: "Tests/KeychainTestSupport"),
-        .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainCrypto"]),
-        .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore", "KeychainCrypto"]),
+        .testTarget(name: "KeychainBytesTests", dependencies: ["KeychainBytes"]),
+        .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainBytes", "KeychainCrypto"]),
+        .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainBytes", "KeychainCore"]),
         .testTarget(name: "KeychainDBusTests", dependencies: ["KeychainDBus"]),
-        .testTarget(name: "KeychainWireTests", dependencies: ["KeychainWire", "KeychainCore", "KeychainCrypto"]),
-        .testTarget(name: "KeychainKeybagTests", dependencies: ["KeychainKeybag", "KeychainCore", "KeychainCrypto"]),
+        .testTarget(
+            name: "KeychainWireTests",
+            dependencies: ["KeychainWire", "KeychainBytes", "KeychainCore", "KeychainCrypto"]),
+        .testTarget(
+            name: "KeychainKeybagTests",
+            dependencies: ["KeychainKeybag", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainSystem"]),
         .testTarget(
             name: "KeychainEngineTests",
             dependencies: [
-                "CSQLite", "KeychainCore", "KeychainEngine", "KeychainKeybag", "KeychainStorage", "KeychainCrypto",
+                "CSQLite", "KeychainBytes", "KeychainCore", "KeychainEngine", "KeychainKeybag", "KeychainStorage",
+                "KeychainCrypto", "KeychainSystem",
                 "keychain-test-helper", "KeychainTestSupport", "KeychainDBus",
             ]
         ),
@@ -114,14 +153,15 @@ let package = Package(
         .testTarget(
             name: "KeychainDaemonTests",
             dependencies: [
-                "KeychainDaemon", "KeychainClient", "KeychainWire", "KeychainCore", "KeychainCrypto", "Security",
+                "KeychainDaemon", "KeychainClient", "KeychainWire", "KeychainBytes", "KeychainCore", "KeychainCrypto",
+                "Security",
                 "KeychainDBus", "KeychainEngine",
                 "KeychainTestSupport", "securityd", "SecurityCommand", "keychain-test-helper",
             ]),
         .testTarget(
             name: "SecurityTests",
             dependencies: [
-                "Security", "LocalAuthentication", "KeychainCore", "KeychainEngine", "KeychainCrypto",
+                "Security", "LocalAuthentication", "KeychainBytes", "KeychainCore", "KeychainEngine", "KeychainCrypto",
                 "keychain-test-helper", "KeychainTestSupport", "securityd",
             ]
         ),

@@ -1,6 +1,6 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
-import KeychainCrypto
 import XCTest
 
 /// The vocabulary's one encoding: the bytes it gives are the ones stored in every sealed item, so they

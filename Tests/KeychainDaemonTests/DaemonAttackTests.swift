@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 import KeychainTestSupport
 import KeychainWire
@@ -62,7 +63,7 @@ final class DaemonAttackTests: XCTestCase {
             .copyMatching(query: [
                 "class": .string("genp"), "svce": .string("web"), "acct": .string("victim"), "r_Data": .bool(true),
             ]), id: 1)
-        return frame.map { String(format: "%02x", $0) }.joined()
+        return Hex.encode(frame)
     }
 
     func testConnectingFirstAndThenExecingARegisteredProgramGetsNothing() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 import KeychainEngine
 import KeychainTestSupport
@@ -107,7 +108,7 @@ final class GeneralPurposeToolTests: XCTestCase {
         }
         let rewritten = try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys])
         let keychain = try Keychain(directory: home)
-        let mac = try keychain.authenticationCode(for: rewritten).map { String(format: "%02x", $0) }.joined()
+        let mac = Hex.encode(try keychain.authenticationCode(for: rewritten))
         try (Data(mac.utf8) + Data([10]) + rewritten).write(to: URL(fileURLWithPath: path))
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 import KeychainTestSupport
 import XCTest

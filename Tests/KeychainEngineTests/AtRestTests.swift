@@ -4,6 +4,7 @@ import KeychainCrypto
 import KeychainEngine
 import KeychainKeybag
 import KeychainStorage
+import KeychainSystem
 import XCTest
 
 /// What is on disk: nothing readable, nothing that survives tampering, nothing overwritten when damaged.

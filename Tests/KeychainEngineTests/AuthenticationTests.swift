@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import KeychainBytes
 import KeychainCore
 import KeychainCrypto
 import KeychainEngine

@@ -1,11 +1,12 @@
 import Foundation
+import KeychainBytes
 import KeychainEngine
 import KeychainKeybag
 import Synchronization
 import XCTest
 
 /// A clock the test moves by hand.
-final class TestClock: Clock, @unchecked Sendable {
+final class TestClock: KeychainClock, @unchecked Sendable {
     private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
     func now() -> Date { current.withLock { $0 } }
     func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }

@@ -1,7 +1,9 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 import KeychainCrypto
 import KeychainKeybag
+import KeychainSystem
 import KeychainTestSupport
 import XCTest
 
@@ -196,7 +198,7 @@ final class SessionUnlockTests: EngineTestCase {
         super.tearDown()
     }
 
-    private func process(clock: (any Clock)? = nil, directory: String? = nil) throws -> Keychain {
+    private func process(clock: (any KeychainClock)? = nil, directory: String? = nil) throws -> Keychain {
         var options = KeychainOptions(clock: clock ?? self.clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
         options.sessionDirectory = runtime
         return try Keychain(directory: directory ?? self.directory, options: options)
@@ -276,7 +278,7 @@ final class SessionUnlockTests: EngineTestCase {
 }
 
 /// The clock of a machine booted again: the same time, another boot id.
-final class BootedElsewhereClock: Clock, @unchecked Sendable {
+final class BootedElsewhereClock: KeychainClock, @unchecked Sendable {
     func now() -> Date { Date(timeIntervalSince1970: 1_800_000_000) }
     func sinceBoot() -> BootInstant { BootInstant(boot: Data(repeating: 9, count: 16), nanoseconds: 0) }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainEngine
 import KeychainKeybag
+import KeychainSystem
 import XCTest
 
 #if canImport(Glibc)

@@ -1,6 +1,8 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 import KeychainCrypto
+import KeychainSystem
 import Synchronization
 import XCTest
 
@@ -8,7 +10,7 @@ import XCTest
 
 /// A clock the test moves by hand. The wall clock can be shifted alone (as a user or a doctored process
 /// would), and the machine rebooted (a new boot, its clock since boot from zero).
-final class ManualClock: Clock, @unchecked Sendable {
+final class ManualClock: KeychainClock, @unchecked Sendable {
     private struct Readings {
         var elapsed: TimeInterval = 0
         var wallShift: TimeInterval = 0

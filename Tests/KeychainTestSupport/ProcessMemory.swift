@@ -1,4 +1,5 @@
 import Foundation
+import KeychainSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -19,7 +20,7 @@ public enum ProcessMemory {
         ofNeedle needle: [UInt8], spanning length: Int, in pid: Int32, confirm: (UnsafeRawPointer) -> Bool
     ) -> Int? {
         guard !needle.isEmpty, length >= needle.count,
-            let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+            let maps = ProcFiles.read("/proc/\(pid)/maps").map({ String(decoding: $0, as: UTF8.self) })
         else { return nil }
         let memory = open("/proc/\(pid)/mem", O_RDONLY)
         guard memory >= 0 else { return nil }

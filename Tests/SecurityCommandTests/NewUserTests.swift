@@ -210,7 +210,8 @@ final class NewUserTests: XCTestCase {
     /// Every status the Security module defines, by name, read from its source.
     private static func definedStatusCodes() throws -> [(name: String, status: OSStatus)] {
         let source = try String(
-            contentsOfFile: SecurityCommandTests.packageRoot + "/Sources/Security/StatusCodes/SecStatusCodes.swift",
+            contentsOfFile: SecurityCommandTests.packageRoot
+                + "/Sources/Facade/Security/StatusCodes/SecStatusCodes.swift",
             encoding: .utf8)
         let pattern = try NSRegularExpression(pattern: #"public let (\w+): OSStatus = (-?\d+)"#)
         let text = source as NSString

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import Security
 import XCTest
 
@@ -44,16 +45,7 @@ final class KnownAnswerTests: XCTestCase {
         ),
     ]
 
-    private func hex(_ text: String) -> Data {
-        var bytes = Data()
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            bytes.append(UInt8(text[index..<next], radix: 16) ?? 0)
-            index = next
-        }
-        return bytes
-    }
+    private func hex(_ text: String) -> Data { Hex.decode(text) ?? Data() }
 
     /// An X9.62 DER signature: SEQUENCE { INTEGER r, INTEGER s }, each minimal and positive.
     private func der(_ r: Data, _ s: Data) -> Data {

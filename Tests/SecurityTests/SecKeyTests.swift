@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCrypto
 import Security
 import XCTest
@@ -308,7 +309,7 @@ final class SecKeyTests: KeyTestCase {
             SecKeyCopyKeyExchangeResult(bob, .ecdhKeyExchangeCofactorX963SHA256, alicePublic, parameters, nil) as Data?)
         XCTAssertEqual(derived.count, 16)
         // openssl derives the same secret from the exported keys, and its X9.63 KDF the same bytes.
-        let hex = one.map { String(format: "%02x", $0) }.joined()
+        let hex = Hex.encode(one)
         let kdf = try openssl([
             "kdf", "-keylen", "16", "-kdfopt", "digest:SHA256", "-kdfopt", "hexkey:\(hex)", "-kdfopt", "hexinfo:aabb",
             "X963KDF",

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 import KeychainCrypto
 import Security
@@ -26,7 +27,7 @@ final class StoredFormatTests: XCTestCase {
         let lines = try String(contentsOf: fixture.appendingPathComponent("expected.txt"), encoding: .utf8)
         for line in lines.split(separator: "\n") {
             let parts = line.split(separator: " ")
-            guard parts.count == 2, let bytes = Self.bytes(fromHex: parts[1]) else { continue }
+            guard parts.count == 2, let bytes = Hex.decode(parts[1]) else { continue }
             expected[String(parts[0])] = bytes
         }
         XCTAssertEqual(Set(expected.keys), ["key", "enclave", "certificate"])
@@ -138,18 +139,5 @@ final class StoredFormatTests: XCTestCase {
             SecKeyCreateSignature(privateKey, .ecdsaSignatureMessageX962SHA256, message, &error))
         XCTAssertTrue(
             SecKeyVerifySignature(fromCertificate, .ecdsaSignatureMessageX962SHA256, message, signature, &error))
-    }
-
-    private static func bytes(fromHex hex: Substring) -> Data? {
-        guard hex.count % 2 == 0 else { return nil }
-        var bytes = Data()
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
-        }
-        return bytes
     }
 }

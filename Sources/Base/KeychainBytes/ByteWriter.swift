@@ -1,0 +1,62 @@
+import Foundation
+
+/// Writes the length-prefixed little-endian records of the keychain's binary formats (keybag, sealed
+/// item contents). Shared here, at the bottom layer, so every format reads back with the same checks.
+public struct ByteWriter {
+    // Bytes collect in an array, which appends cheaply, and become `Data` once, when asked for.
+    private var bytes: [UInt8] = []
+
+    public init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+
+    public var data: Data { Data(bytes) }
+
+    public var count: Int { bytes.count }
+
+    public mutating func write(_ value: UInt8) { bytes.append(value) }
+
+    public mutating func write(_ value: UInt16) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    public mutating func write(_ value: UInt32) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    public mutating func write(_ value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    public mutating func write(_ value: Int64) { write(UInt64(bitPattern: value)) }
+
+    public mutating func write(_ value: Double) { write(value.bitPattern) }
+
+    /// A byte string with a 32-bit length prefix.
+    public mutating func writeBytes(_ value: Data) {
+        write(UInt32(value.count))
+        value.withUnsafeBytes { bytes.append(contentsOf: $0) }
+    }
+
+    public mutating func writeBytes(_ value: [UInt8]) {
+        write(UInt32(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    public mutating func writeBytes(_ value: UnsafeRawBufferPointer) {
+        write(UInt32(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    public mutating func writeString(_ string: String) {
+        var string = string
+        string.withUTF8 { writeBytes(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Raw bytes with no prefix (fixed-size fields).
+    public mutating func writeRaw(_ value: Data) { value.withUnsafeBytes { bytes.append(contentsOf: $0) } }
+
+    /// Overwrites every byte written with zeros (for buffers that held secrets), then empties it.
+    public mutating func wipe() {
+        bytes.withUnsafeMutableBytes { SecureMemory.wipe($0) }
+        bytes.removeAll()
+    }
+}

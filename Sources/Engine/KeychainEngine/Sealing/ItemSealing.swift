@@ -1,0 +1,37 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import KeychainStorage
+
+/// Turning an item into the row that stores it; `ItemDecryption` is the way back.
+enum ItemSealing {
+    /// Seals a record into a row: encrypted blobs and keyed digests.
+    /// A record whose access control guards its secret needs `factors` (`AuthenticationBroker`).
+    static func seal(_ record: ItemRecord, classKey: SecureBytes, digests: ItemDigests, factors: SecretFactors? = nil)
+        throws -> StoredItem
+    {
+        let guarded = record.accessControl?.guardsSecret == true
+        guard !guarded || factors != nil else {
+            throw KeychainError.internalError("a guarded item was sealed without its factors")
+        }
+        let lookupDigest = try digests.lookup(
+            itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
+            synchronizable: record.synchronizable)
+        let binding = RowBinding(record: record, lookupDigest: lookupDigest)
+        return StoredItem(
+            persistentID: record.persistentID, itemClass: record.itemClass.rawValue,
+            protectionClass: record.protection.rawValue, accessGroupDigest: try digests.accessGroup(record.accessGroup),
+            synchronizable: record.synchronizable, tombstone: record.tombstone,
+            primaryKeyDigest: try digests.primaryKey(
+                itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
+                synchronizable: record.synchronizable),
+            lookupDigest: lookupDigest,
+            metadata: try ItemCrypto.seal(
+                ItemRecordCoding.encodeMetadata(record), part: .metadata, binding: binding, classKey: classKey),
+            secret: try ItemCrypto.seal(
+                ItemRecordCoding.encodeSecret(record.secret), part: .secret, binding: binding, classKey: classKey,
+                factors: guarded ? factors : nil),
+            indexDigests: try digests.indexEntries(for: record))
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import KeychainSystem
+
+/// The default device root: 32 random bytes in a 0600 file.
+///
+/// It gives the ThisDeviceOnly guarantee against copies of the keychain directory made without the
+/// root file, which by default lives inside that directory (`KEYCHAIN_DEVICE_ROOT` can put it on other
+/// storage); not against anyone who can read the root file, such as a process of the same user or a
+/// backup that includes it. That is what the TPM backend is for.
+public final class SoftwareDeviceRoot: DeviceRoot {
+    public let deviceIdentifier: Data
+    private let wrappingKey: SecureBytes
+    private let entanglingKey: HMACKey
+    private let authenticationKey: HMACKey
+
+    private static let magic = Data("SKDR".utf8)
+    private static let formatVersion: UInt8 = 1
+
+    /// Loads the root at `path`, creating it first if it does not exist and `create` is true.
+    ///
+    /// The file must be the caller's own regular file (no symbolic link), in a directory only the
+    /// caller or root can change. Two processes creating it at once both end up with the one that
+    /// was linked into place first.
+    public static func load(path given: String, create: Bool) throws -> SoftwareDeviceRoot {
+        // The directory is resolved (its links checked); the file itself must not be a link.
+        let directory = try SecureFiles.trustedPath((given as NSString).deletingLastPathComponent)
+        let path = (directory as NSString).appendingPathComponent((given as NSString).lastPathComponent)
+        if let contents = try SecureFiles.readSecret(path) {
+            // A process killed while creating the root leaves a temporary holding a root key. With the
+            // root in place, any temporary is such a leftover, or a creation that has lost its race
+            // (it takes the missing temporary as that, see `createExclusively`).
+            SecureFiles.removeStaleTemporaries(of: path)
+            return try SoftwareDeviceRoot(fileContents: contents, path: path)
+        }
+        guard create else { throw KeybagError.io("device root \(path) does not exist") }
+        // magic ‖ version ‖ identifier (16) ‖ secret (32), assembled in wiped memory.
+        let contents = try SecureBytes(count: fileSize) { out in
+            var header = ByteWriter()
+            header.writeRaw(magic)
+            header.write(formatVersion)
+            header.writeRaw(try Random.bytes(16))
+            header.data.withUnsafeBytes { out.copyMemory(from: $0) }
+            try Random.fill(UnsafeMutableRawBufferPointer(rebasing: out[header.data.count...]))
+        }
+        if try SecureFiles.createExclusively(contents, at: path) {
+            return try SoftwareDeviceRoot(fileContents: contents, path: path)
+        }
+        guard let theirs = try SecureFiles.readSecret(path) else {
+            throw KeybagError.io("device root \(path) vanished")
+        }
+        return try SoftwareDeviceRoot(fileContents: theirs, path: path)
+    }
+
+    private static let headerSize = 4 + 1 + 16
+    private static let fileSize = headerSize + 32
+
+    private init(fileContents: SecureBytes, path: String) throws {
+        let header = fileContents.withUnsafeBytes { Data($0.prefix(Self.headerSize)) }
+        guard fileContents.count == Self.fileSize, header.prefix(4) == Self.magic, header[4] == Self.formatVersion
+        else {
+            throw KeybagError.corrupt("device root \(path) is not a valid root key file")
+        }
+        let root = fileContents.withUnsafeBytes { SecureBytes(copying: $0[Self.headerSize...]) }
+        deviceIdentifier = header.suffix(16)
+        wrappingKey = try KeyDerivation.hkdf(key: root, info: "swift-keychain root wrap v1").pinnedCopy()
+        entanglingKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root entangle v1"))
+        authenticationKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root mac v1"))
+    }
+
+    public func wrap(_ key: SecureBytes, context: Data) throws -> Data {
+        try AESGCM.seal(key, key: wrappingKey, authenticating: deviceIdentifier + context)
+    }
+
+    public func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes {
+        do {
+            return try AESGCM.openSecure(wrapped, key: wrappingKey, authenticating: deviceIdentifier + context)
+        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
+            throw KeybagError.foreignDevice("a key was not wrapped by this device's root")
+        }
+    }
+
+    public func entangle(_ passcodeKey: SecureBytes) throws -> SecureBytes {
+        try SecureBytes(count: 32) { out in
+            try passcodeKey.withUnsafeBytes { try entanglingKey.authenticationCode([$0], into: out) }
+        }
+    }
+
+    public func authenticate(_ data: Data) throws -> Data {
+        try authenticationKey.authenticationCode(data)
+    }
+}

@@ -1,0 +1,518 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import KeychainSystem
+import Synchronization
+
+/// The keybag: class keys, passcode, lock state.
+///
+/// Class keys live in memory only while their class is available; locking drops the class-A keys,
+/// restarting drops A and C. The file is shared by every process using the keychain directory: changes
+/// are read-modify-write cycles under an exclusive file lock, and each operation notices a file that
+/// another process replaced. The lock state itself belongs to the process (as an unlock of the
+/// embedded keychain lasts for that process); the daemon will hold one for everyone.
+public final class Keybag: Sendable {
+    public let path: String
+    /// The keychain directory, whose own lock orders changes to the keybag between processes.
+    private let directory: String
+    private let root: any DeviceRoot
+    private let clock: any KeychainClock
+    private let fixedFunction: PasscodeFunction?
+    /// Deletes the items before an erase replaces the keybag (see `erase`).
+    private let deleteItems: @Sendable () throws -> Void
+    private let state: Mutex<State>
+
+    private struct State {
+        var file: KeybagFile
+        var identity: FileIdentity?
+        var keys: [ProtectionClass: SecureBytes]
+        var indexKey: SecureBytes
+        /// A passcode-protected class has been unwrapped since start (locked, as opposed to before the
+        /// first unlock, when the class-A keys are gone again).
+        var unlockedOnce: Bool
+    }
+
+    /// Opens the keybag at `directory/keybag`, creating a new one (no passcode) if none exists.
+    ///
+    /// - Parameters:
+    ///   - passcodeFunction: a fixed passcode KDF for tests; nil uses `PasscodeFunction.calibrated()` when
+    ///     a passcode is set.
+    ///   - deleteItems: deletes every item; the erase after ten failures runs it before it replaces the
+    ///     keybag.
+    public init(
+        directory: String, root: any DeviceRoot, clock: any KeychainClock = SystemClock(),
+        passcodeFunction: PasscodeFunction? = nil, deleteItems: @escaping @Sendable () throws -> Void = {}
+    ) throws {
+        path = (directory as NSString).appendingPathComponent("keybag")
+        self.directory = directory
+        self.root = root
+        self.clock = clock
+        fixedFunction = passcodeFunction
+        self.deleteItems = deleteItems
+        // The closure may not capture self before every property is set: it works on copies.
+        let (path, root, directory) = (path, root, directory)
+        let loaded = try SecureFiles.withDirectoryLock(directory) { () throws -> (KeybagFile, FileIdentity?) in
+            SecureFiles.removeStaleTemporaries(of: path)
+            if let contents = try SecureFiles.read(path) {
+                return (try KeybagFile.decode(contents, root: root), SecureFiles.identity(of: path))
+            }
+            let file = try Keybag.makeFile(root: root)
+            try SecureFiles.writeAtomically(try file.encoded(root: root), to: path)
+            return (file, SecureFiles.identity(of: path))
+        }
+        let file = loaded.0
+        let (indexKey, keys) = try Keybag.rootWrappedKeys(of: file, root: root)
+        state = Mutex(
+            State(file: file, identity: loaded.1, keys: keys, indexKey: indexKey, unlockedOnce: false))
+    }
+
+    // MARK: Keys
+
+    /// The key of searchable digests; available in every state.
+    public var indexKey: SecureBytes { state.withLock { $0.indexKey } }
+
+    /// The class key, or why it is not available now. Call `refreshIfChanged()` once per operation first.
+    public func classKey(for protectionClass: ProtectionClass) throws -> SecureBytes {
+        try state.withLock { state in
+            if let key = state.keys[protectionClass] { return key }
+            if state.file.classKeys[protectionClass] == nil { throw KeybagError.classUnavailable(protectionClass) }
+            throw KeybagError.locked(protectionClass)
+        }
+    }
+
+    public var status: KeybagStatus {
+        try? refreshIfChanged()
+        let now = AttemptTime.now(clock)
+        return state.withLock { state in
+            let remaining = Keybag.remainingDelay(after: state.file, now: now)
+            return KeybagStatus(
+                lockState: Keybag.lockState(state), failedAttempts: Int(state.file.failedAttempts),
+                nextAttemptAllowed: remaining > 0 ? Date(timeIntervalSince1970: now.wall + remaining) : nil,
+                wipeAfterFailures: state.file.wipeAfterFailures)
+        }
+    }
+
+    // MARK: Lock state
+
+    /// Unlocks with the passcode. Wrong passcodes count towards the escalating delays, across restarts
+    /// and processes; the tenth in a row erases the keychain when that option is on (`KeybagError.wiped`).
+    public func unlock(passcode: SecureBytes) throws { _ = try unlocking(passcode, makingSessionToken: false) }
+
+    /// The one unlock with a passcode, returning a session token when asked for one.
+    private func unlocking(_ passcode: SecureBytes, makingSessionToken: Bool) throws -> Data? {
+        var token: Data?
+        try verifyingPasscode(passcode) { file, passcodeKey in
+            try self.openPasscodeClasses(file: file, passcodeKey: passcodeKey)
+            if makingSessionToken {
+                guard let context = self.sessionContext(file) else { throw KeybagError.noPasscodeSet }
+                token = try self.root.wrap(passcodeKey, context: context)
+            } else if case .pbkdf2? = file.passcode?.function {
+                // A keybag from before scrypt moves to it with the first passcode that opens it (a
+                // plain unlock: the move changes the salt, which a session token is bound to).
+                try self.rewrap(
+                    file: file, currentPasscodeKey: passcodeKey, newPasscode: passcode,
+                    function: self.fixedFunction ?? PasscodeFunction.calibrated())
+            }
+        }
+        return token
+    }
+
+    // MARK: Session unlock
+
+    /// Unlocks with the passcode, as `unlock(passcode:)`, and returns a session token: the passcode key
+    /// wrapped by the device root, bound to this keybag, this passcode (its salt) and this boot, which
+    /// `unlock(sessionToken:)` takes instead of the passcode until the next boot. Whoever keeps the token
+    /// decides where it lives (the engine keeps it where only the user's session reaches).
+    public func unlockForSession(passcode: SecureBytes) throws -> Data {
+        guard let token = try unlocking(passcode, makingSessionToken: true) else { throw KeybagError.noPasscodeSet }
+        return token
+    }
+
+    /// Unlocks with a token `unlockForSession` made in this boot, for this keybag and passcode; false
+    /// (and nothing changed, no attempt counted: a token is no guess) when it does not open.
+    public func unlock(sessionToken: Data) -> Bool {
+        do {
+            try refreshIfChanged()
+            let file = state.withLock { $0.file }
+            guard let context = sessionContext(file) else { return false }
+            let passcodeKey = try root.unwrap(sessionToken, context: context)
+            try openPasscodeClasses(file: file, passcodeKey: passcodeKey)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// What a session token is bound to; nil without a passcode.
+    private func sessionContext(_ file: KeybagFile) -> Data? {
+        guard let parameters = file.passcode else { return nil }
+        return Data("swift-keychain session unlock v1".utf8) + file.identifier + parameters.salt
+            + clock.sinceBoot().boot
+    }
+
+    private func openPasscodeClasses(file: KeybagFile, passcodeKey: SecureBytes) throws {
+        try state.withLock { state in
+            for (protectionClass, wrapped) in file.classKeys where wrapped.passcodeProtected {
+                state.keys[protectionClass] = try Keybag.unwrapWithPasscode(
+                    wrapped, protectionClass, file: file, passcodeKey: passcodeKey)
+            }
+            state.unlockedOnce = true
+        }
+    }
+
+    /// A MAC under the device root (see `DeviceRoot.authenticate`).
+    public func authenticate(_ data: Data) throws -> Data { try root.authenticate(data) }
+
+    /// Wraps a key that must never leave this device (an enclave key's private half) under the
+    /// device root, bound to `context`; only this root unwraps it (`unwrapDeviceBound`).
+    public func wrapDeviceBound(_ key: SecureBytes, context: Data) throws -> Data {
+        try root.wrap(key, context: Data("swift-keychain device-bound key v1".utf8) + context)
+    }
+
+    /// Reverses `wrapDeviceBound`; `KeybagError.foreignDevice` when this root did not wrap it for `context`.
+    public func unwrapDeviceBound(_ wrapped: Data, context: Data) throws -> SecureBytes {
+        try root.unwrap(wrapped, context: Data("swift-keychain device-bound key v1".utf8) + context)
+    }
+
+    /// Locks: class-A keys leave memory. Without a passcode there is nothing to lock.
+    public func lock() {
+        state.withLock { state in
+            guard state.file.passcode != nil else { return }
+            for protectionClass in ProtectionClass.allCases where protectionClass.tier == .whenUnlocked {
+                state.keys[protectionClass] = nil
+            }
+        }
+    }
+
+    /// Forgets every passcode-protected key, as a reboot does: back to "before first unlock".
+    public func restart() {
+        state.withLock { state in
+            guard state.file.passcode != nil else { return }
+            for (protectionClass, wrapped) in state.file.classKeys where wrapped.passcodeProtected {
+                state.keys[protectionClass] = nil
+            }
+            state.unlockedOnce = false
+        }
+    }
+
+    // MARK: Passcode
+
+    /// Sets a passcode (none set: `current` must be nil) or changes it (`current` is the old one).
+    /// Setting one creates the `whenPasscodeSetThisDeviceOnly` class key; the process stays unlocked.
+    ///
+    /// `firstPasscodeAllowed` decides, when no passcode is set, whether one may be set now: it runs under
+    /// the keybag's lock, once the keybag file has confirmed that none is set, whatever `current` says
+    /// (a caller-supplied `current` proves nothing while there is no passcode to check it against).
+    public func setPasscode(
+        _ newPasscode: SecureBytes, current: SecureBytes?, firstPasscodeAllowed: () throws -> Void = {}
+    ) throws {
+        guard newPasscode.count > 0 else { throw KeybagError.emptyPasscode }
+        let function = fixedFunction ?? PasscodeFunction.calibrated()
+        let hasPasscode = state.withLock { $0.file.passcode != nil }
+        if hasPasscode {
+            guard let current, current.count > 0 else { throw KeybagError.passcodeRequired }
+            try verifyingPasscode(current) { file, passcodeKey in
+                try self.rewrap(
+                    file: file, currentPasscodeKey: passcodeKey, newPasscode: newPasscode, function: function)
+            }
+        } else {
+            try SecureFiles.withDirectoryLock(directory) {
+                let file = try self.reloadLocked()
+                guard file.passcode == nil else { throw KeybagError.passcodeRequired }
+                try firstPasscodeAllowed()
+                try self.rewrap(file: file, currentPasscodeKey: nil, newPasscode: newPasscode, function: function)
+            }
+        }
+    }
+
+    /// Removes the passcode after checking it. The `whenPasscodeSetThisDeviceOnly` class key is
+    /// destroyed, so those items can never be decrypted again; the caller deletes their rows.
+    public func removePasscode(current: SecureBytes) throws {
+        try verifyingPasscode(current) { file, passcodeKey in
+            try self.rewrap(file: file, currentPasscodeKey: passcodeKey, newPasscode: nil, function: nil)
+        }
+    }
+
+    /// Turns the erase after ten failed attempts on or off (needs the passcode when one is set).
+    public func setWipeAfterFailures(_ enabled: Bool, passcode: SecureBytes?) throws {
+        let change: (KeybagFile) throws -> Void = { file in
+            var file = file
+            file.wipeAfterFailures = enabled
+            try self.store(file)
+        }
+        if state.withLock({ $0.file.passcode != nil }) {
+            guard let passcode else { throw KeybagError.passcodeRequired }
+            try verifyingPasscode(passcode) { file, _ in try change(file) }
+        } else {
+            try SecureFiles.withDirectoryLock(directory) { try change(try self.reloadLocked()) }
+        }
+    }
+
+    // MARK: Internals
+
+    /// Checks `passcode` under the keybag's lock, applying the delays and counting failures; on success
+    /// runs `body` with the current file and the passcode key.
+    ///
+    /// The attempt is counted on disk (written and fsync'd) before the passcode is derived and checked,
+    /// and uncounted only once it proved right. A process killed at any point after it could learn the
+    /// answer has paid for the guess; one whose count cannot be written is refused before any check
+    /// (fail closed).
+    private func verifyingPasscode(_ passcode: SecureBytes, _ body: (KeybagFile, SecureBytes) throws -> Void)
+        throws
+    {
+        try SecureFiles.withDirectoryLock(directory) {
+            var file = try reloadLocked()
+            guard let parameters = file.passcode else { throw KeybagError.noPasscodeSet }
+            // A tenth attempt counted by a process that never finished it.
+            if Keybag.isDueForErase(file) { try erase() }
+            let now = AttemptTime.now(clock)
+            let remaining = Keybag.remainingDelay(after: file, now: now)
+            if remaining > 0 {
+                if file.lastAttempt.secondsElapsed(until: now) == nil {
+                    // A clock reads earlier than the counted attempt: the wait starts over from now.
+                    file.lastAttempt = now
+                    try record(file)
+                }
+                throw KeybagError.attemptsThrottled(retryAt: Date(timeIntervalSince1970: now.wall + remaining))
+            }
+            file.failedAttempts += 1
+            file.lastAttempt = now
+            try record(file)
+
+            let passcodeKey = try derivePasscodeKey(passcode, parameters)
+            let probeClass = ProtectionClass.whenUnlocked
+            guard let probe = file.classKeys[probeClass] else { throw KeybagError.corrupt("keybag lacks class A") }
+            do {
+                _ = try Keybag.unwrapWithPasscode(probe, probeClass, file: file, passcodeKey: passcodeKey)
+            } catch KeybagError.wrongPasscode {
+                if Keybag.isDueForErase(file) { try erase() }
+                throw KeybagError.wrongPasscode(failedAttempts: Int(file.failedAttempts))
+            }
+            file.failedAttempts = 0
+            try record(file)
+            return try body(file, passcodeKey)
+        }
+    }
+
+    /// With the erase option on, the count has reached the tenth failure.
+    private static func isDueForErase(_ file: KeybagFile) -> Bool {
+        file.wipeAfterFailures && file.failedAttempts >= KeybagStatus.failuresBeforeErase
+    }
+
+    /// Writes the attempt counter; a failure to write refuses the attempt.
+    private func record(_ file: KeybagFile) throws {
+        do {
+            try store(file)
+        } catch let failure as SecureFiles.Failure {
+            throw KeybagError.attemptNotRecorded(failure.description)
+        }
+    }
+
+    /// Erases the keychain: the items first, then the keybag, replaced by a new one (every class key
+    /// gone). In that order, a process killed in between leaves no items behind for an earlier keybag
+    /// put back to open; the counted tenth attempt still erases the keybag at the next attempt. Items
+    /// that cannot be deleted (the database cannot be written) are left undecryptable, and logged by
+    /// the caller.
+    private func erase() throws -> Never {
+        var itemsLeft: (any Error)?
+        do { try deleteItems() } catch { itemsLeft = error }
+        try store(Keybag.makeFile(root: root))
+        if let itemsLeft { throw KeybagError.wipedLeavingItems("\(itemsLeft)") }
+        throw KeybagError.wiped
+    }
+
+    /// Seconds until the next passcode attempt: the schedule's delay less the time both clocks agree has
+    /// passed since the last counted attempt; the whole delay when a clock reads earlier than that
+    /// attempt. Never more than the schedule's delay.
+    static func remainingDelay(after file: KeybagFile, now: AttemptTime) -> TimeInterval {
+        let delay = PasscodePolicy.delay(afterFailures: Int(file.failedAttempts))
+        guard delay > 0 else { return 0 }
+        guard let elapsed = file.lastAttempt.secondsElapsed(until: now) else { return delay }
+        return max(0, delay - elapsed)
+    }
+
+    /// Re-wraps every class key for a new passcode (or none), keeping the keys themselves, so no item
+    /// needs re-encrypting. Must hold the file lock, with every class key unwrappable.
+    private func rewrap(
+        file: KeybagFile, currentPasscodeKey: SecureBytes?, newPasscode: SecureBytes?, function: PasscodeFunction?
+    ) throws {
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for (protectionClass, wrapped) in file.classKeys {
+            if wrapped.passcodeProtected {
+                guard let currentPasscodeKey else { throw KeybagError.passcodeRequired }
+                keys[protectionClass] = try Keybag.unwrapWithPasscode(
+                    wrapped, protectionClass, file: file, passcodeKey: currentPasscodeKey)
+            } else {
+                keys[protectionClass] = try Keybag.unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
+            }
+        }
+        var updated = file
+        updated.classKeys = [:]
+        if let newPasscode, let function {
+            let parameters = KeybagFile.PasscodeParameters(salt: try Random.bytes(16), function: function)
+            updated.passcode = parameters
+            if keys[.whenPasscodeSetThisDeviceOnly] == nil {
+                keys[.whenPasscodeSetThisDeviceOnly] = try SecureBytes(randomCount: AESGCM.keySize, pinned: true)
+            }
+            let passcodeKey = try derivePasscodeKey(newPasscode, parameters)
+            for (protectionClass, key) in keys {
+                updated.classKeys[protectionClass] = try Keybag.wrap(
+                    key, protectionClass, passcodeKey: protectionClass.isPasscodeProtected ? passcodeKey : nil,
+                    file: updated, root: root)
+            }
+        } else {
+            updated.passcode = nil
+            keys[.whenPasscodeSetThisDeviceOnly] = nil
+            for (protectionClass, key) in keys {
+                updated.classKeys[protectionClass] = try Keybag.wrap(
+                    key, protectionClass, passcodeKey: nil, file: updated, root: root)
+            }
+        }
+        updated.failedAttempts = 0
+        try store(updated)
+        state.withLock { state in
+            state.keys = keys
+            state.unlockedOnce = newPasscode != nil
+        }
+    }
+
+    /// Re-reads the file if another process replaced it. A keybag with a new identifier (erased and
+    /// recreated) invalidates every key held; otherwise keys stay valid, because re-wrapping for a
+    /// passcode change never changes the class keys themselves.
+    ///
+    /// - Parameter maximumAge: skip the check when the last one is younger than this many seconds. A
+    ///   change another process makes within that window is seen as if it had happened just after this
+    ///   operation, which no caller can tell apart; it saves a `stat` on every call of a busy client.
+    public func refreshIfChanged(maximumAge: TimeInterval = 0) throws {
+        let now = DispatchTime.now().uptimeNanoseconds
+        if maximumAge > 0 {
+            let last = lastCheck.withLock { $0 }
+            if last != 0, now &- last < UInt64(maximumAge * 1e9) { return }
+        }
+        let identity = SecureFiles.identity(of: path)
+        lastCheck.withLock { $0 = now }
+        guard identity != state.withLock({ $0.identity }) else { return }
+        _ = try SecureFiles.withDirectoryLock(directory) { try reloadLocked() }
+    }
+
+    /// When the file was last compared with what is in memory (monotonic nanoseconds; 0: never).
+    private let lastCheck = Mutex<UInt64>(0)
+
+    /// Reads the file into memory; the caller holds the file lock.
+    private func reloadLocked() throws -> KeybagFile {
+        guard let contents = try SecureFiles.read(path) else {
+            throw KeybagError.io("keybag \(path) has disappeared")
+        }
+        let file = try KeybagFile.decode(contents, root: root)
+        let identity = SecureFiles.identity(of: path)
+        let (indexKey, rootKeys) = try Keybag.rootWrappedKeys(of: file, root: root)
+        state.withLock { state in
+            if state.file.identifier != file.identifier {
+                state.keys = [:]
+                state.unlockedOnce = false
+            }
+            for protectionClass in ProtectionClass.allCases where file.classKeys[protectionClass] == nil {
+                state.keys[protectionClass] = nil
+            }
+            state.keys.merge(rootKeys) { _, fresh in fresh }
+            state.file = file
+            state.identity = identity
+            state.indexKey = indexKey
+        }
+        return file
+    }
+
+    /// Writes the file; the caller holds the file lock.
+    private func store(_ file: KeybagFile) throws {
+        try SecureFiles.writeAtomically(try file.encoded(root: root), to: path)
+        let identity = SecureFiles.identity(of: path)
+        let newBag = state.withLock { $0.file.identifier != file.identifier }
+        if newBag {
+            // Erased: nothing held is valid any more; load the new root-wrapped keys.
+            let (indexKey, keys) = try Keybag.rootWrappedKeys(of: file, root: root)
+            state.withLock { state in
+                state = State(
+                    file: file, identity: identity, keys: keys, indexKey: indexKey, unlockedOnce: false)
+            }
+        } else {
+            state.withLock { state in
+                state.file = file
+                state.identity = identity
+            }
+        }
+    }
+
+    /// The keys the device root alone opens: the index key and every class key not under the passcode.
+    private static func rootWrappedKeys(of file: KeybagFile, root: any DeviceRoot) throws
+        -> (indexKey: SecureBytes, classKeys: [ProtectionClass: SecureBytes])
+    {
+        let indexKey = try root.unwrap(file.indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
+            .pinnedCopy()
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
+            keys[protectionClass] = try unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
+        }
+        return (indexKey, keys)
+    }
+
+    private func derivePasscodeKey(_ passcode: SecureBytes, _ parameters: KeybagFile.PasscodeParameters) throws
+        -> SecureBytes
+    {
+        try root.entangle(parameters.function.derive(passcode, salt: parameters.salt))
+    }
+
+    private static func lockState(_ state: State) -> LockState {
+        guard state.file.passcode != nil else { return .noPasscode }
+        if state.keys[.whenUnlocked] != nil { return .unlocked }
+        return state.unlockedOnce ? .locked : .beforeFirstUnlock
+    }
+
+    /// A fresh keybag: new random class keys (none for the passcode-only class), no passcode.
+    static func makeFile(root: any DeviceRoot) throws -> KeybagFile {
+        var file = KeybagFile(
+            identifier: try Random.bytes(16), deviceIdentifier: root.deviceIdentifier, passcode: nil,
+            failedAttempts: 0, lastAttempt: .none, wipeAfterFailures: false, classKeys: [:], indexKey: Data())
+        for protectionClass in ProtectionClass.allCases where !protectionClass.requiresPasscode {
+            let key = try SecureBytes(randomCount: AESGCM.keySize)
+            file.classKeys[protectionClass] = try wrap(key, protectionClass, passcodeKey: nil, file: file, root: root)
+        }
+        file.indexKey = try root.wrap(
+            SecureBytes(randomCount: 32), context: KeybagFile.indexKeyContext(keybag: file.identifier))
+        return file
+    }
+
+    private static func wrap(
+        _ key: SecureBytes, _ protectionClass: ProtectionClass, passcodeKey: SecureBytes?, file: KeybagFile,
+        root: any DeviceRoot
+    ) throws -> KeybagFile.WrappedClassKey {
+        let context = KeybagFile.context(
+            keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: passcodeKey != nil)
+        if let passcodeKey {
+            return .init(passcodeProtected: true, blob: try AESGCM.seal(key, key: passcodeKey, authenticating: context))
+        }
+        return .init(passcodeProtected: false, blob: try root.wrap(key, context: context))
+    }
+
+    private static func unwrapWithRoot(
+        _ wrapped: KeybagFile.WrappedClassKey, _ protectionClass: ProtectionClass, file: KeybagFile,
+        root: any DeviceRoot
+    ) throws -> SecureBytes {
+        let context = KeybagFile.context(
+            keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: false)
+        return try root.unwrap(wrapped.blob, context: context).pinnedCopy()
+    }
+
+    private static func unwrapWithPasscode(
+        _ wrapped: KeybagFile.WrappedClassKey, _ protectionClass: ProtectionClass, file: KeybagFile,
+        passcodeKey: SecureBytes
+    ) throws -> SecureBytes {
+        let context = KeybagFile.context(
+            keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: true)
+        do {
+            return try AESGCM.openSecure(wrapped.blob, key: passcodeKey, authenticating: context).pinnedCopy()
+        } catch CryptoError.authenticationFailed {
+            throw KeybagError.wrongPasscode(failedAttempts: 0)
+        }
+    }
+}

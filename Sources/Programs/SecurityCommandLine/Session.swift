@@ -1,0 +1,142 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import Security
+
+/// The keychain service this invocation works on (the same one the Security API uses), and the
+/// unlock prompt that an iPhone would show.
+final class Session {
+    /// The database path shown in the `keychain:` line, asked of the service once.
+    lazy var databasePath: String = (try? keychain().location()) ?? ""
+
+    /// The keychain directory.
+    var directory: String { (databasePath as NSString).deletingLastPathComponent }
+
+    /// Checks the keychain names left after a verb's options. macOS takes them as keychains to use; this
+    /// store has one, so its own database (by its path, or by its file name alone, as macOS finds
+    /// `login.keychain-db` in the keychains folder) or directory is accepted and any other name fails as
+    /// macOS fails for a keychain it cannot find, before anything is written (a password flag that took
+    /// the next option as its value leaves that option's value behind here).
+    func checkKeychainNames(_ names: [CommandArgument], function: String) throws(Failure) {
+        guard !names.isEmpty else { return }
+        let own = [databasePath, directory].map { ($0 as NSString).standardizingPath }
+        let fileName = (databasePath as NSString).lastPathComponent
+        // The name is not repeated: after a flag that took the next argument as its value, what is left
+        // may be a password.
+        for name in names
+        where !own.contains((name.text as NSString).standardizingPath) && (fileName.isEmpty || name.text != fileName) {
+            throw .keychain(
+                errSecNoSuchKeychain, function: function,
+                detail:
+                    "an argument after the options names a keychain; only this keychain's database (by its file name or path) or directory is accepted"
+            )
+        }
+    }
+
+    func keychain() throws(Failure) -> any KeychainService {
+        do {
+            return try KeychainServices.current()
+        } catch {
+            throw .keychain(errSecNotAvailable, function: "SecKeychainCopyDefault", detail: error.message)
+        }
+    }
+
+    /// The service's status; a keychain that cannot answer is not available.
+    func status() throws(Failure) -> KeybagStatus {
+        do {
+            return try keychain().status()
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw .keychain(errSecNotAvailable, function: Function.info, detail: error.message)
+        }
+    }
+
+    /// Runs a SecItem call; if it meets a locked class and standard input is a terminal, asks for the
+    /// passcode (as `tryTerminalPasscodes` does), unlocks (for this process) and tries again.
+    func retryingWhenLocked(_ call: () -> OSStatus) throws(Failure) -> OSStatus {
+        let status = call()
+        guard status == errSecInteractionNotAllowed, Terminal.inputIsTerminal, let keychain = try? keychain(),
+            (try? keychain.status())?.passcodeSet == true
+        else { return status }
+        let unlocked = try tryTerminalPasscodes(prompt: "password to unlock default: ", function: Function.unlock) {
+            try keychain.unlock(passcode: $0)
+        }
+        return unlocked ? call() : status
+    }
+
+    /// How many wrong passcodes typed on a terminal end a command, as sudo ends after three.
+    static let terminalAttempts = 3
+
+    /// Gives `attempt` passcodes typed on the terminal (no echo) until one is right: an empty line is
+    /// asked again without being sent (it is no passcode, and the keychain would count it as a wrong
+    /// one); a wrong passcode is reported as one from standard input is and asked again, and the third
+    /// ends the command with that failure. Any other failure ends it at once. `first` is a passcode
+    /// already typed, the first attempt. False when input ended before a passcode was typed.
+    func tryTerminalPasscodes(
+        prompt: String, function: String, first: SecureBytes? = nil, _ attempt: (SecureBytes) throws -> Void
+    ) throws(Failure) -> Bool {
+        var typed = first
+        var wrong = 0
+        while true {
+            guard let passcode = typed ?? Terminal.readPasscode(prompt: prompt) else { return false }
+            typed = nil
+            do {
+                try attempt(passcode)
+                return true
+            } catch let failure as Failure {
+                throw failure
+            } catch {
+                let failure = Failure.from(error, function: function)
+                wrong += 1
+                guard (error as? KeychainError)?.code == .authenticationFailed, wrong < Self.terminalAttempts else {
+                    throw failure
+                }
+                FileHandle.standardError.write(Data((failure.text + "\n").utf8))
+            }
+        }
+    }
+}
+
+extension Session {
+    /// Every item of `itemClass` the caller can see, synchronizable or not, as the query's `returning`
+    /// keys give them (attributes, references...), each cast to `T`; none when there is none. A locked
+    /// class asks for the passcode on a terminal, as every search of the command does.
+    func allItems<T>(of itemClass: CFString, returning: [String: Any], as _: T.Type, function: String)
+        throws(Failure) -> [T]
+    {
+        var query: [String: Any] = [
+            kSecClass as String: itemClass, kSecMatchLimit as String: kSecMatchLimitAll,
+            kSecAttrSynchronizable as String: kSecAttrSynchronizableAny,
+        ]
+        query.merge(returning) { $1 }
+        var result: CFTypeRef?
+        let status = try retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
+        if status == errSecItemNotFound { return [] }
+        guard status == errSecSuccess, let items = result as? [T] else {
+            throw .keychain(status == errSecSuccess ? errSecInternalComponent : status, function: function)
+        }
+        return items
+    }
+
+    /// The data of an item found with its persistent reference, asked for alone: Foundation on Linux
+    /// bridges an `NSData` inside a dictionary to `Data` a byte at a time (about half a second for
+    /// 10 MiB), while data returned alone is copied at once. Nil when the item came without a persistent
+    /// reference (it was not asked for).
+    func secret(of item: [String: Any]) throws(Failure) -> Data? {
+        guard let reference = item[kSecValuePersistentRef as String] as? Data else { return nil }
+        let query: [String: Any] = [kSecValuePersistentRef as String: reference, kSecReturnData as String: true]
+        var result: CFTypeRef?
+        let status = try retryingWhenLocked { SecItemCopyMatching(query as CFDictionary, &result) }
+        guard status == errSecSuccess, let data = result as? NSData else {
+            throw .keychain(status == errSecSuccess ? errSecItemNotFound : status, function: Function.search)
+        }
+        return Data(bytes: data.bytes, count: data.length)
+    }
+}
+
+extension Error {
+    /// A keychain error's own message, for the few places the CLI reports one directly.
+    var message: String { (self as? KeychainError)?.message ?? "\(self)" }
+}
