@@ -8,18 +8,9 @@ import XCTest
 #endif
 
 final class CryptoTests: XCTestCase {
-    private func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
+    private func hex(_ data: Data) -> String { data.hex }
 
-    private func bytes(_ hex: String) -> Data {
-        var data = Data()
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            data.append(UInt8(hex[index..<next], radix: 16)!)
-            index = next
-        }
-        return data
-    }
+    private func bytes(_ hex: String) -> Data { Data(hex: hex) }
 
     func testAESGCMRoundTripAndLayout() throws {
         let key = try SecureBytes(randomCount: 32)
@@ -136,7 +127,7 @@ final class CryptoTests: XCTestCase {
             length: 64)
         let expected =
             "fdbabe1c9d3472007856e7190d01e9fe7c6ad7cbc8237830e77376634b3731622eaf30d92e22a3886ff109279d9830dac727afb94a83ee6d8360cbdfa2cc0640"
-        XCTAssertEqual(derived.withUnsafeBytes { $0.map { String(format: "%02x", $0) }.joined() }, expected)
+        XCTAssertEqual(derived.withUnsafeBytes { Hex.encode($0) }, expected)
         XCTAssertThrowsError(
             try KeyDerivation.scrypt(password: SecureBytes(copying: [1]), salt: Data(), logN: 0, r: 8, p: 1))
     }

@@ -14,7 +14,7 @@ public enum AESGCM {
     public static let overhead = nonceSize + tagSize
 
     // Fetched once: looking the algorithm up costs more than a small encryption.
-    nonisolated(unsafe) private static let cipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-GCM", nil)
+    nonisolated(unsafe) static let cipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-GCM", nil)
 
     public static func seal(
         _ plaintext: UnsafeRawBufferPointer, key: SecureBytes, authenticating aad: Data
@@ -22,42 +22,16 @@ public enum AESGCM {
         guard key.count == keySize else { throw CryptoError.invalidKeySize(expected: keySize, actual: key.count) }
         var box = Data(count: overhead + plaintext.count)
         try box.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) throws in
-            guard let base = out.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
-                throw CryptoError.libraryFailure("empty output buffer")
+            let nonce = UnsafeMutableRawBufferPointer(rebasing: out[0..<nonceSize])
+            try Random.fill(nonce)
+            try key.withUnsafeBytes { keyBytes in
+                try aad.withUnsafeBytes { aadBytes in
+                    try AESGCMContext.seal(
+                        cipher, key: keyBytes, iv: UnsafeRawBufferPointer(nonce), aad: aadBytes, plaintext: plaintext,
+                        into: UnsafeMutableRawBufferPointer(rebasing: out[nonceSize..<nonceSize + plaintext.count]),
+                        tag: UnsafeMutableRawBufferPointer(rebasing: out[(nonceSize + plaintext.count)...]))
+                }
             }
-            try Random.fill(UnsafeMutableRawBufferPointer(rebasing: out[0..<nonceSize]))
-            guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.libraryFailure("EVP_CIPHER_CTX_new") }
-            defer { EVP_CIPHER_CTX_free(context) }
-            try key.withUnsafeBytes { (keyBytes: UnsafeRawBufferPointer) throws in
-                guard
-                    EVP_EncryptInit_ex2(
-                        context, cipher, AESGCM.bytes(keyBytes), base, nil) == 1
-                else { throw CryptoError.libraryFailure("EVP_EncryptInit_ex2") }
-            }
-            var written: Int32 = 0
-            try aad.withUnsafeBytes { (aadBytes: UnsafeRawBufferPointer) throws in
-                guard aadBytes.count > 0 else { return }
-                guard
-                    EVP_EncryptUpdate(
-                        context, nil, &written, AESGCM.bytes(aadBytes),
-                        Int32(aadBytes.count)) == 1
-                else { throw CryptoError.libraryFailure("EVP_EncryptUpdate(aad)") }
-            }
-            if plaintext.count > 0 {
-                guard
-                    EVP_EncryptUpdate(
-                        context, base + nonceSize, &written,
-                        AESGCM.bytes(plaintext), Int32(plaintext.count)) == 1
-                else { throw CryptoError.libraryFailure("EVP_EncryptUpdate") }
-            }
-            var finalLength: Int32 = 0
-            guard EVP_EncryptFinal_ex(context, base + nonceSize + plaintext.count, &finalLength) == 1 else {
-                throw CryptoError.libraryFailure("EVP_EncryptFinal_ex")
-            }
-            guard
-                EVP_CIPHER_CTX_ctrl(
-                    context, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), base + nonceSize + plaintext.count) == 1
-            else { throw CryptoError.libraryFailure("EVP_CTRL_GCM_GET_TAG") }
         }
         return box
     }
@@ -104,55 +78,15 @@ public enum AESGCM {
         guard key.count == keySize else { throw CryptoError.invalidKeySize(expected: keySize, actual: key.count) }
         let plaintextCount = box.count - overhead
         try box.withUnsafeBytes { (input: UnsafeRawBufferPointer) throws in
-            guard let base = input.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
-                throw CryptoError.malformedCiphertext
-            }
-            guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.libraryFailure("EVP_CIPHER_CTX_new") }
-            defer { EVP_CIPHER_CTX_free(context) }
-            try key.withUnsafeBytes { (keyBytes: UnsafeRawBufferPointer) throws in
-                guard
-                    EVP_DecryptInit_ex2(
-                        context, cipher, AESGCM.bytes(keyBytes), base, nil) == 1
-                else { throw CryptoError.libraryFailure("EVP_DecryptInit_ex2") }
-            }
-            var written: Int32 = 0
-            try aad.withUnsafeBytes { (aadBytes: UnsafeRawBufferPointer) throws in
-                guard aadBytes.count > 0 else { return }
-                guard
-                    EVP_DecryptUpdate(
-                        context, nil, &written, AESGCM.bytes(aadBytes),
-                        Int32(aadBytes.count)) == 1
-                else { throw CryptoError.libraryFailure("EVP_DecryptUpdate(aad)") }
-            }
-            if plaintextCount > 0 {
-                guard
-                    EVP_DecryptUpdate(
-                        context, AESGCM.mutableBytes(out), &written, base + nonceSize,
-                        Int32(plaintextCount)) == 1
-                else { throw CryptoError.libraryFailure("EVP_DecryptUpdate") }
-            }
-            // The API takes a non-const pointer for the tag but only reads it.
-            let tag = UnsafeMutableRawPointer(mutating: base + nonceSize + plaintextCount)
-            guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(tagSize), tag) == 1 else {
-                throw CryptoError.libraryFailure("EVP_CTRL_GCM_SET_TAG")
-            }
-            var finalLength: Int32 = 0
-            let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: 16)
-            defer { scratch.deallocate() }
-            guard EVP_DecryptFinal_ex(context, scratch, &finalLength) == 1 else {
-                OPENSSL_cleanse(out.baseAddress, out.count)
-                throw CryptoError.authenticationFailed
+            try key.withUnsafeBytes { keyBytes in
+                try aad.withUnsafeBytes { aadBytes in
+                    try AESGCMContext.open(
+                        cipher, key: keyBytes, iv: UnsafeRawBufferPointer(rebasing: input[0..<nonceSize]),
+                        aad: aadBytes,
+                        ciphertext: UnsafeRawBufferPointer(rebasing: input[nonceSize..<nonceSize + plaintextCount]),
+                        tag: UnsafeRawBufferPointer(rebasing: input[(nonceSize + plaintextCount)...]), into: out)
+                }
             }
         }
-    }
-
-    /// The buffer's bytes as OpenSSL takes them; callers pass non-empty buffers (checked counts), and an
-    /// empty one becomes a null pointer, which OpenSSL accepts for zero lengths.
-    private static func bytes(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {
-        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
-    }
-
-    private static func mutableBytes(_ buffer: UnsafeMutableRawBufferPointer) -> UnsafeMutablePointer<UInt8>? {
-        buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
     }
 }

@@ -193,25 +193,32 @@ public final class AsymmetricKey: @unchecked Sendable {
                 guard let parsed = decode(bytes, input: input, structure: nil, keyType: nil, selection: selection)
                 else { continue }
                 defer { EVP_PKEY_free(parsed) }
-                guard let found = adopting(copyOf: parsed, isPrivate: isPrivate) else {
-                    throw .invalidKey("a key of a type other than RSA or EC, or on a curve not supported")
-                }
-                let kind: KindHint
-                switch found.kind {
-                case .rsa: kind = .rsa
-                case .ec: kind = .ec
-                }
-                if isPrivate {
-                    let external = try found.externalRepresentation()
-                    var copy = external.withUnsafeBytes { Data($0) }
-                    defer { copy.resetBytes(in: 0..<copy.count) }
-                    return try importing(copy, kind: kind, isPrivate: true)
-                }
-                return try importing(try found.publicRepresentation(), kind: kind, isPrivate: false)
+                return try importing(copyOf: parsed, isPrivate: isPrivate)
             }
         }
         ERR_clear_error()
         throw .invalidKey("not an RSA or EC key in PEM or DER (PKCS#8, PKCS#1, SEC1 or SubjectPublicKeyInfo)")
+    }
+
+    /// A key OpenSSL parsed elsewhere (a key file, a certificate), taken again from its external
+    /// representation through the same checks as `importing(_:kind:isPrivate:)`, since OpenSSL's
+    /// parsers bound no RSA key's size or exponent: any key is then one that could have been imported.
+    static func importing(copyOf parsed: OpaquePointer, isPrivate: Bool) throws(Failure) -> AsymmetricKey {
+        guard let found = adopting(copyOf: parsed, isPrivate: isPrivate) else {
+            throw .invalidKey("a key of a type other than RSA or EC, or on a curve not supported")
+        }
+        let kind: KindHint
+        switch found.kind {
+        case .rsa: kind = .rsa
+        case .ec: kind = .ec
+        }
+        if isPrivate {
+            let external = try found.externalRepresentation()
+            var copy = external.withUnsafeBytes { Data($0) }
+            defer { copy.resetBytes(in: 0..<copy.count) }
+            return try importing(copy, kind: kind, isPrivate: true)
+        }
+        return try importing(try found.publicRepresentation(), kind: kind, isPrivate: false)
     }
 
     /// The key as PEM, as OpenSSL writes it: a PKCS#8 private key (unencrypted), or a

@@ -1,75 +1,74 @@
+import COpenSSL
 import Foundation
 
 /// The two encodings of an ECDSA signature: DER `Ecdsa-Sig-Value` (SEQUENCE of two INTEGERs, ANSI
 /// X9.62) and r ‖ s, each big-endian and as long as the curve's coordinates (RFC 4754; what CryptoKit
-/// calls the raw representation).
+/// calls the raw representation). OpenSSL reads and writes the DER.
 public enum ECDSASignatureEncoding {
-    /// r ‖ s from DER; nil unless the DER is exactly one well-formed pair that fits the curve.
+    /// r ‖ s from DER; nil unless the DER is exactly one pair that fits the curve, in the one encoding
+    /// DER allows for it (minimal lengths, minimal positive integers, nothing after it).
     public static func rawRS(fromDER der: Data, coordinateSize: Int) -> Data? {
-        var reader = DERReader(Data(der))
-        guard let sequence = reader.element(tag: 0x30), reader.isAtEnd else { return nil }
-        var body = DERReader(sequence)
-        guard let r = body.element(tag: 0x02), let s = body.element(tag: 0x02), body.isAtEnd else { return nil }
-        guard let left = fixed(r, coordinateSize), let right = fixed(s, coordinateSize) else { return nil }
-        return left + right
+        guard accepts(coordinateSize), !der.isEmpty, der.count <= largestDER(coordinateSize) else { return nil }
+        let decoded: OpaquePointer? = der.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
+            var cursor: UnsafePointer<UInt8>? = base
+            return d2i_ECDSA_SIG(nil, &cursor, raw.count)
+        }
+        ERR_clear_error()
+        guard let decoded else { return nil }
+        defer { ECDSA_SIG_free(decoded) }
+        // The decoder takes some encodings DER does not (a length in long form where the short one
+        // fits, bytes after the sequence); a signature read two ways would be malleable, so only one
+        // that encodes back to exactly these bytes is one.
+        guard encoded(decoded) == der else { return nil }
+        var r: OpaquePointer?
+        var s: OpaquePointer?
+        ECDSA_SIG_get0(decoded, &r, &s)
+        guard let r, let s, let size = Int32(exactly: coordinateSize) else { return nil }
+        var raw = Data(count: 2 * coordinateSize)
+        let fits = raw.withUnsafeMutableBytes { out -> Bool in
+            guard let base = out.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
+            // Each is written right-aligned at the coordinates' size; -1 when it is longer.
+            return BN_bn2binpad(r, base, size) == size && BN_bn2binpad(s, base + coordinateSize, size) == size
+        }
+        return fits ? raw : nil
     }
 
     /// DER from r ‖ s; nil unless the input is two coordinates long.
     public static func der(fromRawRS raw: Data, coordinateSize: Int) -> Data? {
-        guard raw.count == 2 * coordinateSize else { return nil }
-        let bytes = [UInt8](raw)
-        let body = integer(bytes[..<coordinateSize]) + integer(bytes[coordinateSize...])
-        return Data([0x30] + length(body.count) + body)
-    }
-
-    /// A positive INTEGER's content at exactly `size` bytes (its sign byte dropped, zeros prepended).
-    private static func fixed(_ content: Data, _ size: Int) -> Data? {
-        var bytes = [UInt8](content)
-        guard let first = bytes.first, first & 0x80 == 0 else { return nil }  // negative or empty
-        while bytes.count > 1, bytes[0] == 0 { bytes.removeFirst() }
-        guard bytes.count <= size else { return nil }
-        return Data(repeating: 0, count: size - bytes.count) + bytes
-    }
-
-    private static func integer(_ value: ArraySlice<UInt8>) -> [UInt8] {
-        var bytes = Array(value.drop { $0 == 0 })
-        if bytes.isEmpty { bytes = [0] }
-        if bytes[0] & 0x80 != 0 { bytes.insert(0, at: 0) }
-        return [0x02] + length(bytes.count) + bytes
-    }
-
-    private static func length(_ count: Int) -> [UInt8] {
-        count < 0x80
-            ? [UInt8(count)] : count < 0x100 ? [0x81, UInt8(count)] : [0x82, UInt8(count >> 8), UInt8(count & 0xff)]
-    }
-}
-
-/// Definite-length DER elements of at most 64 KiB, read strictly (minimal lengths only).
-private struct DERReader {
-    private let bytes: [UInt8]
-    private var offset = 0
-
-    init(_ data: Data) { bytes = [UInt8](data) }
-
-    var isAtEnd: Bool { offset == bytes.count }
-
-    /// The content of the next element if it has `tag`; nil (and nothing consumed) otherwise.
-    mutating func element(tag: UInt8) -> Data? {
-        var cursor = offset
-        guard cursor + 2 <= bytes.count, bytes[cursor] == tag else { return nil }
-        cursor += 1
-        var count = Int(bytes[cursor])
-        cursor += 1
-        if count & 0x80 != 0 {
-            let octets = count & 0x7f
-            guard (1...2).contains(octets), cursor + octets <= bytes.count else { return nil }
-            count = bytes[cursor..<cursor + octets].reduce(0) { $0 << 8 | Int($1) }
-            cursor += octets
-            // Minimal: a long form only for 128 and more, without a leading zero octet.
-            guard count >= 0x80, octets == 1 || count >= 0x100 else { return nil }
+        guard accepts(coordinateSize), raw.count == 2 * coordinateSize, let size = Int32(exactly: coordinateSize)
+        else { return nil }
+        guard let signature = ECDSA_SIG_new() else { return nil }
+        defer { ECDSA_SIG_free(signature) }
+        let (r, s): (OpaquePointer?, OpaquePointer?) = raw.withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return (nil, nil) }
+            return (BN_bin2bn(base, size, nil), BN_bin2bn(base + coordinateSize, size, nil))
         }
-        guard count <= bytes.count - cursor else { return nil }
-        offset = cursor + count
-        return Data(bytes[cursor..<cursor + count])
+        // The signature owns both numbers once set0 succeeds, and neither before.
+        guard let r, let s, ECDSA_SIG_set0(signature, r, s) == 1 else {
+            BN_free(r)
+            BN_free(s)
+            return nil
+        }
+        return encoded(signature)
+    }
+
+    /// Coordinates of any curve in use (P-521's are 66 bytes), and not so large that the size
+    /// arithmetic here or OpenSSL's `int` lengths overflow.
+    private static func accepts(_ coordinateSize: Int) -> Bool { (1...4096).contains(coordinateSize) }
+
+    /// The longest DER of two integers of `coordinateSize` bytes: each with a sign byte and a header
+    /// of up to four bytes, in a sequence whose header is as long.
+    private static func largestDER(_ coordinateSize: Int) -> Int { 4 + 2 * (4 + coordinateSize + 1) }
+
+    private static func encoded(_ signature: OpaquePointer) -> Data? {
+        var buffer: UnsafeMutablePointer<UInt8>?
+        let length = i2d_ECDSA_SIG(signature, &buffer)
+        guard length > 0, let buffer else {
+            ERR_clear_error()
+            return nil
+        }
+        defer { CRYPTO_free(buffer, #fileID, #line) }
+        return Data(bytes: buffer, count: Int(length))
     }
 }

@@ -2,49 +2,43 @@ import COpenSSL
 import Foundation
 import KeychainBytes
 
-/// An HMAC-SHA256 key with its inner and outer digest states precomputed.
+/// An HMAC-SHA256 key, keyed once in an OpenSSL `EVP_MAC` context.
 ///
 /// The keychain computes several HMACs per query (the digests of the searchable columns), so the
-/// per-call cost matters: starting from saved pad states, copied as plain structs, costs two SHA-256
-/// compressions for a short message and no allocation. The pad states are derived from the key, so
-/// they live in pinned, wiped memory like the key itself.
-public final class HMACKey: Sendable {
-    /// The inner pad state followed by the outer one.
-    private let states: SecureBytes
-    private static let stateSize = MemoryLayout<SHA256_CTX>.size
+/// per-call cost matters: keying hashes the two pads, and each MAC instead starts from a copy of the
+/// keyed context (`EVP_MAC_CTX_dup`), which costs two SHA-256 compressions for a short message and
+/// no hashing of the key again. OpenSSL wipes the keyed state (the key and the pad states derived
+/// from it) when it frees a context.
+public final class HMACKey: @unchecked Sendable {
+    // Keyed in init and never changed after: every MAC runs in a copy, and copying only reads the
+    // original, so threads may share one key.
+    private let keyed: OpaquePointer
 
-    /// - Parameter pinned: whether the pad states are pinned (see `SecureBytes`): yes for keys held for
-    ///   long, no for the short-lived ones of a single derivation.
+    // Fetched once: a fetch is a locked search of OpenSSL's algorithm store, which no key needs to repeat.
+    nonisolated(unsafe) private static let algorithm: OpaquePointer? = EVP_MAC_fetch(nil, "HMAC", nil)
+
+    /// - Parameter pinned: whether the caller holds the key for long (see `SecureBytes`). It changes
+    ///   nothing now: the keyed state lives in OpenSSL's memory, which OpenSSL wipes on release but
+    ///   does not lock, whatever the caller holds the key for.
     public init(key: SecureBytes, pinned: Bool = true) throws {
-        // RFC 2104: keys longer than the 64-byte block are hashed first.
-        var block = [UInt8](repeating: 0, count: 64)
-        defer { OPENSSL_cleanse(&block, block.count) }
-        if key.count > 64 {
-            var digest = try key.withUnsafeBytes { try Digest.sha256($0) }
-            for (index, byte) in digest.enumerated() { block[index] = byte }
-            digest.resetBytes(in: 0..<digest.count)
-        } else {
-            key.withUnsafeBytes { bytes in
-                for index in 0..<bytes.count { block[index] = bytes[index] }
-            }
+        guard let algorithm = Self.algorithm, let context = EVP_MAC_CTX_new(algorithm) else {
+            ERR_clear_error()
+            throw CryptoError.libraryFailure("no HMAC")
         }
-        states = try SecureBytes(count: 2 * Self.stateSize, pinned: pinned) { out in
-            var pad = [UInt8](repeating: 0, count: 64)
-            defer { OPENSSL_cleanse(&pad, pad.count) }
-            var context = SHA256_CTX()
-            defer { OPENSSL_cleanse(&context, Self.stateSize) }
-            for (offset, mask) in [(0, UInt8(0x36)), (Self.stateSize, UInt8(0x5c))] {
-                for index in 0..<64 { pad[index] = block[index] ^ mask }
-                guard SHA256_Init(&context) == 1, SHA256_Update(&context, pad, 64) == 1 else {
-                    throw CryptoError.libraryFailure("HMAC pad init")
-                }
-                withUnsafeBytes(of: &context) { state in
-                    UnsafeMutableRawBufferPointer(rebasing: out[offset..<offset + Self.stateSize]).copyMemory(
-                        from: state)
-                }
-            }
+        let ok = key.withUnsafeBytes { keyBytes in
+            var parameters = [OpenSSLParameters.utf8("digest", "SHA256"), OSSL_PARAM_construct_end()]
+            // A key of no bytes still needs an address: without one OpenSSL reuses a previous key.
+            return EVP_MAC_init(context, OpenSSLParameters.address(keyBytes), keyBytes.count, &parameters)
         }
+        guard ok == 1 else {
+            EVP_MAC_CTX_free(context)
+            ERR_clear_error()
+            throw CryptoError.libraryFailure("HMAC key")
+        }
+        keyed = context
     }
+
+    deinit { EVP_MAC_CTX_free(keyed) }
 
     /// HMAC over the concatenation of `parts`, without building the concatenation, written to the
     /// 32 bytes at `out` (a key's own buffer, when the result is a key).
@@ -52,17 +46,21 @@ public final class HMACKey: Sendable {
         guard out.count >= 32, let result = out.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             throw CryptoError.libraryFailure("HMAC output buffer too small")
         }
-        var context = states.withUnsafeBytes { $0.load(as: SHA256_CTX.self) }
-        defer { OPENSSL_cleanse(&context, Self.stateSize) }
+        guard let context = EVP_MAC_CTX_dup(keyed) else {
+            ERR_clear_error()
+            throw CryptoError.libraryFailure("EVP_MAC_CTX_dup")
+        }
+        defer { EVP_MAC_CTX_free(context) }
         for part in parts where part.count > 0 {
-            guard SHA256_Update(&context, part.baseAddress, part.count) == 1 else {
-                throw CryptoError.libraryFailure("SHA256_Update")
+            guard EVP_MAC_update(context, OpenSSLParameters.address(part), part.count) == 1 else {
+                ERR_clear_error()
+                throw CryptoError.libraryFailure("EVP_MAC_update")
             }
         }
-        guard SHA256_Final(result, &context) == 1 else { throw CryptoError.libraryFailure("SHA256_Final") }
-        context = states.withUnsafeBytes { $0.load(fromByteOffset: Self.stateSize, as: SHA256_CTX.self) }
-        guard SHA256_Update(&context, result, 32) == 1, SHA256_Final(result, &context) == 1 else {
-            throw CryptoError.libraryFailure("HMAC finish")
+        var length = 0
+        guard EVP_MAC_final(context, result, &length, 32) == 1, length == 32 else {
+            ERR_clear_error()
+            throw CryptoError.libraryFailure("EVP_MAC_final")
         }
     }
 

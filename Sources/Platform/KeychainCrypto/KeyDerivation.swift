@@ -38,14 +38,16 @@ public enum KeyDerivation {
                     // OSSL_PARAM keeps the name pointers, so they must outlive the call: static strings.
                     var parameters = [
                         OSSL_PARAM_construct_octet_string(
-                            name("pass"), UnsafeMutableRawPointer(mutating: passwordBytes.baseAddress),
+                            OpenSSLParameters.name("pass"),
+                            UnsafeMutableRawPointer(mutating: passwordBytes.baseAddress),
                             passwordBytes.count),
                         OSSL_PARAM_construct_octet_string(
-                            name("salt"), UnsafeMutableRawPointer(mutating: saltBytes.baseAddress), saltBytes.count),
-                        OSSL_PARAM_construct_uint64(name("n"), wide),
-                        OSSL_PARAM_construct_uint32(name("r"), narrow),
-                        OSSL_PARAM_construct_uint32(name("p"), narrow + 1),
-                        OSSL_PARAM_construct_uint64(name("maxmem_bytes"), wide + 1),
+                            OpenSSLParameters.name("salt"), UnsafeMutableRawPointer(mutating: saltBytes.baseAddress),
+                            saltBytes.count),
+                        OSSL_PARAM_construct_uint64(OpenSSLParameters.name("n"), wide),
+                        OSSL_PARAM_construct_uint32(OpenSSLParameters.name("r"), narrow),
+                        OSSL_PARAM_construct_uint32(OpenSSLParameters.name("p"), narrow + 1),
+                        OSSL_PARAM_construct_uint64(OpenSSLParameters.name("maxmem_bytes"), wide + 1),
                         OSSL_PARAM_construct_end(),
                     ]
                     return EVP_KDF_derive(
@@ -69,12 +71,14 @@ public enum KeyDerivation {
                     sharedInfo.withUnsafeBytes { info in
                         var parameters = [
                             OSSL_PARAM_construct_utf8_string(
-                                name("digest"), UnsafeMutablePointer(mutating: digest), 0),
+                                OpenSSLParameters.name("digest"), UnsafeMutablePointer(mutating: digest), 0),
                             OSSL_PARAM_construct_octet_string(
-                                name("key"), UnsafeMutableRawPointer(mutating: secretBytes.baseAddress),
+                                OpenSSLParameters.name("key"),
+                                UnsafeMutableRawPointer(mutating: secretBytes.baseAddress),
                                 secretBytes.count),
                             OSSL_PARAM_construct_octet_string(
-                                name("info"), UnsafeMutableRawPointer(mutating: info.baseAddress), info.count),
+                                OpenSSLParameters.name("info"), UnsafeMutableRawPointer(mutating: info.baseAddress),
+                                info.count),
                             OSSL_PARAM_construct_end(),
                         ]
                         return EVP_KDF_derive(
@@ -84,10 +88,6 @@ public enum KeyDerivation {
                 guard ok == 1 else { throw CryptoError.libraryFailure("X9.63 KDF") }
             }
         }
-    }
-
-    private static func name(_ text: StaticString) -> UnsafePointer<CChar> {
-        UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
     }
 
     /// PBKDF2-HMAC-SHA256 of `password` into `length` bytes.
@@ -109,36 +109,49 @@ public enum KeyDerivation {
     }
 
     /// HKDF-SHA256 (RFC 5869) with an empty salt: `info` separates the purposes of the derived keys.
-    /// Every intermediate key (the PRK, each block) stays in wiped memory.
     public static func hkdf(key: SecureBytes, info: String, length: Int = 32) throws -> SecureBytes {
-        guard length <= 255 * 32 else { throw CryptoError.libraryFailure("HKDF output longer than 8160 bytes") }
-        // Extract with the all-zero salt, then expand.
-        let extractor = try HMACKey(key: SecureBytes(count: 32) { _ in }, pinned: false)
-        let pseudoRandomKey = try SecureBytes(count: 32) { out in
-            try key.withUnsafeBytes { try extractor.authenticationCode([$0], into: out) }
+        // No salt is a salt of the hash's length in zeros (RFC 5869 §2.2), given as such so that the
+        // extraction is the same whatever OpenSSL makes of a missing one.
+        try hkdf(key: key, salt: Data(count: 32), info: Data(info.utf8), length: length)
+    }
+
+    // Fetched once: a fetch is a locked search of OpenSSL's algorithm store, which no derivation needs to repeat.
+    nonisolated(unsafe) private static let hkdfAlgorithm: OpaquePointer? = EVP_KDF_fetch(nil, "HKDF", nil)
+
+    /// HKDF-SHA256, extract then expand, through OpenSSL's `EVP_KDF`; the output in wiped memory (the
+    /// intermediate key stays inside OpenSSL, which wipes it).
+    static func hkdf(key: SecureBytes, salt: Data, info: Data, length: Int) throws -> SecureBytes {
+        guard (0...(255 * 32)).contains(length) else {
+            throw CryptoError.libraryFailure("HKDF output longer than 8160 bytes")
         }
-        let expander = try HMACKey(key: pseudoRandomKey, pinned: false)
-        let infoBytes = Array(info.utf8)
-        return try SecureBytes(count: length) { (out: UnsafeMutableRawBufferPointer) throws in
-            var block = [UInt8](repeating: 0, count: 32)
-            defer { SecureMemory.wipe(&block) }
-            var offset = 0
-            var counter: UInt8 = 1
-            while offset < length {
-                // T(n) = HMAC(PRK, T(n-1) ‖ info ‖ n), with T(0) empty.
-                let previousCount = counter == 1 ? 0 : 32
-                try block.withUnsafeMutableBytes { blockBytes in
-                    try infoBytes.withUnsafeBytes { infoBuffer in
-                        try withUnsafeBytes(of: counter) { counterBytes in
-                            let previous = UnsafeRawBufferPointer(rebasing: blockBytes[0..<previousCount])
-                            try expander.authenticationCode([previous, infoBuffer, counterBytes], into: blockBytes)
-                        }
+        // OpenSSL takes no more info than this; refused here with a reason rather than as a failed derivation.
+        guard info.count <= 32 * 1024 else { throw CryptoError.libraryFailure("HKDF info longer than 32 KiB") }
+        // OpenSSL refuses to derive nothing; an empty output needs no derivation.
+        guard length > 0 else { return SecureBytes(copying: []) }
+        guard let algorithm = hkdfAlgorithm, let context = EVP_KDF_CTX_new(algorithm) else {
+            ERR_clear_error()
+            throw CryptoError.libraryFailure("no HKDF")
+        }
+        defer { EVP_KDF_CTX_free(context) }
+        return try SecureBytes(count: length) { out in
+            let ok = key.withUnsafeBytes { keyBytes in
+                salt.withUnsafeBytes { saltBytes in
+                    info.withUnsafeBytes { infoBytes in
+                        var parameters = [
+                            OpenSSLParameters.utf8("digest", "SHA256"),
+                            OpenSSLParameters.octets("key", keyBytes),
+                            OpenSSLParameters.octets("salt", saltBytes),
+                            OpenSSLParameters.octets("info", infoBytes),
+                            OSSL_PARAM_construct_end(),
+                        ]
+                        return EVP_KDF_derive(
+                            context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), length, &parameters)
                     }
                 }
-                let take = Swift.min(32, length - offset)
-                for index in 0..<take { out[offset + index] = block[index] }
-                offset += take
-                counter &+= 1
+            }
+            guard ok == 1 else {
+                ERR_clear_error()
+                throw CryptoError.libraryFailure("HKDF derivation")
             }
         }
     }

@@ -110,17 +110,15 @@ public final class X509Certificate: @unchecked Sendable {
         return Data(bytes: buffer, count: Int(length))
     }
 
-    /// The public key as an `AsymmetricKey` (RSA or EC), if it is one of those.
+    /// The public key as an `AsymmetricKey`, if it is an RSA key or an EC key on a supported curve:
+    /// the key OpenSSL parsed from the SubjectPublicKeyInfo, so its algorithm and curve are what the
+    /// certificate says they are, taken in through the checks of any imported key.
     public func publicKey() -> AsymmetricKey? {
-        guard let info = publicKeyInfo else { return nil }
-        if let rsa = try? AsymmetricKey.importing(info, kind: .rsa, isPrivate: false) { return rsa }
-        // An EC SubjectPublicKeyInfo ends with the uncompressed point.
-        for curve in AsymmetricKey.Curve.allCases {
-            let length = 1 + 2 * curve.coordinateSize
-            guard info.count > length, info[info.index(info.endIndex, offsetBy: -length)] == 4 else { continue }
-            if let key = try? AsymmetricKey.importing(info.suffix(length), kind: .ec, isPrivate: false) { return key }
+        guard let key = X509_get0_pubkey(certificate) else {
+            ERR_clear_error()
+            return nil
         }
-        return nil
+        return try? AsymmetricKey.importing(copyOf: key, isPrivate: false)
     }
 
     private static func der(of name: OpaquePointer?) -> Data {
