@@ -12,6 +12,7 @@ import PackageDescription
 //              KeychainDBus         a small D-Bus client (systemd-logind's session lock, fprintd)
 //   Engine/    KeychainKeybag       device root, class keys, passcode, lock state
 //              KeychainEngine       item semantics: parsing, search, sealing, access groups; the in-process service
+//              KeychainAuthenticators  behind the engine's protocols: the simulated sensor, fprintd, pinentry
 //   Service/   KeychainWire         requests and answers as the daemon's frames
 //              KeychainDaemon       securityd: the socket, who is calling (kernel + app registry), one lock state
 //              KeychainClient       the daemon as a KeychainService, over its socket
@@ -75,13 +76,21 @@ let package = Package(
             path: "Sources/Engine/KeychainEngine"
         ),
         .target(
+            name: "KeychainAuthenticators",
+            dependencies: [
+                "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainSystem", "KeychainKeybag", "KeychainEngine",
+                "KeychainDBus",
+            ],
+            path: "Sources/Engine/KeychainAuthenticators"
+        ),
+        .target(
             name: "KeychainWire", dependencies: ["KeychainBytes", "KeychainCore", "KeychainCrypto"],
             path: "Sources/Service/KeychainWire"),
         .target(
             name: "KeychainDaemon",
             dependencies: [
                 "CProcessControl", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainSystem", "KeychainWire",
-                "KeychainKeybag", "KeychainEngine", "KeychainDBus",
+                "KeychainKeybag", "KeychainEngine", "KeychainAuthenticators", "KeychainDBus",
             ],
             path: "Sources/Service/KeychainDaemon"
         ),
@@ -90,7 +99,10 @@ let package = Package(
             path: "Sources/Service/KeychainClient"),
         .target(
             name: "Security",
-            dependencies: ["KeychainBytes", "KeychainCore", "KeychainEngine", "KeychainClient", "KeychainCrypto"],
+            dependencies: [
+                "KeychainBytes", "KeychainCore", "KeychainEngine", "KeychainAuthenticators", "KeychainClient",
+                "KeychainCrypto",
+            ],
             path: "Sources/Facade/Security"),
         .target(
             name: "LocalAuthentication", dependencies: ["Security", "KeychainBytes", "KeychainCore"],
@@ -139,7 +151,9 @@ let package = Package(
         .testTarget(
             name: "KeychainEngineTests",
             dependencies: [
-                "CSQLite", "KeychainBytes", "KeychainCore", "KeychainEngine", "KeychainKeybag", "KeychainStorage",
+                "CSQLite", "KeychainBytes", "KeychainCore", "KeychainEngine", "KeychainAuthenticators",
+                "KeychainKeybag",
+                "KeychainStorage",
                 "KeychainCrypto", "KeychainSystem",
                 "keychain-test-helper", "KeychainTestSupport", "KeychainDBus",
             ]

@@ -57,17 +57,9 @@ final class ClientPrograms {
         environment["KEYCHAIN_HOME"] = NSTemporaryDirectory() + "embedded-must-not-be-used-" + UUID().uuidString
         environment.merge(extra) { $1 }
         process.environment = environment
-        let output = Pipe()
-        let stdin = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = stdin
-        try process.run()
-        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-        try stdin.fileHandleForWriting.close()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text.trimmingCharacters(in: .whitespacesAndNewlines))
+        let result = try ChildProcess.run(process, input: input.map { Data($0.utf8) }, errorsToOutput: true)
+        let text = String(decoding: result.stdout, as: UTF8.self)
+        return (result.status, text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainAuthenticators
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
@@ -77,8 +78,8 @@ final class AccessControlMatrixTests: EngineTestCase {
         let engine = try Keychain(
             directory: directory,
             options: KeychainOptions(
-                clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1), biometryAnswerWait: .zero,
-                pinentryProgram: pinentry.path))
+                clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1),
+                authenticators: .standard(pinentryProgram: pinentry.path, biometryAnswerWait: .zero)))
         let service = InProcessKeychainService(keychain: engine, client: client)
         try service.setPasscode(SecureBytes(copying: Array("2468".utf8)), current: nil)
         let password = SecureBytes(copying: Array("app-password".utf8))

@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import KeychainAuthenticators
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
@@ -16,7 +17,8 @@ final class AuthenticationTests: EngineTestCase {
 
     private func service(wait: Duration) throws -> InProcessKeychainService {
         let keychain = try Keychain(
-            directory: directory, options: KeychainOptions(clock: clock, biometryAnswerWait: wait))
+            directory: directory,
+            options: KeychainOptions(clock: clock, authenticators: .standard(biometryAnswerWait: wait)))
         return InProcessKeychainService(keychain: keychain, client: client)
     }
 
@@ -109,7 +111,8 @@ final class PasscodePromptTests: EngineTestCase {
         let keychain = try Keychain(
             directory: directory,
             options: KeychainOptions(
-                clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1), pinentryProgram: pinentry?.path))
+                clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1),
+                authenticators: .standard(pinentryProgram: pinentry?.path)))
         return InProcessKeychainService(keychain: keychain, client: client)
     }
 
@@ -280,9 +283,9 @@ final class PinentryFaultTests: EngineTestCase {
 
     private func read(with program: String, wait: Duration = .seconds(120)) throws -> (KeychainError.Code?, Int) {
         keychain = nil
-        var options = KeychainOptions(
-            clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1), pinentryProgram: program)
-        options.passcodePromptWait = wait
+        let options = KeychainOptions(
+            clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1),
+            authenticators: .standard(pinentryProgram: program, passcodePromptWait: wait))
         let service = InProcessKeychainService(
             keychain: try Keychain(directory: directory, options: options), client: client)
         if try service.status().lockState == .noPasscode {

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainAuthenticators
 import KeychainBytes
 import KeychainEngine
 import KeychainKeybag
@@ -40,7 +41,8 @@ class EngineTestCase: XCTestCase {
         try Keychain(
             directory: directory ?? self.directory,
             options: KeychainOptions(
-                deviceRootPath: rootPath, clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1)))
+                deviceRootPath: rootPath, clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1),
+                authenticators: .standard()))
     }
 
     func password(_ service: String, _ account: String, secret: String? = "secret", protection: String? = nil)

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainAuthenticators
 import KeychainCore
 import KeychainCrypto
 import KeychainDBus
@@ -10,8 +11,10 @@ import XCTest
 final class FprintdTests: EngineTestCase {
     private func service(bus: TestBus) throws -> InProcessKeychainService {
         keychain = nil
-        var options = KeychainOptions(clock: clock, biometryAnswerWait: .seconds(5))
-        options.biometricSensor = .fprintd(bus: bus.address, username: "tester")
+        let options = KeychainOptions(
+            clock: clock,
+            authenticators: .standard(
+                sensor: .fprintd(bus: bus.address, username: "tester"), biometryAnswerWait: .seconds(5)))
         return InProcessKeychainService(keychain: try Keychain(directory: directory, options: options), client: client)
     }
 
@@ -104,8 +107,10 @@ final class FprintdTests: EngineTestCase {
 final class FprintdStandInTests: EngineTestCase {
     private func service(bus: TestBus, user: String) throws -> InProcessKeychainService {
         keychain = nil
-        var options = KeychainOptions(clock: clock, biometryAnswerWait: .seconds(5))
-        options.biometricSensor = .fprintd(bus: bus.address, username: user)
+        let options = KeychainOptions(
+            clock: clock,
+            authenticators: .standard(
+                sensor: .fprintd(bus: bus.address, username: user), biometryAnswerWait: .seconds(5)))
         return InProcessKeychainService(keychain: try Keychain(directory: directory, options: options), client: client)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainAuthenticators
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
@@ -199,7 +200,8 @@ final class SessionUnlockTests: EngineTestCase {
     }
 
     private func process(clock: (any KeychainClock)? = nil, directory: String? = nil) throws -> Keychain {
-        var options = KeychainOptions(clock: clock ?? self.clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
+        var options = KeychainOptions(
+            clock: clock ?? self.clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1), authenticators: .standard())
         options.sessionDirectory = runtime
         return try Keychain(directory: directory ?? self.directory, options: options)
     }

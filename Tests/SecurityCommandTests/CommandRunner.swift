@@ -1,4 +1,5 @@
 import Foundation
+import KeychainTestSupport
 import XCTest
 
 #if canImport(Glibc)
@@ -58,21 +59,10 @@ final class CommandRunner {
         process.executableURL = URL(fileURLWithPath: program)
         process.arguments = arguments
         process.environment = environment
-        let output = Pipe()
-        let errors = Pipe()
-        let stdin = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = stdin
-        try process.run()
-        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-        try stdin.fileHandleForWriting.close()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let result = try ChildProcess.run(process, input: input.map { Data($0.utf8) })
         return CommandResult(
-            status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-            stderr: String(decoding: err, as: UTF8.self))
+            status: result.status, stdout: String(decoding: result.stdout, as: UTF8.self),
+            stderr: String(decoding: result.stderr, as: UTF8.self))
     }
 
     /// Runs with standard input and standard error on a pseudo-terminal, answering each prompt in

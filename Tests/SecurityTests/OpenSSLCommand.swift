@@ -1,4 +1,5 @@
 import Foundation
+import KeychainTestSupport
 import XCTest
 
 /// The `openssl` command, the key and certificate tests' independent implementation: run in a
@@ -15,16 +16,7 @@ enum OpenSSLCommand {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let output = Pipe()
-        let stdin = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = stdin
-        try process.run()
-        if let input { stdin.fileHandleForWriting.write(input) }
-        try stdin.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, data)
+        let result = try ChildProcess.run(process, input: input)
+        return (result.status, result.stdout)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainAuthenticators
 import KeychainCore
 import KeychainEngine
 import Synchronization
@@ -22,16 +23,17 @@ final class Tenant: Sendable {
         simulatedCompanion: Bool, owner: String
     ) throws {
         self.uid = uid
-        var options = KeychainOptions(
-            deviceRootPath: deviceRootPath, idleConnections: 64, pinentryProgram: pinentryProgram)
-        options.simulatedCompanion = simulatedCompanion
-        options.owner = .daemon(holder: owner)
+        var fprintd: (bus: String, username: String)?
         if let fprintdBus {
             guard let user = KeychainLocations.userName(of: uid) else {
                 throw KeychainError.notAvailable("uid \(uid) has no user name for fprintd")
             }
-            options.biometricSensor = .fprintd(bus: fprintdBus, username: user)
+            fprintd = (fprintdBus, user)
         }
+        var options = KeychainOptions.standard(
+            deviceRootPath: deviceRootPath, pinentryProgram: pinentryProgram, fprintd: fprintd,
+            simulatedCompanion: simulatedCompanion, idleConnections: 64)
+        options.owner = .daemon(holder: owner)
         keychain = try Keychain(directory: directory, options: options)
         let keychain = keychain
         registry = AppRegistry(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }

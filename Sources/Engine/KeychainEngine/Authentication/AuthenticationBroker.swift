@@ -17,10 +17,10 @@ import Synchronization
 final class AuthenticationBroker: Sendable {
     let biometry: any BiometricSensor
     /// A paired companion device (Apple's watch), simulated as the sensor is; nil when none is.
-    let companion: SimulatedBiometry?
+    let companion: (any BiometricSensor)?
     private let keybag: Keybag
     /// Where the device passcode is asked for; nil: nowhere (no program configured), so it cannot be.
-    private let passcodePrompt: PinentryPrompt?
+    private let passcodePrompt: (any PasscodePrompt)?
     /// What each process's contexts evaluated, by process: one process cannot push out another's.
     private let scopes = Mutex<[String: Scope]>([:])
 
@@ -34,7 +34,8 @@ final class AuthenticationBroker: Sendable {
     }
 
     init(
-        biometry: any BiometricSensor, companion: SimulatedBiometry?, keybag: Keybag, passcodePrompt: PinentryPrompt?
+        biometry: any BiometricSensor, companion: (any BiometricSensor)?, keybag: Keybag,
+        passcodePrompt: (any PasscodePrompt)?
     ) {
         self.biometry = biometry
         self.companion = companion

@@ -17,20 +17,9 @@ public struct KeychainOptions: Sendable {
     /// Database connections kept open for reads between uses: a few for an app, more for the daemon,
     /// whose clients read at once.
     public var idleConnections: Int
-    /// How long a biometry prompt waits for the simulated sensor to be answered when no answer is
-    /// queued or standing (`security biometry`).
-    public var biometryAnswerWait: Duration
-    /// The `pinentry` program that asks a person for the device passcode (an access control's
-    /// `devicePasscode`, `userPresence` without biometry); nil: the passcode cannot be asked for.
-    public var pinentryProgram: String?
-    /// How long a person has to answer the passcode prompt before it counts as a cancel.
-    public var passcodePromptWait: Duration = .seconds(120)
-    /// What answers for biometry: the simulated sensor (`security biometry`), or a fingerprint reader
-    /// through fprintd.
-    public var biometricSensor: BiometricSensorChoice = .simulated
-    /// A simulated companion device (`security companion`) answers `kSecAccessControlCompanion`. Off
-    /// unless asked for: anyone who can drive it satisfies every ACL with a companion alternative.
-    public var simulatedCompanion = false
+    /// What asks the user (biometry, a companion device, the passcode prompt); none unless given
+    /// (KeychainAuthenticators makes the standard ones).
+    public var authenticators: Authenticators
     /// The user's runtime directory (`$XDG_RUNTIME_DIR`), where an embedded keychain's unlock may be
     /// held for the login session (`unlockForSession`); nil: unlocks last for this process only.
     public var sessionDirectory: String?
@@ -40,15 +29,13 @@ public struct KeychainOptions: Sendable {
 
     public init(
         deviceRootPath: String? = nil, clock: any KeychainClock = SystemClock(),
-        passcodeFunction: PasscodeFunction? = nil,
-        idleConnections: Int = 4, biometryAnswerWait: Duration = .seconds(30), pinentryProgram: String? = nil
+        passcodeFunction: PasscodeFunction? = nil, idleConnections: Int = 4, authenticators: Authenticators = .none
     ) {
         self.deviceRootPath = deviceRootPath
         self.clock = clock
         self.passcodeFunction = passcodeFunction
         self.idleConnections = idleConnections
-        self.biometryAnswerWait = biometryAnswerWait
-        self.pinentryProgram = pinentryProgram
+        self.authenticators = authenticators
     }
 }
 
@@ -102,16 +89,11 @@ public final class Keychain: Sendable {
         databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
         clock = options.clock
         keybag = try Self.openKeybag(directory: directory, options: options)
+        let host = AuthenticatorHost(directory: directory, keybag: keybag)
         authentication = AuthenticationBroker(
-            biometry: Self.sensor(options.biometricSensor, directory: directory, keybag: keybag, options: options),
-            companion: options.simulatedCompanion
-                ? SimulatedBiometry(
-                    directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait, device: .companion)
-                : nil,
-            keybag: keybag,
-            passcodePrompt: options.pinentryProgram.map {
-                PinentryPrompt(program: $0, timeout: options.passcodePromptWait)
-            })
+            biometry: options.authenticators.biometry(host),
+            companion: options.authenticators.companion.map { $0(host) }, keybag: keybag,
+            passcodePrompt: options.authenticators.passcodePrompt)
         pool = try Self.openDatabase(databasePath, idleConnections: options.idleConnections)
         sessionUnlock =
             options.owner == .sharedWithOtherProcesses
@@ -122,19 +104,6 @@ public final class Keychain: Sendable {
             !keybag.unlock(sessionToken: token)
         {
             sessionUnlock.remove()
-        }
-    }
-
-    private static func sensor(
-        _ choice: BiometricSensorChoice, directory: String, keybag: Keybag, options: KeychainOptions
-    ) -> any BiometricSensor {
-        switch choice {
-        case .simulated:
-            SimulatedBiometry(directory: directory, keybag: keybag, answerWait: options.biometryAnswerWait)
-        case .fprintd(let bus, let username):
-            FprintdSensor(
-                address: bus, username: username, directory: directory, keybag: keybag,
-                answerWait: options.biometryAnswerWait)
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainAuthenticators
 import KeychainCore
 import KeychainEngine
 import Synchronization
@@ -74,13 +75,13 @@ public enum EmbeddedKeychain {
                 cache[path] = keychain
                 return keychain
             }
-            var options = KeychainOptions(
-                deviceRootPath: variable("KEYCHAIN_DEVICE_ROOT"), pinentryProgram: pinentryProgram())
+            var fprintd: (bus: String, username: String)?
             if variable("KEYCHAIN_BIOMETRY") == "fprintd", let user = KeychainLocations.userName(of: getuid()) {
-                let bus = variable("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket"
-                options.biometricSensor = .fprintd(bus: bus, username: user)
+                fprintd = (variable("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket", user)
             }
-            options.simulatedCompanion = variable("KEYCHAIN_COMPANION") == "simulated"
+            var options = KeychainOptions.standard(
+                deviceRootPath: variable("KEYCHAIN_DEVICE_ROOT"), pinentryProgram: pinentryProgram(), fprintd: fprintd,
+                simulatedCompanion: variable("KEYCHAIN_COMPANION") == "simulated", idleConnections: 4)
             // Where `security unlock-keychain --session` holds an unlock for the login session.
             options.sessionDirectory = variable("XDG_RUNTIME_DIR")
             let keychain = try Keychain(directory: path, options: options)

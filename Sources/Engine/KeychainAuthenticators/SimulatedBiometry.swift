@@ -2,6 +2,7 @@ import Foundation
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
+import KeychainEngine
 import KeychainKeybag
 import KeychainSystem
 
@@ -16,7 +17,7 @@ import KeychainSystem
 /// into their key, so they die with it. The file is the keychain user's: in embedded and user-daemon
 /// modes a process of that user can answer the sensor itself (docs/access-control.md says so); in
 /// system mode only the daemon's user can.
-final class SimulatedBiometry: Sendable {
+final class SimulatedBiometry: BiometricSensor, Sendable {
     private let path: String
     private let directory: String
     private let keybag: Keybag
@@ -31,6 +32,9 @@ final class SimulatedBiometry: Sendable {
     }
 
     let device: Device
+
+    /// Face ID, as the iOS Simulator's default device has.
+    var biometryType: Int { 2 }
 
     init(directory: String, keybag: Keybag, answerWait: Duration, device: Device = .biometry) {
         self.directory = directory

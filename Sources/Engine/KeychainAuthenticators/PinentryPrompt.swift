@@ -2,6 +2,7 @@ import Foundation
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
+import KeychainEngine
 
 #if canImport(Glibc)
     import Glibc
@@ -16,7 +17,7 @@ import KeychainCrypto
 /// started with no signal blocked or ignored (the daemon blocks its stop signals in every thread), talks
 /// over a socket pair (so that a program gone away is an error, never a SIGPIPE), and is killed when
 /// the conversation is over and it has not left within a second.
-struct PinentryPrompt: Sendable {
+struct PinentryPrompt: PasscodePrompt {
     let program: String
     /// How long a person has to answer.
     var timeout: Duration = .seconds(120)

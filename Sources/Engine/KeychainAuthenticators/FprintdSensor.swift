@@ -3,6 +3,7 @@ import KeychainBytes
 import KeychainCore
 import KeychainCrypto
 import KeychainDBus
+import KeychainEngine
 import KeychainKeybag
 import KeychainSystem
 
