@@ -36,6 +36,7 @@ let package = Package(
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .library(name: "KeychainEngine", targets: ["KeychainEngine"]),
         .executable(name: "keychain-bench", targets: ["keychain-bench"]),
+        .executable(name: "keychain-bench-floor", targets: ["keychain-bench-floor"]),
         .executable(name: "security", targets: ["SecurityCommand"]),
         .executable(name: "securityd", targets: ["securityd"]),
     ],
@@ -118,6 +119,11 @@ let package = Package(
                 "KeychainClient", "KeychainCore", "COpenSSL",
             ],
             path: "Sources/Programs/keychain-bench"
+        ),
+        // The benchmark's floor for a command's start: a static Swift binary that prints a line.
+        .executableTarget(
+            name: "keychain-bench-floor", path: "Sources/Programs/keychain-bench-floor",
+            linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))]
         ),
         .target(
             name: "SecurityCommandLine", dependencies: ["Security", "KeychainBytes", "KeychainCore", "KeychainCrypto"],

@@ -150,8 +150,8 @@ final class GeneralPurposeToolTests: XCTestCase {
             daemon: daemon)
         XCTAssertNotEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.contains("is an interpreter"), result.output)
-        XCTAssertTrue(KeychainDaemon.isCopyOfAnInterpreter(disguised))
-        XCTAssertFalse(KeychainDaemon.isCopyOfAnInterpreter(ClientPrograms.built("keychain-test-helper")))
+        XCTAssertTrue(ToolRecognition.isCopyOfAnInterpreter(disguised))
+        XCTAssertFalse(ToolRecognition.isCopyOfAnInterpreter(ClientPrograms.built("keychain-test-helper")))
     }
 
     /// A tool's requests that reveal no secret (listing items) ask nobody, so they do not count as the
@@ -178,10 +178,10 @@ final class GeneralPurposeToolTests: XCTestCase {
             "/usr/bin/python3", "/usr/bin/python3.11", "/usr/bin/perl", "/usr/bin/perl5.36.0", "/bin/bash",
             "/usr/bin/dash", "/usr/bin/node", "/usr/bin/ruby3.1", "/usr/bin/lua5.4", "/usr/bin/env",
         ] {
-            XCTAssertTrue(KeychainDaemon.isInterpreter(name), name)
+            XCTAssertTrue(ToolRecognition.isInterpreter(name), name)
         }
         for name in ["/usr/bin/myapp", "/usr/local/bin/security", "/usr/bin/pythonic-tool", "/opt/app/perlish"] {
-            XCTAssertFalse(KeychainDaemon.isInterpreter(name), name)
+            XCTAssertFalse(ToolRecognition.isInterpreter(name), name)
         }
     }
 }

@@ -426,10 +426,13 @@ func measureCommand(samples: Int) -> Double? {
         fail("cannot prepare the command benchmark: \(error)")
     }
     let environment = ["KEYCHAIN_HOME=" + directory, "KEYCHAIN_SOCKET=", "HOME=" + root, "PATH=/usr/bin:/bin"]
+    let swiftFloor = commandFloor()
     var floor = Latencies()
+    var plainSwift = Latencies()
     var command = Latencies()
     for sample in 0..<samples {
         floor.measure { _ = spawn("/bin/true", [], environment: environment) }
+        if let swiftFloor { plainSwift.measure { _ = spawn(swiftFloor, [], environment: environment) } }
         let arguments = [
             "find-generic-password", "-s", "bench.example.com", "-a", "user-\((sample &* 7919) % 10_000)", "-w",
         ]
@@ -441,14 +444,31 @@ func measureCommand(samples: Int) -> Double? {
     }
     print("security find-generic-password -w, whole process, 10,000 items stored (\(samples) runs)")
     var table = TimingTable()
-    for (name, latencies) in [("floor (spawn /bin/true)", floor), ("security find-generic-password -w", command)] {
-        table.add(name, latencies, ratios: [latencies.median / floor.median])
-    }
+    var rows = [("spawn /bin/true", floor)]
+    if swiftFloor != nil { rows.append(("floor (a static Swift binary printing a line)", plainSwift)) }
+    rows.append(("security find-generic-password -w", command))
+    let base = swiftFloor != nil ? plainSwift.median : floor.median
+    for (name, latencies) in rows { table.add(name, latencies, ratios: [latencies.median / base]) }
     table.print()
-    print("target: median ≤ 10 ms")
+    print("target: median ≤ 2× the static Swift floor")
     print("")
+    commandFloorMedian = swiftFloor != nil ? plainSwift.median : nil
     return command.median
 }
+
+/// `keychain-bench-floor` beside this program, or nil (with a note) when it was not built.
+func commandFloor() -> String? {
+    let path = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent("keychain-bench-floor").path
+    guard FileManager.default.isExecutableFile(atPath: path) else {
+        print("keychain-bench-floor: not built beside the benchmark (swift build -c release); /bin/true is the floor")
+        return nil
+    }
+    return path
+}
+
+/// The static Swift floor's median start, for the command through the daemon.
+nonisolated(unsafe) var commandFloorMedian: Double?
 
 let embeddedCommand = measureCommand(samples: options.commandSamples)
 DaemonBenchmark(root: root + "/securityd", samples: options.samples, writeSamples: options.writeSamples).run(

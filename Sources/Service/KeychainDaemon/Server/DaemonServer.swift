@@ -195,6 +195,12 @@ public final class DaemonServer: Sendable {
         }
         let caller = CallerIdentity(
             peer: peer, connection: connection, requiringUndumpable: daemon.configuration.mode == .system)
+        serveFrames(on: connection, as: caller)
+    }
+
+    /// Requests from one identified connection, answered until it closes, times out, sends a bad frame
+    /// or changes its executable. Tests call this over a socket pair with an identity of their own.
+    func serveFrames(on connection: Int32, as caller: any PeerIdentity) {
         let stream = FrameStream(descriptor: connection)
         let configuration = daemon.configuration
         while true {
@@ -205,24 +211,24 @@ public final class DaemonServer: Sendable {
             var frame: Data
             var held = 0
             let registered = daemon.isRegisteredApp(caller)
-            defer { if held > 0 { largeFrames.release(held, uid: peer.uid, registered: registered) } }
+            defer { if held > 0 { largeFrames.release(held, uid: caller.uid, registered: registered) } }
             do {
                 frame = try stream.readFrame(
                     idle: configuration.idleTimeout, stall: configuration.stallTimeout,
                     maximumPayload: registered ? WireFormat.maximumPayload : KeychainDaemon.unregisteredFrameLimit
                 ) { size in
-                    guard largeFrames.reserve(size, uid: peer.uid, registered: registered) else { return false }
+                    guard largeFrames.reserve(size, uid: caller.uid, registered: registered) else { return false }
                     held = size
                     return true
                 }
             } catch {
                 switch error {
                 case .closed: break
-                case .timedOut: DaemonLog.info("pid \(peer.pid): connection timed out; closed")
-                case .broken: DaemonLog.info("pid \(peer.pid): connection ended in the middle of a frame; closed")
-                case .malformed(let reason): refuse(peer, stream, reason)
+                case .timedOut: DaemonLog.info("pid \(caller.pid): connection timed out; closed")
+                case .broken: DaemonLog.info("pid \(caller.pid): connection ended in the middle of a frame; closed")
+                case .malformed(let reason): refuse(caller, stream, reason)
                 case .refused:
-                    DaemonLog.warning("pid \(peer.pid): large requests over the daemon's budget; connection closed")
+                    DaemonLog.warning("pid \(caller.pid): large requests over the daemon's budget; connection closed")
                     let busy = KeychainError.notAvailable(
                         "the daemon holds too many large requests at once; try again")
                     try? stream.writeFrame(WireCodec.frame(.failure(busy), id: 0), stall: .milliseconds(100))
@@ -235,12 +241,13 @@ public final class DaemonServer: Sendable {
             do {
                 decoded = try WireCodec.request(from: frame)
             } catch {
-                refuse(peer, stream, error)
+                refuse(caller, stream, error)
                 return
             }
             if caller.hasChangedExecutable {
                 DaemonLog.warning(
-                    "pid \(peer.pid) uid \(peer.uid) runs another executable than when it connected; connection closed")
+                    "pid \(caller.pid) uid \(caller.uid) runs another executable than when it connected; connection closed"
+                )
                 return
             }
             handling.add(1, ordering: .relaxed)
@@ -251,7 +258,7 @@ public final class DaemonServer: Sendable {
             do {
                 try stream.writeFrame(reply, stall: configuration.stallTimeout)
             } catch {
-                DaemonLog.info("pid \(peer.pid): the answer could not be delivered; closed")
+                DaemonLog.info("pid \(caller.pid): the answer could not be delivered; closed")
                 return
             }
             if stopping.load(ordering: .acquiring) { return }
@@ -259,7 +266,7 @@ public final class DaemonServer: Sendable {
     }
 
     /// Answers a frame that cannot be trusted with a failure, then the connection is closed.
-    private func refuse(_ peer: PeerProcess, _ stream: FrameStream, _ error: WireError) {
+    private func refuse(_ peer: any PeerIdentity, _ stream: FrameStream, _ error: WireError) {
         DaemonLog.warning("pid \(peer.pid) uid \(peer.uid): \(error); connection closed")
         let failure = KeychainError.invalidParameter("the daemon could not read the request: \(error.reason)")
         try? stream.writeFrame(WireCodec.frame(.failure(failure), id: 0), stall: .milliseconds(100))

@@ -1,0 +1,51 @@
+import Foundation
+import KeychainCore
+
+/// Who may change what every client of a keychain depends on: the simulated sensor's answers and the
+/// app registry. In user mode the daemon serves one user, who may; in system mode each uid reaches
+/// its own keychain only, and root decides for all.
+struct StateChangePolicy: Sendable {
+    let mode: DaemonConfiguration.Mode
+    let development: Bool
+
+    /// The simulated sensor answers for the user: in system mode only root may drive it (or anyone, in
+    /// development mode), or a process of the user could answer its own prompts.
+    func checkSensorDriving(by caller: any PeerIdentity) throws(KeychainError) {
+        if mode == .system, caller.uid != 0, !development {
+            throw KeychainError.missingEntitlement(
+                "the simulated biometric sensor of a system daemon is driven by root or in development mode")
+        }
+    }
+
+    /// What a registry change needs. In system mode root changes its own registry freely; any other
+    /// user changes theirs only with the keychain's passcode (checked like an unlock, under the same
+    /// delays), so that a process of theirs cannot register itself; a keychain without a passcode
+    /// cannot have its registry changed by its user at all.
+    enum RegistryChange: Equatable {
+        case allowed
+        case needsPasscodeCheck
+    }
+
+    func registryChange(by caller: any PeerIdentity, passcodeSet: Bool, passcodeGiven: Bool) throws(KeychainError)
+        -> RegistryChange
+    {
+        if mode == .user || caller.uid == 0 { return .allowed }
+        guard passcodeSet else {
+            throw KeychainError.authenticationFailed(
+                "in system mode a registry changes only with the keychain's passcode: set one first (security set-keychain-password), or ask root"
+            )
+        }
+        guard passcodeGiven else {
+            throw KeychainError.authenticationFailed("changing the app registry needs the keychain's passcode")
+        }
+        return .needsPasscodeCheck
+    }
+
+    /// Whether a passcode set by this caller may only be a first one on an empty keychain: in system
+    /// mode for every user but root. Whatever the request says about a current passcode, the keybag
+    /// decides from its own state; were a first passcode allowed on a keychain that holds items or
+    /// apps, any process of the user could set one and then pass the registry's passcode check with it.
+    func firstPasscodeOnlyOnAnEmptyKeychain(for caller: any PeerIdentity) -> Bool {
+        mode == .system && caller.uid != 0
+    }
+}

@@ -1,0 +1,204 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainWire
+import XCTest
+
+@testable import KeychainDaemon
+
+/// A connection's process as a test states it: the facts `CallerIdentity` would have found.
+final class StatedPeer: PeerIdentity, @unchecked Sendable {
+    let uid: uid_t
+    let pid: Int32 = 4242
+    let contextScope = "test-scope"
+    var terminalSession: String? = nil
+    let executable: Result<RunningExecutable, KeychainError>
+    var hasChangedExecutable = false
+
+    init(uid: uid_t = getuid(), executable: Result<RunningExecutable, KeychainError>) {
+        self.uid = uid
+        self.executable = executable
+    }
+
+    /// A process running the file at `path`, with `digest` as its contents' digest (its own, unless told).
+    convenience init(uid: uid_t = getuid(), running path: String, digest: Data? = nil) {
+        var info = stat()
+        _ = stat(path, &info)
+        let digest = digest ?? ExecutableDigests.digest(ofFileAt: path) ?? Data()
+        self.init(
+            uid: uid, executable: .success(RunningExecutable(path: path, key: ExecutableKey(info), digest: digest)))
+    }
+
+    func isKnownTool(_ decide: () -> Bool) -> Bool { decide() }
+    func isNewRefusal(_ reason: String) -> Bool { true }
+}
+
+/// The daemon's decisions, in this process: a daemon object on a temporary directory, and callers as
+/// the test states them (no second process, no second user, no socket unless the test makes one).
+/// Each decision is also tested end to end with real processes (AppIsolationTests,
+/// GeneralPurposeToolTests, SystemModeTests); these pin the policy itself.
+final class DaemonPolicyTests: XCTestCase {
+    private var directory = ""
+    private var app = ""
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "daemon-policy-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // A program of its own (a copy of /bin/true): no interpreter, not the security command.
+        app = directory + "/app"
+        try FileManager.default.copyItem(atPath: "/bin/true", toPath: app)
+        setenv("KEYCHAIN_LOG", "off", 1)
+    }
+
+    override func tearDown() { try? FileManager.default.removeItem(atPath: directory) }
+
+    private func daemon(_ mode: DaemonConfiguration.Mode = .user) throws -> KeychainDaemon {
+        try KeychainDaemon(
+            configuration: DaemonConfiguration(
+                mode: mode, home: directory + "/home", socketPath: directory + "/securityd.sock"))
+    }
+
+    private func register(
+        _ path: String, groups: [String] = ["TEAM.app"], tool: Bool = false, in daemon: KeychainDaemon
+    )
+        throws
+    {
+        _ = try daemon.perform(
+            .registerApp(
+                AppRegistrationRequest(
+                    executablePath: path, applicationIdentifier: "TEAM.app", accessGroups: groups, trustPathOnly: false,
+                    passcode: nil, generalPurposeTool: tool)),
+            from: StatedPeer(running: path))
+    }
+
+    private func code(_ body: () throws(KeychainError) -> KeychainAnswer) -> KeychainError.Code? {
+        do {
+            _ = try body()
+            return nil
+        } catch { return error.code }
+    }
+
+    private let item: [String: ItemValue] = [
+        "class": .string("genp"), "svce": .string("policy"), "acct": .string("a"), "v_Data": .data(Data("s".utf8)),
+    ]
+
+    func testAnUnregisteredProgramIsRefusedAndARegisteredOneGetsItsGroups() throws {
+        let daemon = try daemon()
+        let caller = StatedPeer(running: app)
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(.add(attributes: item), from: caller) },
+            .missingEntitlement)
+        try register(app, in: daemon)
+        var added = item
+        added["r_Attributes"] = .bool(true)
+        guard case .result(.dictionary(let attributes)?) = try daemon.perform(.add(attributes: added), from: caller)
+        else { return XCTFail("no attributes") }
+        XCTAssertEqual(attributes["agrp"], .string("TEAM.app"), "the entry's first group, not one the caller named")
+        var elsewhere = item
+        elsewhere["agrp"] = .string("TEAM.other")
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(.add(attributes: elsewhere), from: caller) },
+            .missingEntitlement)
+    }
+
+    func testAProgramThatChangedOrCannotBeIdentifiedIsRefused() throws {
+        let daemon = try daemon()
+        try register(app, in: daemon)
+        let changed = StatedPeer(running: app, digest: Data(repeating: 7, count: 32))
+        let query: [String: ItemValue] = ["class": .string("genp")]
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(.copyMatching(query: query), from: changed) },
+            .missingEntitlement)
+        let untrusted = StatedPeer(executable: .failure(.missingEntitlement("process 4242 is being traced")))
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(.copyMatching(query: query), from: untrusted) },
+            .missingEntitlement)
+        XCTAssertFalse(daemon.isRegisteredApp(untrusted))
+        XCTAssertTrue(daemon.isRegisteredApp(StatedPeer(running: app)))
+    }
+
+    func testAToolsSecretsWaitForTheUserAndItsAttributeSearchesDoNot() throws {
+        let daemon = try daemon()
+        try register(app, tool: true, in: daemon)
+        let tool = StatedPeer(running: app)
+        // No passcode and no biometry to ask with: a read of a secret or a change is refused, not served.
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(.add(attributes: item), from: tool) },
+            .authenticationFailed)
+        let secrets: [String: ItemValue] = ["class": .string("genp"), "r_Data": .bool(true)]
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(.copyMatching(query: secrets), from: tool) },
+            .authenticationFailed)
+        // Attributes alone reveal no secret: searched without asking (and there is nothing to find).
+        let attributes: [String: ItemValue] = ["class": .string("genp"), "r_Attributes": .bool(true)]
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(.copyMatching(query: attributes), from: tool) },
+            .itemNotFound)
+    }
+
+    func testInSystemModeOnlyRootDrivesTheSensorAndAUserChangesTheirRegistryOnlyWithThePasscode() throws {
+        let daemon = try daemon(.system)
+        let user = StatedPeer(uid: 1000, running: app)
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(.biometry(.enroll), from: user) }, .missingEntitlement
+        )
+        XCTAssertNoThrow(try daemon.perform(.biometry(.status), from: user))
+        guard
+            case .biometry(let status) = try daemon.perform(.biometry(.enroll), from: StatedPeer(uid: 0, running: app))
+        else { return XCTFail("no status") }
+        XCTAssertTrue(status.enrolled)
+        let registration = KeychainRequest.registerApp(
+            AppRegistrationRequest(
+                executablePath: app, applicationIdentifier: "TEAM.app", accessGroups: ["TEAM.app"],
+                trustPathOnly: false,
+                passcode: nil))
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(registration, from: user) }, .authenticationFailed)
+        // Root registers for its own keychain freely; the user's keychain is theirs alone.
+        XCTAssertNoThrow(try daemon.perform(registration, from: StatedPeer(uid: 0, running: app)))
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(.add(attributes: item), from: user) },
+            .missingEntitlement,
+            "root's registration is not the user's")
+    }
+
+    /// The connection loop itself over a socket pair: frames in, answers out, a bad frame closes it.
+    func testTheDaemonServesFramesOverASocketPair() throws {
+        let daemon = try daemon()
+        try register(app, in: daemon)
+        let server = try DaemonServer(daemon: daemon)
+        var ends: [Int32] = [-1, -1]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends), 0)
+        let serverEnd = ends[0]
+        let caller = StatedPeer(running: app)
+        let finished = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            server.serveFrames(on: serverEnd, as: caller)
+            finished.signal()
+        }
+        thread.start()
+        let client = FrameStream(descriptor: ends[1])
+        func exchange(_ request: KeychainRequest, id: UInt32) throws -> Result<KeychainAnswer, KeychainError> {
+            try client.writeFrame(WireCodec.frame(request, id: id), stall: .seconds(5))
+            let answer = try WireCodec.answer(from: try client.readFrame(idle: .seconds(5), stall: .seconds(5)))
+            XCTAssertEqual(answer.id, id)
+            return answer.answer
+        }
+        XCTAssertEqual(
+            try exchange(.status, id: 7).get(), .status(try XCTUnwrap(daemon.tenant(for: getuid()).keychain.status)))
+        XCTAssertEqual(try exchange(.add(attributes: item), id: 8).get(), .result(nil))
+        guard
+            case .result(.data(let secret)?) = try exchange(
+                .copyMatching(query: ["class": .string("genp"), "svce": .string("policy"), "r_Data": .bool(true)]),
+                id: 9
+            ).get()
+        else { return XCTFail("no secret") }
+        XCTAssertEqual(secret, Data("s".utf8))
+        // Not a frame: answered with a failure, then closed.
+        try client.writeFrame(Data("not a frame at all".utf8), stall: .seconds(5))
+        XCTAssertEqual(finished.wait(timeout: .now() + 10), .success, "the connection was not closed")
+        close(ends[0])
+        close(ends[1])
+        server.stop(deadline: .seconds(1))
+    }
+}
