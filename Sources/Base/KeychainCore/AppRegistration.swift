@@ -25,6 +25,8 @@ public struct AppRegistration: Sendable, Equatable, Codable {
     /// session; nil or 0: every read asks.
     public var approvalReuseSeconds: Int?
 
+    /// An entry as the daemon stores it. The two tool fields are left out of the file unless the
+    /// entry is a tool (`asksUser` false stores nil), and a reuse window applies only to a tool.
     public init(
         executablePath: String, executableDigest: Data?, applicationIdentifier: String, accessGroups: [String],
         asksUser: Bool = false, approvalReuseSeconds: Int = 0
@@ -52,8 +54,12 @@ public struct AppRegistration: Sendable, Equatable, Codable {
 /// What `security app register` asks of the daemon. The daemon hashes the executable itself: a digest
 /// from the client would be a claim.
 public struct AppRegistrationRequest: Sendable {
+    /// The executable to register, as the user named it; the daemon resolves and hashes it with its own
+    /// rights.
     public var executablePath: String
+    /// The application identifier to record (`TEAMID.bundle.id` on iOS).
     public var applicationIdentifier: String
+    /// The `keychain-access-groups` to grant, in order; empty: the application identifier alone.
     public var accessGroups: [String]
     /// Development mode: trust the path, not the contents (a rebuilt test binary keeps its groups).
     public var trustPathOnly: Bool
@@ -67,6 +73,8 @@ public struct AppRegistrationRequest: Sendable {
     /// For a tool: how long an approval holds for the same terminal session (seconds; 0: ask each time).
     public var approvalReuseSeconds: Int
 
+    /// A request as `security app register` builds it from its flags; the defaults register an
+    /// ordinary app.
     public init(
         executablePath: String, applicationIdentifier: String, accessGroups: [String], trustPathOnly: Bool,
         passcode: SecureBytes?, generalPurposeTool: Bool = false, allowInterpreter: Bool = false,

@@ -4,13 +4,21 @@ import KeychainBytes
 /// A value in a query or an item, independent of Foundation's bridged object types, so the same
 /// request can be made in-process or carried to the daemon.
 public enum ItemValue: Sendable, Hashable {
+    /// A string (a `CFString`, or a kSec constant).
     case string(String)
+    /// Bytes (`CFData`): a secret, a persistent reference, a key's tag.
     case data(Data)
+    /// An integer `CFNumber`.
     case integer(Int64)
+    /// A floating-point `CFNumber`, kept apart from integers as Foundation's type code tells them.
     case double(Double)
+    /// A `CFBoolean`, kept apart from the numbers 0 and 1 as Foundation's type code tells them.
     case bool(Bool)
+    /// A `CFDate`.
     case date(Date)
+    /// A `CFArray` of values (`kSecMatchItemList` and the like).
     case array([ItemValue])
+    /// A `SecAccessControl` (`kSecAttrAccessControl`), as its protection class and flags.
     case accessControl(AccessControlPolicy)
     /// An authentication context (`LAContext`), by reference: the context itself stays with its process.
     case authenticationContext(AuthenticationContextReference)
@@ -47,6 +55,7 @@ public struct AccessControlPolicy: Sendable, Hashable {
     /// `SecAccessControlCreateFlags` raw value.
     public var flags: UInt
 
+    /// A policy as given; whether the flags are valid is `problem(withFlags:)`'s to say.
     public init(protection: ProtectionClass, flags: UInt) {
         self.protection = protection
         self.flags = flags
@@ -55,8 +64,12 @@ public struct AccessControlPolicy: Sendable, Hashable {
 
 /// A query's answer, before it is turned into Foundation objects.
 public indirect enum ItemResult: Sendable, Equatable {
+    /// The secret alone (`kSecReturnData`), or a persistent reference alone.
     case data(Data)
+    /// An item's attributes, with its data or reference when those were asked for too.
     case dictionary([String: ItemValue])
+    /// One result per item matched, when the match limit asks for a list (`kSecMatchLimitAll`, or a
+    /// number other than 1).
     case array([ItemResult])
 }
 
@@ -64,6 +77,8 @@ public indirect enum ItemResult: Sendable, Equatable {
 /// says of itself: the service keeps what was evaluated under the identifier (so an evaluated context
 /// satisfies later calls that name it), and never takes the client's word that anything was.
 public struct AuthenticationContextReference: Sendable, Hashable {
+    /// Names the context (`LAContext`'s own, for its life); what the service keeps is keyed by it and
+    /// by the calling process.
     public let identifier: UUID
     /// `LAContext.interactionNotAllowed`: evaluating must not ask the user.
     public var interactionNotAllowed: Bool
@@ -72,6 +87,7 @@ public struct AuthenticationContextReference: Sendable, Hashable {
     /// `LAContext.localizedReason`, shown by a prompt when a call gives no `kSecUseOperationPrompt`.
     public var localizedReason: String?
 
+    /// A reference to a context; a new identifier by default, which names nothing evaluated yet.
     public init(
         identifier: UUID = UUID(), interactionNotAllowed: Bool = false, applicationPassword: SecureBytes? = nil,
         localizedReason: String? = nil
@@ -82,18 +98,27 @@ public struct AuthenticationContextReference: Sendable, Hashable {
         self.localizedReason = localizedReason
     }
 
-    // A context is its identifier: what it carries changes as the app sets it up.
+    /// Compares identifiers only: a context is its identifier, and what it carries changes as the app
+    /// sets it up.
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs.identifier == rhs.identifier }
 
+    /// Hashes the identifier only, as `==` compares it.
     public func hash(into hasher: inout Hasher) { hasher.combine(identifier) }
 }
 
 /// A Security object given as `kSecValueRef` or asked for with `kSecReturnRef`: its kind, and what
 /// identifies it in the keychain once stored (its persistent reference), if it is stored.
 public struct ValueReference: Sendable, Hashable {
+    /// Which Security class the object is; the raw value is its name in the encoding.
     public enum Kind: String, Sendable, Hashable {
-        case key, certificate, identity
+        /// A `SecKey`.
+        case key
+        /// A `SecCertificate`.
+        case certificate
+        /// A `SecIdentity`: a certificate and its private key.
+        case identity
 
+        /// The Security class's name, for error messages.
         public var typeName: String {
             switch self {
             case .key: "SecKey"
@@ -103,9 +128,12 @@ public struct ValueReference: Sendable, Hashable {
         }
     }
 
+    /// Which kind of object it is.
     public var kind: Kind
+    /// The stored item the object stands for (`kSecValuePersistentRef`); nil for one not in the keychain.
     public var persistentReference: Data?
 
+    /// A reference to an object of `kind`, stored or not.
     public init(kind: Kind, persistentReference: Data? = nil) {
         self.kind = kind
         self.persistentReference = persistentReference

@@ -5,6 +5,8 @@ import Foundation
 ///
 /// Errors are equal when their codes are: the reason explains, it does not distinguish.
 public struct KeychainError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong: each code is one of Apple's OSStatus values (`KeychainError.osStatus` in the
+    /// `Security` module). The daemon's frames carry a code by its raw value, a name, not a number.
     public enum Code: String, Sendable, CaseIterable {
         /// errSecParam (-50): a malformed query, wrong value type, or forbidden combination.
         case invalidParameter
@@ -40,9 +42,12 @@ public struct KeychainError: Error, Sendable, Equatable, CustomStringConvertible
         case internalError
     }
 
+    /// What callers compare.
     public let code: Code
+    /// Why, for a person reading a log or a message: never a secret, an attribute value or a group.
     public let reason: String
 
+    /// An error with its code and its reason.
     public init(_ code: Code, _ reason: String) {
         self.code = code
         self.reason = reason
@@ -51,28 +56,48 @@ public struct KeychainError: Error, Sendable, Equatable, CustomStringConvertible
     /// The reason, for messages.
     public var message: String { reason }
 
+    /// The code's name and the reason, for logs.
     public var description: String { "\(code.rawValue): \(reason)" }
 
+    /// Compares codes only: the reason explains, it does not distinguish.
     public static func == (lhs: KeychainError, rhs: KeychainError) -> Bool { lhs.code == rhs.code }
 
+    // One constructor per code, so that a throw reads as its status; the codes say what each means.
+
+    /// An `invalidParameter` error.
     public static func invalidParameter(_ reason: String) -> KeychainError { .init(.invalidParameter, reason) }
+    /// A `noSuchAttribute` error.
     public static func noSuchAttribute(_ reason: String) -> KeychainError { .init(.noSuchAttribute, reason) }
+    /// A `noSuchClass` error.
     public static func noSuchClass(_ reason: String) -> KeychainError { .init(.noSuchClass, reason) }
+    /// The `duplicateItem` error: the reason needs nothing from the item.
     public static let duplicateItem = KeychainError(.duplicateItem, "the item already exists")
+    /// The `itemNotFound` error: the reason needs nothing from the query.
     public static let itemNotFound = KeychainError(.itemNotFound, "no item matches the query")
+    /// An `interactionNotAllowed` error.
     public static func interactionNotAllowed(_ reason: String) -> KeychainError {
         .init(.interactionNotAllowed, reason)
     }
+    /// A `notAvailable` error.
     public static func notAvailable(_ reason: String) -> KeychainError { .init(.notAvailable, reason) }
+    /// A `missingEntitlement` error.
     public static func missingEntitlement(_ reason: String) -> KeychainError { .init(.missingEntitlement, reason) }
+    /// An `unimplemented` error.
     public static func unimplemented(_ reason: String) -> KeychainError { .init(.unimplemented, reason) }
+    /// An `authenticationFailed` error.
     public static func authenticationFailed(_ reason: String) -> KeychainError {
         .init(.authenticationFailed, reason)
     }
+    /// A `userCanceled` error.
     public static func userCanceled(_ reason: String) -> KeychainError { .init(.userCanceled, reason) }
+    /// An `ioError` error.
     public static func ioError(_ reason: String) -> KeychainError { .init(.ioError, reason) }
+    /// A `readOnly` error.
     public static func readOnly(_ reason: String) -> KeychainError { .init(.readOnly, reason) }
+    /// The `diskFull` error.
     public static let diskFull = KeychainError(.diskFull, "the disk is full")
+    /// The `allocationFailed` error.
     public static let allocationFailed = KeychainError(.allocationFailed, "out of memory")
+    /// An `internalError` error.
     public static func internalError(_ reason: String) -> KeychainError { .init(.internalError, reason) }
 }

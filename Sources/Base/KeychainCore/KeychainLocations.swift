@@ -9,6 +9,8 @@ import Foundation
 public enum KeychainLocations {
     /// The system daemon's socket and directory.
     public static let systemSocket = "/run/keychain/securityd.sock"
+    /// The system daemon's directory (`securityd --system` without `--home`): one keychain per user
+    /// under it, readable by the daemon's user alone.
     public static let systemHome = "/var/lib/keychain"
 
     /// A user's keychain directory: `KEYCHAIN_HOME`, else `$XDG_DATA_HOME/keychain`, else

@@ -17,13 +17,18 @@ public struct KeybagStatus: Sendable, Equatable {
     /// With the erase option on, this many consecutive failed passcode attempts erase the keychain.
     public static let failuresBeforeErase = 10
 
+    /// Which classes are available now.
     public var lockState: LockState
+    /// Whether the keychain has a passcode (every state but `noPasscode`).
     public var passcodeSet: Bool { lockState != .noPasscode }
+    /// Consecutive failed passcode attempts since the last right one.
     public var failedAttempts: Int
     /// When the next passcode attempt is allowed, if it is not allowed now.
     public var nextAttemptAllowed: Date?
+    /// Whether the erase after `failuresBeforeErase` failures is on.
     public var wipeAfterFailures: Bool
 
+    /// A snapshot as the keybag reports it.
     public init(lockState: LockState, failedAttempts: Int, nextAttemptAllowed: Date?, wipeAfterFailures: Bool) {
         self.lockState = lockState
         self.failedAttempts = failedAttempts

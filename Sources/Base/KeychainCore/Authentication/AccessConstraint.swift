@@ -9,10 +9,14 @@ public indirect enum AccessConstraint: Sendable, Hashable {
     /// The biometry enrolled when the item was made: a change of the enrolled set makes the item
     /// unreadable for good.
     case biometryCurrentSet
+    /// The keychain's passcode, asked through the passcode prompt and checked as an unlock is (counted,
+    /// under the same delays).
     case devicePasscode
     /// A paired companion device (Apple's watch).
     case companion
+    /// Every one of these factors (`.and`, and Apple's default when several flags are given).
     case all([AccessConstraint])
+    /// Any one of these factors (`.or`); a cancel of one ends the whole evaluation.
     case any([AccessConstraint])
 
     /// Whether every way of satisfying the tree needs the current biometry set: the item is then bound
@@ -47,15 +51,26 @@ public indirect enum AccessConstraint: Sendable, Hashable {
 extension AccessControlPolicy {
     /// The flag bits `SecAccessControlCreateFlags` defines (Apple's values).
     public enum Flag {
+        /// `.userPresence`: biometry when a set is enrolled, else the device passcode.
         public static let userPresence: UInt = 1 << 0
+        /// `.biometryAny`.
         public static let biometryAny: UInt = 1 << 1
+        /// `.biometryCurrentSet`.
         public static let biometryCurrentSet: UInt = 1 << 3
+        /// `.devicePasscode`.
         public static let devicePasscode: UInt = 1 << 4
+        /// `.companion` (`.watch`).
         public static let companion: UInt = 1 << 5
+        /// `.or`: any one of the factors will do.
         public static let or: UInt = 1 << 14
+        /// `.and`: every factor is needed.
         public static let and: UInt = 1 << 15
+        /// `.privateKeyUsage`: for keys, the constraints guard signing and key exchange.
         public static let privateKeyUsage: UInt = 1 << 30
+        /// `.applicationPassword`: the secret is also sealed under a password the app gives.
         public static let applicationPassword: UInt = 1 << 31
+        /// Every bit above; any other bit makes the flags invalid, as Apple's are, so that an access
+        /// control from a daemon frame cannot carry a bit this build does not enforce.
         public static let known: UInt =
             userPresence | biometryAny | biometryCurrentSet | devicePasscode | companion | or | and | privateKeyUsage
             | applicationPassword

@@ -2,10 +2,16 @@ import Foundation
 
 /// `LAPolicy`, as the service sees it (Apple's raw values).
 public enum AuthenticationPolicy: Int, Sendable, CaseIterable {
+    /// `deviceOwnerAuthenticationWithBiometrics`: any enrolled biometry.
     case biometrics = 1
+    /// `deviceOwnerAuthentication`: biometry, else the device passcode.
     case ownerAuthentication = 2
+    /// `deviceOwnerAuthenticationWithCompanion` (`…WithWatch`): a paired companion device.
     case companion = 3
+    /// `deviceOwnerAuthenticationWithBiometricsOrCompanion`: either.
     case biometricsOrCompanion = 4
+    /// `deviceOwnerAuthenticationWithWristDetection`: answered by the companion device, as the
+    /// companion policy is.
     case wristDetection = 5
 
     /// The factors the policy accepts.
@@ -22,17 +28,31 @@ public enum AuthenticationPolicy: Int, Sendable, CaseIterable {
 /// Why an evaluation did not succeed: `LAError.Code`'s raw values, so the `LocalAuthentication`
 /// module and the daemon speak the same numbers.
 public enum AuthenticationFailure: Int, Error, Sendable, CaseIterable {
+    /// The user was asked and did not match (a wrong face, a wrong passcode).
     case authenticationFailed = -1
+    /// The user canceled the prompt.
     case userCancel = -2
+    /// The user chose the fallback instead of answering (Apple's code; a SecItem call takes it as a
+    /// cancel).
     case userFallback = -3
+    /// The prompt ended without an answer (nobody answered the simulated sensor in time, the reader
+    /// went away); a SecItem call takes it as a cancel.
     case systemCancel = -4
+    /// The policy needs a device passcode and the keychain has none.
     case passcodeNotSet = -5
+    /// No biometric sensor can answer (fprintd unreachable, the reader busy or gone).
     case biometryNotAvailable = -6
+    /// The sensor has no enrolled set.
     case biometryNotEnrolled = -7
+    /// Biometry is locked out (Apple's code, kept so that the numbers match; no sensor here locks out).
     case biometryLockout = -8
+    /// The app ended the evaluation (Apple's code; a SecItem call takes it as a cancel).
     case appCancel = -9
+    /// The context was invalidated, or cannot be evaluated as it is (an empty reason).
     case invalidContext = -10
+    /// No companion device is simulated, or none is paired.
     case companionNotAvailable = -11
+    /// Asking the user was needed but not allowed (`interactionNotAllowed`).
     case notInteractive = -1004
 
     /// What a SecItem call that needed this authentication returns (Apple's mapping): a cancel is
@@ -59,6 +79,7 @@ public struct AuthenticationOutcome: Sendable, Equatable {
     /// `LABiometryType`'s raw value for what is available (0: none).
     public var biometryType: Int
 
+    /// An outcome as the service reports it; `LAContext` keeps the domain state and biometry type.
     public init(failure: AuthenticationFailure?, domainState: Data?, biometryType: Int) {
         self.failure = failure
         self.domainState = domainState
@@ -69,17 +90,25 @@ public struct AuthenticationOutcome: Sendable, Equatable {
 /// `LAContext` asking the service: whether a policy could be evaluated, to evaluate it, or to
 /// evaluate an access control for an operation.
 public struct AuthenticationRequest: Sendable {
+    /// What is evaluated.
     public enum Subject: Sendable {
+        /// A policy (`evaluatePolicy`, `canEvaluatePolicy`).
         case policy(AuthenticationPolicy)
+        /// An access control's constraints (`evaluateAccessControl`).
         case accessControl(AccessControlPolicy)
     }
 
+    /// The context whose evaluation this is: a success is kept under its identifier, for later calls
+    /// that name it.
     public var context: AuthenticationContextReference
+    /// The policy or access control evaluated.
     public var subject: Subject
     /// Only say whether it could be evaluated (`canEvaluatePolicy`); nobody is asked.
     public var preflight: Bool
+    /// `localizedReason`: what the prompt tells the user the app wants.
     public var reason: String
 
+    /// A request for `context`; the service, not the request, decides whether it succeeded.
     public init(context: AuthenticationContextReference, subject: Subject, preflight: Bool, reason: String) {
         self.context = context
         self.subject = subject
@@ -99,6 +128,7 @@ public enum BiometryCommand: Sendable, Equatable {
     case answer(SensorAnswer)
     /// Answers every prompt this way until changed; nil: prompts wait for an answer.
     case standingAnswer(SensorAnswer?)
+    /// Changes nothing: the answer is the state (`security biometry status`).
     case status
 }
 
@@ -117,16 +147,27 @@ extension BiometryCommand: CustomStringConvertible {
 
 /// Codable: the simulated sensor keeps its pending answers in a JSON state file.
 public enum SensorAnswer: String, Sendable, CaseIterable, Codable {
-    case match, nomatch, cancel
+    /// The face (or finger, or companion) matches: the evaluation succeeds.
+    case match
+    /// It does not match: `errSecAuthFailed`, `LAError.authenticationFailed`.
+    case nomatch
+    /// The user cancels: `errSecUserCanceled`, `LAError.userCancel`.
+    case cancel
 }
 
 /// The simulated sensor's state, for `security biometry status`.
 public struct BiometryStatus: Sendable, Equatable {
+    /// Whether a set is enrolled (for the companion: whether it is paired).
     public var enrolled: Bool
+    /// Answers queued for the next prompts, oldest first.
     public var pendingAnswers: [SensorAnswer]
+    /// The answer every prompt gets while no answer is queued; nil: prompts wait for one.
     public var standingAnswer: SensorAnswer?
+    /// A digest of the enrolled set (`evaluatedPolicyDomainState`): it changes with every enrollment
+    /// and reveals nothing of it. Nil when nothing is enrolled.
     public var domainState: Data?
 
+    /// A state as the sensor reports it.
     public init(enrolled: Bool, pendingAnswers: [SensorAnswer], standingAnswer: SensorAnswer?, domainState: Data?) {
         self.enrolled = enrolled
         self.pendingAnswers = pendingAnswers

@@ -10,12 +10,15 @@ public struct ValueReader {
     /// Values and results still allowed (`DecodingLimits.maximumValues`).
     private var budget: Int
 
+    /// A reader of `data` that may build at most what `limits` allow: `.authenticated` for bytes this
+    /// program sealed, tighter limits for a frame from another process.
     public init(_ data: Data, limits: DecodingLimits) {
         reader = ByteReader(data)
         self.limits = limits
         budget = limits.maximumValues
     }
 
+    /// Whether every byte has been read.
     public var isAtEnd: Bool { reader.isAtEnd }
 
     /// Throws unless every byte was read: an input decodes completely or not at all.
@@ -36,10 +39,13 @@ public struct ValueReader {
 
     // MARK: Scalars
 
+    /// One byte.
     public mutating func byte() throws(FormatError) -> UInt8 {
         try scalar { (reader) throws(ByteReader.Truncated) -> UInt8 in try reader.read() }
     }
 
+    /// A byte that must be 0 or 1: any other value is refused rather than read as true, so that one
+    /// value has one encoding.
     public mutating func flag() throws(FormatError) -> Bool {
         switch try byte() {
         case 0: return false
@@ -48,36 +54,44 @@ public struct ValueReader {
         }
     }
 
+    /// A little-endian 32-bit unsigned integer.
     public mutating func unsigned() throws(FormatError) -> UInt32 {
         try scalar { (reader) throws(ByteReader.Truncated) -> UInt32 in try reader.read() }
     }
 
+    /// A little-endian 64-bit unsigned integer.
     public mutating func unsigned64() throws(FormatError) -> UInt64 {
         try scalar { (reader) throws(ByteReader.Truncated) -> UInt64 in try reader.read() }
     }
 
+    /// A little-endian 64-bit signed integer.
     public mutating func integer() throws(FormatError) -> Int64 {
         try scalar { (reader) throws(ByteReader.Truncated) -> Int64 in try reader.read() }
     }
 
+    /// A Double from its little-endian 64-bit pattern (`value()` refuses NaN, which no query could mean).
     public mutating func double() throws(FormatError) -> Double {
         try scalar { (reader) throws(ByteReader.Truncated) -> Double in try reader.read() }
     }
 
+    /// A date as seconds since 2001-01-01 00:00 UTC; a number that is not finite is refused.
     public mutating func date() throws(FormatError) -> Date {
         let seconds = try double()
         guard seconds.isFinite else { throw FormatError("a date is not a number") }
         return Date(timeIntervalSinceReferenceDate: seconds)
     }
 
+    /// Exactly `count` bytes with no length before them (fixed-size fields).
     public mutating func raw(_ count: Int) throws(FormatError) -> Data {
         try scalar { (reader) throws(ByteReader.Truncated) -> Data in try reader.readRaw(count) }
     }
 
+    /// A byte string after its 32-bit length.
     public mutating func bytes() throws(FormatError) -> Data {
         try scalar { (reader) throws(ByteReader.Truncated) -> Data in try reader.readBytes() }
     }
 
+    /// A string after its 32-bit length; bytes that are not UTF-8 are refused, never repaired.
     public mutating func string() throws(FormatError) -> String {
         let string = try scalar { (reader) throws(ByteReader.Truncated) -> String? in try reader.readValidString() }
         guard let string else { throw FormatError("a string is not UTF-8") }
@@ -92,6 +106,7 @@ public struct ValueReader {
         return count
     }
 
+    /// A list of strings after its count.
     public mutating func strings() throws(FormatError) -> [String] {
         let count = try count()
         var values: [String] = []
@@ -106,6 +121,7 @@ public struct ValueReader {
         return SecureBytes(copying: raw)
     }
 
+    /// A flag, then the value `read` reads when the flag is 1.
     public mutating func optional<Value>(_ read: (inout ValueReader) throws(FormatError) -> Value)
         throws(FormatError) -> Value?
     {
@@ -114,6 +130,7 @@ public struct ValueReader {
 
     // MARK: The vocabulary
 
+    /// A protection class by its `kSecAttrAccessible` name; an unknown name is refused.
     public mutating func protection() throws(FormatError) -> ProtectionClass {
         guard let protection = ProtectionClass(attributeValue: try string()) else {
             throw FormatError("unknown protection class")
@@ -121,6 +138,7 @@ public struct ValueReader {
         return protection
     }
 
+    /// An access control: its protection class, then its flag bits.
     public mutating func accessControl() throws(FormatError) -> AccessControlPolicy {
         let protection = try protection()
         guard let flags = UInt(exactly: try unsigned64()) else {
@@ -129,6 +147,8 @@ public struct ValueReader {
         return AccessControlPolicy(protection: protection, flags: flags)
     }
 
+    /// An authentication context: its 16-byte identifier and what it says of itself (the password
+    /// goes straight into wiped memory).
     public mutating func context() throws(FormatError) -> AuthenticationContextReference {
         let identifier = try raw(16).withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
         return AuthenticationContextReference(
@@ -137,6 +157,7 @@ public struct ValueReader {
             localizedReason: try optional { (reader) throws(FormatError) in try reader.string() })
     }
 
+    /// A Security object reference: its kind by name, then its persistent reference if it has one.
     public mutating func reference() throws(FormatError) -> ValueReference {
         guard let kind = ValueReference.Kind(rawValue: try string()) else {
             throw FormatError("unknown value reference")
@@ -145,10 +166,14 @@ public struct ValueReader {
             kind: kind, persistentReference: try optional { (reader) throws(FormatError) in try reader.bytes() })
     }
 
+    /// One value after its `ValueTag`, arrays to the depth the limits allow.
     public mutating func value() throws(FormatError) -> ItemValue { try value(depth: 0) }
 
+    /// A dictionary: its count, then its entries in the writer's key order; a key out of order or
+    /// repeated is refused, so that one dictionary has one encoding.
     public mutating func dictionary() throws(FormatError) -> [String: ItemValue] { try dictionary(depth: 0) }
 
+    /// One query result after its `ResultTag`.
     public mutating func result() throws(FormatError) -> ItemResult { try result(depth: 0) }
 
     private mutating func value(depth: Int) throws(FormatError) -> ItemValue {

@@ -8,10 +8,12 @@ import KeychainBytes
 public struct ValueWriter {
     private var writer: ByteWriter
 
+    /// An empty writer; `capacity` reserves room for what the caller expects to write.
     public init(capacity: Int = 256) { writer = ByteWriter(capacity: capacity) }
 
     /// The bytes written so far.
     public var data: Data { writer.data }
+    /// How many bytes have been written.
     public var count: Int { writer.count }
 
     /// Overwrites everything written with zeros, then empties the writer: for output that held secrets.
@@ -19,18 +21,28 @@ public struct ValueWriter {
 
     // MARK: Scalars
 
+    /// One byte.
     public mutating func byte(_ value: UInt8) { writer.write(value) }
+    /// A Bool as the byte 0 or 1.
     public mutating func flag(_ value: Bool) { writer.write(UInt8(value ? 1 : 0)) }
+    /// A little-endian 32-bit unsigned integer.
     public mutating func unsigned(_ value: UInt32) { writer.write(value) }
+    /// A little-endian 64-bit unsigned integer.
     public mutating func unsigned64(_ value: UInt64) { writer.write(value) }
+    /// A little-endian 64-bit signed integer.
     public mutating func integer(_ value: Int64) { writer.write(value) }
+    /// A Double's little-endian 64-bit pattern.
     public mutating func double(_ value: Double) { writer.write(value) }
+    /// A date as seconds since 2001-01-01 00:00 UTC (Core Foundation's reference date), as a Double.
     public mutating func date(_ value: Date) { writer.write(value.timeIntervalSinceReferenceDate) }
     /// Bytes with no length (fixed-size fields).
     public mutating func raw(_ value: Data) { writer.writeRaw(value) }
+    /// A byte string after its 32-bit length.
     public mutating func bytes(_ value: Data) { writer.writeBytes(value) }
+    /// A string's UTF-8 after its 32-bit length.
     public mutating func string(_ value: String) { writer.writeString(value) }
 
+    /// A list of strings after its count.
     public mutating func strings(_ values: [String]) {
         writer.write(UInt32(values.count))
         for value in values { string(value) }
@@ -39,6 +51,7 @@ public struct ValueWriter {
     /// A secret's bytes; whoever sends them wipes the output after.
     public mutating func secret(_ value: SecureBytes) { value.withUnsafeBytes { writer.writeBytes($0) } }
 
+    /// A flag for whether `value` is there, then the value as `write` writes it.
     public mutating func optional<Value>(_ value: Value?, _ write: (inout ValueWriter, Value) -> Void) {
         flag(value != nil)
         if let value { write(&self, value) }
@@ -49,6 +62,7 @@ public struct ValueWriter {
     /// A protection class by its `kSecAttrAccessible` name, which outlives any numbering.
     public mutating func protection(_ value: ProtectionClass) { string(value.attributeValue) }
 
+    /// An access control: its protection class, then its flag bits as 64 bits.
     public mutating func accessControl(_ value: AccessControlPolicy) {
         protection(value.protection)
         writer.write(UInt64(value.flags))
@@ -62,11 +76,13 @@ public struct ValueWriter {
         optional(value.localizedReason) { $0.string($1) }
     }
 
+    /// A Security object reference: its kind by name, then its persistent reference if it has one.
     public mutating func reference(_ value: ValueReference) {
         string(value.kind.rawValue)
         optional(value.persistentReference) { $0.bytes($1) }
     }
 
+    /// One value: its `ValueTag`, then its contents.
     public mutating func value(_ value: ItemValue) {
         switch value {
         case .null: byte(ValueTag.null.rawValue)
@@ -107,6 +123,8 @@ public struct ValueWriter {
         }
     }
 
+    /// A dictionary: its count, then its entries sorted by key, so that equal dictionaries encode to
+    /// equal bytes whatever their order in memory.
     public mutating func dictionary(_ values: [String: ItemValue]) {
         unsigned(UInt32(values.count))
         for key in values.keys.sorted() {
@@ -116,6 +134,7 @@ public struct ValueWriter {
         }
     }
 
+    /// One query result: its `ResultTag`, then its contents.
     public mutating func result(_ result: ItemResult) {
         switch result {
         case .data(let data):

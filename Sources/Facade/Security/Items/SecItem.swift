@@ -102,6 +102,8 @@ enum SecItemCall {
     }
 }
 
+/// A keychain error as Apple's API reports it: the service's errors carry a code, and this facade is
+/// where a code becomes the OSStatus a SecItem call returns.
 extension KeychainError {
     /// The OSStatus Apple's API returns for this error.
     public var osStatus: OSStatus {
