@@ -34,6 +34,7 @@ let package = Package(
     products: [
         .library(name: "Security", targets: ["Security"]),
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
+        .library(name: "KeychainCore", targets: ["KeychainCore"]),
         .library(name: "KeychainEngine", targets: ["KeychainEngine"]),
         .executable(name: "keychain-bench", targets: ["keychain-bench"]),
         .executable(name: "keychain-bench-floor", targets: ["keychain-bench-floor"]),
