@@ -188,12 +188,12 @@ final class DaemonPolicyTests: XCTestCase {
             try exchange(.status, id: 7).get(), .status(try XCTUnwrap(daemon.tenant(for: getuid()).keychain.status)))
         XCTAssertEqual(try exchange(.add(attributes: item), id: 8).get(), .result(nil))
         guard
-            case .result(.data(let secret)?) = try exchange(
+            case .result(let answer?) = try exchange(
                 .copyMatching(query: ["class": .string("genp"), "svce": .string("policy"), "r_Data": .bool(true)]),
                 id: 9
             ).get()
         else { return XCTFail("no secret") }
-        XCTAssertEqual(secret, Data("s".utf8))
+        XCTAssertEqual(answer.bytes, Data("s".utf8))
         // Not a frame: answered with a failure, then closed.
         try client.writeFrame(Data("not a frame at all".utf8), stall: .seconds(5))
         XCTAssertEqual(finished.wait(timeout: .now() + 10), .success, "the connection was not closed")

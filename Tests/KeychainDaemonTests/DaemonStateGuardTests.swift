@@ -213,32 +213,3 @@ final class ForeignGroupTimingTests: XCTestCase {
         XCTAssertLessThan(ratio, 1.5, "refusals take \(medians[0]) ns for an existing item, \(medians[1]) ns for none")
     }
 }
-
-/// After a lock, the daemon's memory holds neither the passcode nor a class-A secret it served.
-final class DaemonMemoryAfterLockTests: XCTestCase {
-    func testNoPasscodeOrClassASecretIsInTheDaemonsMemoryAfterALock() throws {
-        guard getuid() == 0 else { throw XCTSkip("reading the daemon's memory needs root") }
-        let daemon = try TestDaemon()
-        let programs = try ClientPrograms()
-        let app = try programs.app("memory-app")
-        try daemon.register(executable: app, identifier: "TEAM.m", groups: ["TEAM.m"])
-        let passcode = "pc-" + UUID().uuidString
-        let secret = "class-a-" + UUID().uuidString
-        let security = ClientPrograms.built("security")
-        XCTAssertEqual(
-            try ClientPrograms.run(security, ["set-keychain-password", "-p", passcode], daemon: daemon).status, 0)
-        XCTAssertEqual(
-            try ClientPrograms.run(app, ["put", "vault", "me", secret, "", "ak"], daemon: daemon).output, "status 0")
-        for _ in 0..<5 {
-            XCTAssertEqual(try ClientPrograms.run(app, ["read", "vault", "me"], daemon: daemon).output, secret)
-        }
-        XCTAssertEqual(try ClientPrograms.run(security, ["lock-keychain"], daemon: daemon).status, 0)
-        XCTAssertEqual(try ClientPrograms.run(security, ["unlock-keychain", "-p", passcode], daemon: daemon).status, 0)
-        XCTAssertEqual(try ClientPrograms.run(security, ["lock-keychain"], daemon: daemon).status, 0)
-        let pid = daemon.process.processIdentifier
-        // The search works: the daemon's socket path, which it keeps, is found.
-        XCTAssertGreaterThan(ProcessMemory.occurrences(of: Array(daemon.socket.utf8), in: pid) ?? 0, 0)
-        XCTAssertEqual(ProcessMemory.occurrences(of: Array(passcode.utf8), in: pid), 0, "the passcode is in memory")
-        XCTAssertEqual(ProcessMemory.occurrences(of: Array(secret.utf8), in: pid), 0, "a class-A secret is in memory")
-    }
-}

@@ -15,7 +15,7 @@ final class EnclaveKeyStorageTests: EngineTestCase {
         let result = try keychain.generateEnclaveKey(
             ["tkid": .string(enclaveTokenID), "atag": .data(Data(tag.utf8))], client: client)
         guard case .dictionary(let item)? = result, case .data(let reference)? = item["v_PersistentRef"],
-            case .data(let publicKey)? = item["v_Data"]
+            let publicKey = item["v_Data"]?.bytes
         else {
             // A wrong answer is a failure of the engine, not a reason to skip.
             XCTFail("no enclave key was made: \(String(describing: result))")
@@ -35,7 +35,7 @@ final class EnclaveKeyStorageTests: EngineTestCase {
             search.enclaveKey = .wrappedPrivateKey
             return try search.run(limit: 1, needSecret: true)
         }
-        return try XCTUnwrap(matches.first?.record.secret)
+        return try XCTUnwrap(matches.first?.record.secret).withUnsafeBytes { Data($0) }
     }
 
     func testThePrivateKeyIsOnlyEverStoredWrappedByTheDeviceRoot() throws {
@@ -116,7 +116,7 @@ final class EnclaveKeyStorageTests: EngineTestCase {
         let made = try keychain.generateEnclaveKey(
             ["tkid": .string(enclaveTokenID), "perm": .bool(false)], client: client)
         guard case .dictionary(let answer)? = made, case .data(let token)? = answer["toid"],
-            case .data(let publicKey)? = answer["v_Data"]
+            let publicKey = answer["v_Data"]?.bytes
         else { return XCTFail("\(String(describing: made))") }
         XCTAssertNil(answer["v_PersistentRef"], "no item holds it")
         let use: (Data) throws -> SecureBytes = { token in

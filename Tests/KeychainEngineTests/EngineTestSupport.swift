@@ -57,7 +57,7 @@ class EngineTestCase: XCTestCase {
     func readSecret(_ service: String, _ account: String, in keychain: Keychain? = nil) throws -> String? {
         var query = password(service, account, secret: nil)
         query["r_Data"] = .bool(true)
-        guard case .data(let data)? = try (keychain ?? self.keychain).copyMatching(query, client: client) else {
+        guard let data = try (keychain ?? self.keychain).copyMatching(query, client: client)?.bytes else {
             return nil
         }
         return String(decoding: data, as: UTF8.self)

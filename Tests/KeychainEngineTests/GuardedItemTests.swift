@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 import KeychainCrypto
 import XCTest
@@ -13,7 +14,7 @@ final class GuardedItemTests: EngineTestCase {
             accessGroup: "TEAM.app", synchronizable: false, tombstone: false,
             attributes: ["acct": .string("a"), "svce": .string("s"), "cdat": .date(Date(timeIntervalSince1970: 0))],
             accessControl: flags == 0 ? nil : AccessControlPolicy(protection: .whenUnlocked, flags: flags),
-            secret: Data(secret.utf8))
+            secret: SecureBytes(copying: Data(secret.utf8)))
     }
 
     private func digest(_ record: ItemRecord) throws -> ItemValue? {

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 import XCTest
 
@@ -58,7 +59,7 @@ final class ParserTests: XCTestCase {
                 "class": .string("genp"), "v_Data": .data(Data("s".utf8)), "agrp": .string("TEAM.a"),
                 "sync": .string("syna"), "accc": .accessControl(policy),
             ], for: .copyMatching)
-        XCTAssertEqual(query.valueData, Data("s".utf8))
+        XCTAssertEqual(query.valueData, SecureBytes(copying: Data("s".utf8)))
         XCTAssertEqual(query.accessGroup, "TEAM.a")
         XCTAssertEqual(query.synchronizable, .any)
         XCTAssertEqual(query.shared.protectionClass, .afterFirstUnlockThisDeviceOnly)

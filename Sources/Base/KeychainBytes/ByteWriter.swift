@@ -54,6 +54,13 @@ public struct ByteWriter {
     /// Raw bytes with no prefix (fixed-size fields).
     public mutating func writeRaw(_ value: Data) { value.withUnsafeBytes { bytes.append(contentsOf: $0) } }
 
+    /// What was written, moved into wiped memory; this writer's own buffer is wiped and emptied.
+    public mutating func takeSecure() -> SecureBytes {
+        let secure = SecureBytes(copying: bytes)
+        wipe()
+        return secure
+    }
+
     /// Overwrites every byte written with zeros (for buffers that held secrets), then empties it.
     public mutating func wipe() {
         bytes.withUnsafeMutableBytes { SecureMemory.wipe($0) }

@@ -8,6 +8,9 @@ public enum ItemValue: Sendable, Hashable {
     case string(String)
     /// Bytes (`CFData`): a secret, a persistent reference, a key's tag.
     case data(Data)
+    /// Bytes as sensitive as a password (`kSecValueData`, a key's material): wiped when released,
+    /// from the facade to the seal and back, in this process and the daemon's.
+    case secret(SecureBytes)
     /// An integer `CFNumber`.
     case integer(Int64)
     /// A floating-point `CFNumber`, kept apart from integers as Foundation's type code tells them.
@@ -33,7 +36,7 @@ public enum ItemValue: Sendable, Hashable {
     public var typeName: String {
         switch self {
         case .string: "string"
-        case .data: "data"
+        case .data, .secret: "data"
         case .integer: "integer"
         case .double: "number"
         case .bool: "boolean"
@@ -62,15 +65,105 @@ public struct AccessControlPolicy: Sendable, Hashable {
     }
 }
 
+extension ItemValue {
+    /// Values are equal as the API sees them: data and a secret with the same bytes are the same
+    /// `kSecValueData` (compared in constant time when a secret is involved).
+    public static func == (lhs: ItemValue, rhs: ItemValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.string(let a), .string(let b)): a == b
+        case (.data(let a), .data(let b)): a == b
+        case (.secret(let a), .secret(let b)): a == b
+        case (.data(let a), .secret(let b)), (.secret(let b), .data(let a)): b == SecureBytes(copying: a)
+        case (.integer(let a), .integer(let b)): a == b
+        case (.double(let a), .double(let b)): a == b
+        case (.bool(let a), .bool(let b)): a == b
+        case (.date(let a), .date(let b)): a == b
+        case (.array(let a), .array(let b)): a == b
+        case (.accessControl(let a), .accessControl(let b)): a == b
+        case (.authenticationContext(let a), .authenticationContext(let b)): a == b
+        case (.valueReference(let a), .valueReference(let b)): a == b
+        case (.null, .null): true
+        case (.unsupported(let a), .unsupported(let b)): a == b
+        default: false
+        }
+    }
+
+    /// Agrees with `==`: bytes, secret or not, hash by their length alone.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .string(let value): hasher.combine(value)
+        case .data(let value): hasher.combine(value.count)
+        case .secret(let value): hasher.combine(value.count)
+        case .integer(let value): hasher.combine(value)
+        case .double(let value): hasher.combine(value)
+        case .bool(let value): hasher.combine(value)
+        case .date(let value): hasher.combine(value)
+        case .array(let values): hasher.combine(values)
+        case .accessControl(let value): hasher.combine(value)
+        case .authenticationContext(let value): hasher.combine(value)
+        case .valueReference(let value): hasher.combine(value)
+        case .null: hasher.combine(0)
+        case .unsupported(let name): hasher.combine(name)
+        }
+    }
+
+    /// The bytes of a `.data` or `.secret` value (a copy, for a secret: the caller owns it then).
+    public var bytes: Data? {
+        switch self {
+        case .data(let data): data
+        case .secret(let secret): secret.withUnsafeBytes { Data($0) }
+        default: nil
+        }
+    }
+
+    /// The bytes of a `.data` or `.secret` value lent to `body`, a secret's viewed where they are, in
+    /// wiped memory, with no copy made (so the `Data` must not escape `body`); nil for other values.
+    public func withBorrowedBytes<R>(_ body: (Data) throws -> R) rethrows -> R? {
+        switch self {
+        case .data(let data): return try body(data)
+        case .secret(let secret):
+            return try secret.withUnsafeBytes { bytes in
+                guard let base = bytes.baseAddress, !bytes.isEmpty else { return try body(Data()) }
+                return try body(
+                    Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count, deallocator: .none))
+            }
+        default: return nil
+        }
+    }
+}
+
 /// A query's answer, before it is turned into Foundation objects.
 public indirect enum ItemResult: Sendable, Equatable {
     /// The secret alone (`kSecReturnData`), or a persistent reference alone.
     case data(Data)
+    /// An item's data (`kSecReturnData` alone), kept wiped until the facade hands it to the app.
+    case secret(SecureBytes)
     /// An item's attributes, with its data or reference when those were asked for too.
     case dictionary([String: ItemValue])
     /// One result per item matched, when the match limit asks for a list (`kSecMatchLimitAll`, or a
     /// number other than 1).
     case array([ItemResult])
+
+    /// Data and a secret with the same bytes are the same answer, as the API sees it.
+    public static func == (lhs: ItemResult, rhs: ItemResult) -> Bool {
+        switch (lhs, rhs) {
+        case (.data(let a), .data(let b)): a == b
+        case (.secret(let a), .secret(let b)): a == b
+        case (.data(let a), .secret(let b)), (.secret(let b), .data(let a)): b == SecureBytes(copying: a)
+        case (.dictionary(let a), .dictionary(let b)): a == b
+        case (.array(let a), .array(let b)): a == b
+        default: false
+        }
+    }
+
+    /// The bytes of a `.data` or `.secret` answer (a copy, for a secret).
+    public var bytes: Data? {
+        switch self {
+        case .data(let data): data
+        case .secret(let secret): secret.withUnsafeBytes { Data($0) }
+        default: nil
+        }
+    }
 }
 
 /// Names an authentication context (`LAContext`) across the service boundary, with what the context

@@ -17,10 +17,12 @@ public enum Digest {
     }
 
     public static func sha1(_ data: Data) throws -> Data {
-        Data(
-            try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws in
-                try digest(bytes, algorithm: sha1Algorithm, size: 20)
-            })
+        try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws in try sha1(bytes) }
+    }
+
+    /// SHA-1 of bytes in place (wiped memory, say), with no copy of them made.
+    public static func sha1(_ bytes: UnsafeRawBufferPointer) throws -> Data {
+        Data(try digest(bytes, algorithm: sha1Algorithm, size: 20))
     }
 
     private static func digest(_ bytes: UnsafeRawBufferPointer, algorithm: OpaquePointer?, size: Int)

@@ -185,6 +185,7 @@ public struct ValueReader {
         case .null: return .null
         case .string: return .string(try string())
         case .data: return .data(try bytes())
+        case .secret: return .secret(try secret())
         case .integer: return .integer(try integer())
         case .double:
             // NaN equals nothing, not even itself: no query could mean it, and no answer holds one.
@@ -228,6 +229,7 @@ public struct ValueReader {
         guard let known = ResultTag(rawValue: tag) else { throw FormatError("unknown result \(tag)") }
         switch known {
         case .data: return .data(try bytes())
+        case .secret: return .secret(try secret())
         case .dictionary: return .dictionary(try dictionary(depth: depth + 1))
         case .array:
             let count = try count()

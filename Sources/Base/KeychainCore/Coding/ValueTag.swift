@@ -26,6 +26,8 @@ public enum ValueTag: UInt8, Sendable, CaseIterable {
     case valueReference = 10
     /// The name of a type the keychain does not take, carried so that the error can name it.
     case unsupported = 11
+    /// Bytes wiped when released (`ItemValue.secret`): the same layout as data.
+    case secret = 12
 }
 
 /// The first byte of an encoded `ItemResult`.
@@ -36,6 +38,8 @@ public enum ResultTag: UInt8, Sendable, CaseIterable {
     case dictionary = 2
     /// `ItemResult.array`: a count, then that many tagged results.
     case array = 3
+    /// An item's data in wiped memory (`ItemResult.secret`): the same layout as data.
+    case secret = 4
 }
 
 /// Why bytes did not decode: what the decoder met, never the bytes (they may be secret).

@@ -19,6 +19,10 @@ public struct ValueWriter {
     /// Overwrites everything written with zeros, then empties the writer: for output that held secrets.
     public mutating func wipe() { writer.wipe() }
 
+    /// What was written, moved into wiped memory (the writer is wiped and emptied): for output that
+    /// holds a secret and goes on to be sealed.
+    public mutating func takeSecure() -> SecureBytes { writer.takeSecure() }
+
     // MARK: Scalars
 
     /// One byte.
@@ -92,6 +96,9 @@ public struct ValueWriter {
         case .data(let data):
             byte(ValueTag.data.rawValue)
             bytes(data)
+        case .secret(let bytes):
+            byte(ValueTag.secret.rawValue)
+            secret(bytes)
         case .integer(let number):
             byte(ValueTag.integer.rawValue)
             integer(number)
@@ -140,6 +147,9 @@ public struct ValueWriter {
         case .data(let data):
             byte(ResultTag.data.rawValue)
             bytes(data)
+        case .secret(let bytes):
+            byte(ResultTag.secret.rawValue)
+            secret(bytes)
         case .dictionary(let values):
             byte(ResultTag.dictionary.rawValue)
             dictionary(values)

@@ -58,7 +58,7 @@ struct ItemAccess {
             // an enrolled set or a passcode that is gone, and so is the item.
             return false
         }
-        let secret: Data??
+        let secret: SecureBytes??
         do {
             secret = try ItemDecryption.openGuardedSecret(
                 row, protection: record.protection, classKey: classKey, factors: factors)

@@ -95,7 +95,7 @@ extension Keychain {
         try pool.writeTransaction { connection in try insertNew(row, store: ItemStore(connection: connection)) }
         guard query.returnsAnything else { return nil }
         var record = prepared
-        record.secret = publicKey
+        record.secret = SecureBytes(copying: publicKey)
         return try ResultShape(query: query).result(for: [record])
     }
 
@@ -215,7 +215,8 @@ extension Keychain {
             throw KeychainError.invalidParameter("the key is not an enclave key")
         }
         return try EnclaveKeyRules.privateKey(
-            try keybag.unwrapDeviceBound(try EnclaveKeyRules.wrappedKey(in: blob), context: publicKey))
+            try keybag.unwrapDeviceBound(
+                try EnclaveKeyRules.wrappedKey(in: blob.withUnsafeBytes { Data($0) }), context: publicKey))
     }
 
     /// An ephemeral enclave key's private key, once its token opens (see `open`) and its access

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainKeybag
 
 /// The four SecItem operations; parsing rules differ slightly between them.
@@ -86,7 +87,7 @@ struct Query: Sendable {
     var synchronizable: SynchronizableMatch? { shared.synchronizable }
     var protection: ProtectionClass? { shared.protection }
     var accessControl: AccessControlPolicy? { shared.accessControl }
-    var valueData: Data? { shared.secret }
+    var valueData: SecureBytes? { shared.secret }
 
     var returnsAnything: Bool { returnData || returnAttributes || returnReference || returnPersistentReference }
 

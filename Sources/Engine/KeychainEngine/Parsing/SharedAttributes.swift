@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 
 /// `kSecAttrSynchronizable` as a query states it: one value, or either (`kSecAttrSynchronizableAny`).
@@ -21,7 +22,7 @@ enum SynchronizableMatch: Sendable, Equatable {
 /// the secret, the access group, synchronizable, the protection class and the access control. Also the
 /// rules every dictionary follows: at most `maximumKeys` keys, no null values.
 struct SharedAttributes: Sendable {
-    var secret: Data?
+    var secret: SecureBytes?
     var accessGroup: String?
     var synchronizable: SynchronizableMatch?
     var protection: ProtectionClass?
@@ -46,10 +47,13 @@ struct SharedAttributes: Sendable {
     mutating func take(_ key: String, _ value: ItemValue) throws -> Bool {
         switch key {
         case "v_Data":
-            guard case .data(let bytes) = value else {
+            switch value {
+            case .secret(let bytes): secret = bytes
+            // Data given as plain bytes (the engine's own callers, an older client) is taken into wiped memory.
+            case .data(let bytes): secret = SecureBytes(copying: bytes)
+            default:
                 throw KeychainError.invalidParameter("v_Data (kSecValueData) must be data, not \(value.typeName)")
             }
-            secret = bytes
         case "agrp":
             guard case .string(let group) = value, !group.isEmpty else {
                 throw KeychainError.invalidParameter("agrp (kSecAttrAccessGroup) must be a non-empty string")

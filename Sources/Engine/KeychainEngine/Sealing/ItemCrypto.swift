@@ -43,6 +43,24 @@ enum ItemCrypto {
     static func seal(
         _ plaintext: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
     ) throws -> Data {
+        try seal(part: part, binding: binding, classKey: classKey, factors: factors) { key, aad in
+            try AESGCM.seal(plaintext, key: key, authenticating: aad)
+        }
+    }
+
+    /// A secret's blob, sealed from wiped memory.
+    static func seal(
+        _ plaintext: SecureBytes, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
+    ) throws -> Data {
+        try seal(part: part, binding: binding, classKey: classKey, factors: factors) { key, aad in
+            try AESGCM.seal(plaintext, key: key, authenticating: aad)
+        }
+    }
+
+    private static func seal(
+        part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors?,
+        content: (SecureBytes, Data) throws -> Data
+    ) throws -> Data {
         let itemKey = try SecureBytes(randomCount: AESGCM.keySize)
         let (wrapAAD, aad) = associatedData(part: part, binding: binding)
         let salt = factors == nil ? nil : try Random.bytes(16)
@@ -52,7 +70,7 @@ enum ItemCrypto {
         writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD))
         var contentKey = itemKey
         if let factors, let salt { contentKey = try factors.contentKey(itemKey: itemKey, salt: salt) }
-        writer.writeRaw(try AESGCM.seal(plaintext, key: contentKey, authenticating: aad))
+        writer.writeRaw(try content(contentKey, aad))
         return writer.data
     }
 
@@ -62,6 +80,24 @@ enum ItemCrypto {
     static func open(
         _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
     ) throws -> Data {
+        try open(blob, part: part, binding: binding, classKey: classKey, factors: factors) { sealed, key, aad in
+            try AESGCM.open(sealed, key: key, authenticating: aad)
+        }
+    }
+
+    /// A secret's blob, opened into wiped memory.
+    static func openSecret(
+        _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
+    ) throws -> SecureBytes {
+        try open(blob, part: part, binding: binding, classKey: classKey, factors: factors) { sealed, key, aad in
+            try AESGCM.openSecure(sealed, key: key, authenticating: aad)
+        }
+    }
+
+    private static func open<Plaintext>(
+        _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors?,
+        content: (Data, SecureBytes, Data) throws -> Plaintext
+    ) throws -> Plaintext {
         var reader = ByteReader(blob)
         let version = try? reader.read() as UInt8
         let salt = version == guardedBlobVersion ? try? reader.readRaw(16) : nil
@@ -71,10 +107,9 @@ enum ItemCrypto {
         let (wrapAAD, aad) = associatedData(part: part, binding: binding)
         do {
             let itemKey = try AESGCM.openSecure(wrappedKey, key: classKey, authenticating: wrapAAD)
-            guard let salt else { return try AESGCM.open(sealed, key: itemKey, authenticating: aad) }
+            guard let salt else { return try content(sealed, itemKey, aad) }
             guard let factors else { throw Failure.needsFactors }
-            return try AESGCM.open(
-                sealed, key: try factors.contentKey(itemKey: itemKey, salt: salt), authenticating: aad)
+            return try content(sealed, try factors.contentKey(itemKey: itemKey, salt: salt), aad)
         } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext, CryptoError.invalidKeySize {
             // A guarded blob that does not open with its factors: a changed enrollment or a wrong
             // application password, or tampering; callers tell them apart by what the item requires.

@@ -37,7 +37,7 @@ enum ItemDecryption {
             record.enclavePublicKey = metadata.enclavePublicKey
             if needSecret {
                 if let publicKey = metadata.enclavePublicKey, enclaveKey == .publicKey {
-                    record.secret = publicKey
+                    record.secret = SecureBytes(copying: publicKey)
                 } else {
                     record.secret = try openSecret(row, binding: binding, classKey: classKey)
                 }
@@ -68,8 +68,10 @@ enum ItemDecryption {
         }
     }
 
-    private static func openSecret(_ row: StoredItem, binding: RowBinding, classKey: SecureBytes) throws -> Data? {
-        let bytes = try ItemCrypto.open(row.secret, part: .secret, binding: binding, classKey: classKey)
+    private static func openSecret(_ row: StoredItem, binding: RowBinding, classKey: SecureBytes) throws
+        -> SecureBytes?
+    {
+        let bytes = try ItemCrypto.openSecret(row.secret, part: .secret, binding: binding, classKey: classKey)
         return try ItemRecordCoding.decodeSecret(bytes)
     }
 
@@ -79,11 +81,11 @@ enum ItemDecryption {
     static func openGuardedSecret(
         _ row: StoredItem, protection: ProtectionClass, classKey: SecureBytes,
         factors: SecretFactors
-    ) throws -> Data?? {
+    ) throws -> SecureBytes?? {
         guard let itemClass = ItemClass(rawValue: row.itemClass) else { return nil }
         let binding = RowBinding(row: row, itemClass: itemClass, protection: protection)
         do {
-            let bytes = try ItemCrypto.open(
+            let bytes = try ItemCrypto.openSecret(
                 row.secret, part: .secret, binding: binding, classKey: classKey, factors: factors)
             return .some(try ItemRecordCoding.decodeSecret(bytes))
         } catch ItemCrypto.Failure.factorsRejected {

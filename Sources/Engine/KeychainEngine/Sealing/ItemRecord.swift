@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCrypto
 import KeychainKeybag
 
@@ -20,7 +21,7 @@ struct ItemRecord: Sendable {
     var biometryBinding: Data? = nil
     /// The secret (`kSecValueData`); nil when the item was stored without one. For an enclave key,
     /// the private key wrapped by the device root, which never leaves the engine.
-    var secret: Data?
+    var secret: SecureBytes?
     /// An enclave key's public key (X9.63): what reads give as its data, without opening the secret.
     var enclavePublicKey: Data? = nil
 
@@ -55,8 +56,18 @@ struct ItemRecord: Sendable {
         // scrypt). So for such items `sha1` covers the attributes alone.
         // An enclave key's stands for its secret: what a read gives as its data, so that a client can
         // recompute it, and nothing derived from the wrapped private key.
-        if accessControl?.guardsSecret != true { writer.bytes(enclavePublicKey ?? secret ?? Data()) }
-        attributes["sha1"] = .data(try Digest.sha1(writer.data))
+        if accessControl?.guardsSecret != true {
+            if let enclavePublicKey {
+                writer.bytes(enclavePublicKey)
+            } else if let secret {
+                writer.secret(secret)
+            } else {
+                writer.bytes(Data())
+            }
+        }
+        // The digest's input holds the secret: it is hashed from wiped memory.
+        let input = writer.takeSecure()
+        attributes["sha1"] = .data(try input.withUnsafeBytes { try Digest.sha1($0) })
     }
 }
 
@@ -145,18 +156,31 @@ enum ItemRecordCoding {
             enclavePublicKey: enclavePublicKey)
     }
 
-    static func encodeSecret(_ secret: Data?) -> Data {
+    /// The secret's plaintext format, in wiped memory (it goes straight to the seal).
+    static func encodeSecret(_ secret: SecureBytes?) -> SecureBytes {
         var writer = ValueWriter()
         writer.byte(version)
-        writer.optional(secret) { $0.bytes($1) }
-        return writer.data
+        writer.optional(secret) { $0.secret($1) }
+        return writer.takeSecure()
     }
 
-    static func decodeSecret(_ data: Data) throws(FormatError) -> Data? {
-        var reader = ValueReader(data, limits: .authenticated)
-        guard try reader.byte() == version else { throw FormatError("an item secret of another version") }
-        let secret = try reader.optional { (reader) throws(FormatError) in try reader.bytes() }
-        try reader.finish()
-        return secret
+    /// The secret from its opened plaintext, read in place (the layout `encodeSecret` writes: version,
+    /// a presence flag, a 32-bit length and the bytes) so that no plain copy of it is made.
+    static func decodeSecret(_ plaintext: SecureBytes) throws(FormatError) -> SecureBytes? {
+        let parsed: Result<SecureBytes?, FormatError> = plaintext.withUnsafeBytes { bytes in
+            guard bytes.count >= 2, bytes[0] == version else {
+                return .failure(FormatError("an item secret of another version"))
+            }
+            switch bytes[1] {
+            case 0: return bytes.count == 2 ? .success(nil) : .failure(FormatError("bytes follow the end"))
+            case 1:
+                guard bytes.count >= 6 else { return .failure(FormatError("truncated")) }
+                let length = Int(bytes.loadUnaligned(fromByteOffset: 2, as: UInt32.self).littleEndian)
+                guard bytes.count == 6 + length else { return .failure(FormatError("not the length it says")) }
+                return .success(SecureBytes(copying: UnsafeRawBufferPointer(rebasing: bytes[6...])))
+            default: return .failure(FormatError("a flag is neither 0 nor 1"))
+            }
+        }
+        return try parsed.get()
     }
 }

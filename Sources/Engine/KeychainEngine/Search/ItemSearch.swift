@@ -200,7 +200,7 @@ struct ItemSearch {
         else { return nil }
         // An enclave key's access control guards its use, not reading its public key.
         if let publicKey = record.enclavePublicKey, enclaveKey == .publicKey {
-            record.secret = publicKey
+            record.secret = SecureBytes(copying: publicKey)
             return record
         }
         guard let accessControl = record.accessControl, accessControl.guardsSecret else {

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 
 /// Shapes found items into what SecItemCopyMatching (and SecItemAdd's result) returns on iOS:
 /// one kind requested gives that value alone (data, attributes, persistent reference); several give a
@@ -18,7 +19,7 @@ struct ResultShape {
             .filter { $0 }.count
         var reference: Data { PersistentReference(itemClass: record.itemClass, identity: record.persistentID).bytes }
         if kinds == 1 {
-            if query.returnData { return .data(record.secret ?? Data()) }
+            if query.returnData { return .secret(record.secret ?? SecureBytes(copying: [])) }
             if query.returnPersistentReference { return .data(reference) }
             if query.returnAttributes { return .dictionary(try record.publicAttributes()) }
             return nil  // a reference alone: no Sec object for this class
@@ -26,7 +27,7 @@ struct ResultShape {
         var dictionary: [String: ItemValue] = query.returnAttributes ? try record.publicAttributes() : [:]
         // An item stored without data has no `v_Data` key beside its attributes (as on iOS); asked for
         // data alone, it gives empty data.
-        if query.returnData, let secret = record.secret { dictionary["v_Data"] = .data(secret) }
+        if query.returnData, let secret = record.secret { dictionary["v_Data"] = .secret(secret) }
         if query.returnPersistentReference { dictionary["v_PersistentRef"] = .data(reference) }
         if query.returnReference { dictionary["class"] = .string(record.itemClass.name) }
         return .dictionary(dictionary)

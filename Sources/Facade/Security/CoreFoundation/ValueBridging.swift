@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 
 /// Conversion between Foundation's bridged objects and the engine's `ItemValue`.
@@ -21,10 +22,22 @@ enum ValueBridging {
                 stop.pointee = true
                 return
             }
-            result[name] = itemValue(value)
+            result[name] = name == "v_Data" ? secretValue(value) : itemValue(value)
         }
         if let invalidKey { throw invalidKey }
         return result
+    }
+
+    /// `kSecValueData`: copied into wiped memory at once, so that what crosses to the engine or the
+    /// daemon is never a plain buffer (the app's own `Data` stays the app's).
+    static func secretValue(_ value: Any) -> ItemValue {
+        switch value {
+        case let data as NSData:
+            let length = data.length
+            return .secret(SecureBytes(copying: UnsafeRawBufferPointer(start: data.bytes, count: length)))
+        case let data as Data: return .secret(SecureBytes(copying: data))
+        default: return itemValue(value)
+        }
     }
 
     static func itemValue(_ value: Any) -> ItemValue {
@@ -59,6 +72,7 @@ enum ValueBridging {
     static func object(_ result: ItemResult) -> AnyObject {
         switch result {
         case .data(let data): return data as NSData
+        case .secret(let secret): return secret.withUnsafeBytes { Data($0) } as NSData
         case .dictionary(let dictionary):
             var keys: [NSString] = []
             var objects: [AnyObject] = []
@@ -78,6 +92,7 @@ enum ValueBridging {
         switch value {
         case .string(let string): return string as NSString
         case .data(let data): return data as NSData
+        case .secret(let secret): return secret.withUnsafeBytes { Data($0) } as NSData
         case .integer(let number): return NSNumber(value: number)
         case .double(let number): return NSNumber(value: number)
         case .bool(let flag): return NSNumber(value: flag)

@@ -215,9 +215,9 @@ enum IdentityItems {
             }
             var identity: SecIdentity?
             if readingKeys {
-                guard case .data(let der)? = certificate["v_Data"],
+                guard let der = certificate["v_Data"]?.bytes,
                     let object = SecCertificateCreateWithData(nil, der as CFData),
-                    case .data(let material)? = key["v_Data"],
+                    let material = key["v_Data"],
                     let privateKey = try? KeyItems.makeKey(material, attributes: key, options: query)
                 else { continue }
                 identity = SecIdentity(certificate: object, privateKey: privateKey)

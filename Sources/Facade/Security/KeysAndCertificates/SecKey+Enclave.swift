@@ -126,7 +126,7 @@ enum EnclaveKeys {
                 SecItemDelete(["class": "keys", "v_PersistentRef": reference] as CFDictionary)
             }
         }
-        guard case .data(let publicKey)? = item["v_Data"],
+        guard let publicKey = item["v_Data"]?.bytes,
             let key = try? KeyItems.makeKey(publicKey, attributes: item, options: values)
         else {
             takeBack()

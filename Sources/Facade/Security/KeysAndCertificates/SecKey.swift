@@ -276,7 +276,7 @@ private func itemAttributeValues(_ key: SecKey, includingData: Bool) -> [String:
         values["unwp"] = .bool(false)
         if includingData, let publicKey = try? key.key.publicRepresentation() { values["v_Data"] = .data(publicKey) }
     } else if includingData, let representation = try? key.key.externalRepresentation() {
-        values["v_Data"] = .data(representation.withUnsafeBytes { Data($0) })
+        values["v_Data"] = .secret(representation)
     }
     values.merge(key.extraAttributes) { $1 }
     return values

@@ -97,7 +97,7 @@ enum KeyItems {
         }
         for (name, value) in own where item[name] == nil { item[name] = value }
         do {
-            item["v_Data"] = .data(try key.key.externalRepresentation().withUnsafeBytes { Data($0) })
+            item["v_Data"] = .secret(try key.key.externalRepresentation())
         } catch {
             throw KeychainError.invalidParameter("the key cannot be exported into the keychain")
         }
@@ -162,12 +162,13 @@ enum KeyItems {
         let wantAttributes = query["r_Attributes"] == .bool(true)
         let wantPersistent = query["r_PersistentRef"] == .bool(true)
         func shape(_ result: ItemResult) throws -> AnyObject {
-            guard case .dictionary(var values) = result, case .data(let material)? = values["v_Data"] else {
+            guard case .dictionary(var values) = result, let material = values["v_Data"] else {
                 throw KeychainError.internalError("a key item came back without its data")
             }
             let key: SecObject =
                 values["class"] == .string("cert") || query["class"] == .string("cert")
-                ? try makeCertificate(material) : try makeKey(material, attributes: values, options: query)
+                ? try makeCertificate(material.bytes ?? Data())
+                : try makeKey(material, attributes: values, options: query)
             guard wantData || wantAttributes || wantPersistent else { return key }
             if !wantData { values["v_Data"] = nil }
             if !wantPersistent { values["v_PersistentRef"] = nil }
@@ -204,6 +205,19 @@ enum KeyItems {
     /// The `SecKey` of a key item: its data read as the key its class and type name. An enclave key's
     /// data is its public key, and its `SecKey` names the item (its persistent reference, which must be
     /// among the attributes) with the authentication `options` of the query that found it.
+    /// A key from an item's data as the service answered it: a private key's material is read where it
+    /// lies, in wiped memory, and never copied into a plain buffer.
+    static func makeKey(
+        _ material: ItemValue, attributes: [String: ItemValue], options: [String: ItemValue] = [:]
+    ) throws -> SecKey {
+        guard
+            let key = try material.withBorrowedBytes({ bytes in
+                try makeKey(bytes, attributes: attributes, options: options)
+            })
+        else { throw KeychainError.internalError("a key item came back with data that is not bytes") }
+        return key
+    }
+
     static func makeKey(_ material: Data, attributes: [String: ItemValue], options: [String: ItemValue] = [:]) throws
         -> SecKey
     {
