@@ -1,8 +1,10 @@
 import Foundation
 import XCTest
 
-/// The smaller findings of the outside review of the `security` command, each as it was reproduced.
-final class ReviewFindingsTests: XCTestCase {
+/// How the `security` command takes its input and writes its output: passcodes and passwords from
+/// standard input (with a limit), arguments and homes that are not UTF-8, leftover arguments, secrets
+/// with control characters printed safely, JSON escapes.
+final class CommandInputAndOutputBytesTests: XCTestCase {
     private var cli: CommandRunner!
 
     override func setUp() { cli = CommandRunner() }
