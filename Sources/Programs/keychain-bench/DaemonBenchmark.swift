@@ -53,6 +53,10 @@ struct DaemonBenchmark {
                         trustPathOnly: false, passcode: nil))
             }
             for index in 0..<1_000 { _ = try service.add(password(index)) }
+            // The daemon knows `security` as a general-purpose tool: each of its reads asks the user.
+            // The simulated sensor, enrolled and set to match, answers for them (its cost is measured).
+            _ = try service.biometry(.enroll)
+            _ = try service.biometry(.standingAnswer(.match))
         } catch {
             fail("cannot prepare the daemon: \(error)")
         }
