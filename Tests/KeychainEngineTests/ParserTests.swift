@@ -52,6 +52,23 @@ final class ParserTests: XCTestCase {
         }
     }
 
+    func testAnAddCarryingAnEnclaveTokenIsToldApartByTheParser() throws {
+        let token = Data([3, 1, 2])
+        guard
+            case .enclaveKeyToken(let bytes, let attributes) = try Addition.parse([
+                "class": .string("keys"), "toid": .data(token), "labl": .string("k"),
+            ])
+        else { return XCTFail("a dictionary with a token is the storing of an enclave key") }
+        XCTAssertEqual(bytes, token)
+        XCTAssertEqual(attributes, ["class": .string("keys"), "labl": .string("k")], "the token is taken out")
+        guard case .item(let query) = try Addition.parse(["class": .string("genp"), "acct": .string("a")]) else {
+            return XCTFail("a dictionary without a token is an item")
+        }
+        XCTAssertEqual(query.itemClass, .genericPassword)
+        // A token that is not data is no token: the item's parser has its say on the key.
+        XCTAssertThrowsError(try Addition.parse(["class": .string("keys"), "toid": .string("x")]))
+    }
+
     func testSharedKeysGiveTypedValues() throws {
         let policy = AccessControlPolicy(protection: .afterFirstUnlockThisDeviceOnly, flags: 0)
         let query = try Query.parse(

@@ -26,14 +26,14 @@ extension Keychain {
         try perform { try use(dictionary, operation: operation, client: client) }
     }
 
-    /// `SecItemAdd` of an ephemeral enclave key (its token as `toid`): stores it as any enclave key,
-    /// under the protection and access control it was made with. The token must still open (its class
-    /// available, its binding alive); adding asks nobody, as adding any item does.
-    func addEnclaveKeyToken(_ bytes: Data, _ dictionary: [String: ItemValue], client: ClientIdentity) throws
+    /// `SecItemAdd` of an ephemeral enclave key (`Addition.enclaveKeyToken`: its token and the other
+    /// attributes): stores it as any enclave key, under the protection and access control it was made
+    /// with. The token must still open (its class available, its binding alive); adding asks nobody, as
+    /// adding any item does.
+    func addEnclaveKeyToken(_ bytes: Data, _ attributes: [String: ItemValue], client: ClientIdentity) throws
         -> ItemResult?
     {
-        var item = dictionary
-        item["toid"] = nil
+        var item = attributes
         try EnclaveKeyRules.checkCreation(item)
         let token = try EnclaveKeyToken(decoding: bytes)
         let privateKey = try open(token, context: nil, interactionAllowed: false)

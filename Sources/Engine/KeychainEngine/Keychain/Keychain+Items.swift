@@ -8,12 +8,11 @@ import KeychainStorage
 extension Keychain {
     /// `SecItemAdd`. Returns what the query's return keys ask for, or nil.
     public func add(_ dictionary: [String: ItemValue], client: ClientIdentity) throws -> ItemResult? {
-        if case .data(let token)? = dictionary["toid"] {
-            return try perform { try addEnclaveKeyToken(token, dictionary, client: client) }
-        }
-        let query = try Query.parse(dictionary, for: .add)
-        return try perform {
-            try self.add(query, client: client)
+        switch try Addition.parse(dictionary) {
+        case .enclaveKeyToken(let token, let attributes):
+            return try perform { try addEnclaveKeyToken(token, attributes, client: client) }
+        case .item(let query):
+            return try perform { try self.add(query, client: client) }
         }
     }
 
