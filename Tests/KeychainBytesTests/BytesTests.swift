@@ -38,6 +38,22 @@ final class BytesTests: XCTestCase {
         XCTAssertEqual(writer.count, 0)
     }
 
+    func testAWriterThatGrowsAfterASecretKeepsEveryByteInOrder() throws {
+        // Written small so that the buffer grows (by hand, wiping the old one) several times after the secret.
+        var writer = ByteWriter(capacity: 4)
+        writer.write(UInt8(7))
+        let secret = [UInt8](repeating: 0xA5, count: 40)
+        secret.withUnsafeBytes { writer.writeSecretBytes($0) }
+        for index in 0..<300 { writer.write(UInt32(index)) }
+        writer.writeBytes(Data("end".utf8))
+        var reader = ByteReader(writer.data)
+        XCTAssertEqual(try reader.read() as UInt8, 7)
+        XCTAssertEqual(try reader.readBytes(), Data(secret))
+        for index in 0..<300 { XCTAssertEqual(try reader.read() as UInt32, UInt32(index)) }
+        XCTAssertEqual(try reader.readBytes(), Data("end".utf8))
+        XCTAssertTrue(reader.isAtEnd)
+    }
+
     func testTheReaderRefusesWhatIsNotThere() throws {
         var writer = ByteWriter()
         writer.write(UInt32(7))

@@ -53,7 +53,7 @@ public struct ValueWriter {
     }
 
     /// A secret's bytes; whoever sends them wipes the output after.
-    public mutating func secret(_ value: SecureBytes) { value.withUnsafeBytes { writer.writeBytes($0) } }
+    public mutating func secret(_ value: SecureBytes) { value.withUnsafeBytes { writer.writeSecretBytes($0) } }
 
     /// A flag for whether `value` is there, then the value as `write` writes it.
     public mutating func optional<Value>(_ value: Value?, _ write: (inout ValueWriter, Value) -> Void) {
