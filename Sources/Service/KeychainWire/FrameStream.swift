@@ -93,15 +93,21 @@ public final class FrameStream {
         // Larger than the buffer: what is buffered, then the rest straight into the frame.
         var frame = Data(count: total)
         let have = end - start
-        try Self.typed {
-            try frame.withUnsafeMutableBytes { target in
-                buffer.withUnsafeBytes { source in
-                    target.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[start..<end]))
+        do {
+            try Self.typed {
+                try frame.withUnsafeMutableBytes { target in
+                    buffer.withUnsafeBytes { source in
+                        target.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[start..<end]))
+                    }
+                    try fill(
+                        UnsafeMutableRawBufferPointer(rebasing: target[have...]), firstWait: stall, laterWait: stall,
+                        frameStarted: true)
                 }
-                try fill(
-                    UnsafeMutableRawBufferPointer(rebasing: target[have...]), firstWait: stall, laterWait: stall,
-                    frameStarted: true)
             }
+        } catch {
+            // What arrived of a frame that never completed may be part of a secret: wiped before it is freed.
+            frame.withUnsafeMutableBytes { SecureMemory.wipe($0) }
+            throw error
         }
         consume(have)
         return frame
