@@ -18,6 +18,7 @@ final class ValueCodingTests: XCTestCase {
                 localizedReason: "why")),
         "reference": .valueReference(ValueReference(kind: .identity, persistentReference: Data([7]))),
         "unsupported": .unsupported("NSURL"),
+        "secret": .secret(SecureBytes(copying: [5, 6, 7])),
     ]
 
     private func encoded(_ body: (inout ValueWriter) -> Void) -> [UInt8] {
@@ -37,6 +38,9 @@ final class ValueCodingTests: XCTestCase {
         XCTAssertEqual(
             encoded { $0.value(.date(Date(timeIntervalSinceReferenceDate: 1))) }, [5, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f])
         XCTAssertEqual(encoded { $0.value(.bool(true)) }, [6, 1])
+        // A secret has data's layout under a tag of its own, so that it decodes into wiped memory.
+        XCTAssertEqual(encoded { $0.value(.secret(SecureBytes(copying: [9]))) }, [12, 1, 0, 0, 0, 9])
+        XCTAssertEqual(encoded { $0.result(.secret(SecureBytes(copying: [9]))) }, [4, 1, 0, 0, 0, 9])
         XCTAssertEqual(
             encoded { $0.accessControl(AccessControlPolicy(protection: .whenUnlocked, flags: 2)) },
             [2, 0, 0, 0, 0x61, 0x6b, 2, 0, 0, 0, 0, 0, 0, 0])
@@ -57,6 +61,15 @@ final class ValueCodingTests: XCTestCase {
         XCTAssertTrue(context.interactionNotAllowed)
         XCTAssertEqual(context.localizedReason, "why")
         XCTAssertEqual(context.applicationPassword, SecureBytes(copying: [1, 2]))
+        // Equal to data with the same bytes, as the API sees it, but still a secret.
+        guard case .secret(let secret)? = decoded["secret"] else {
+            return XCTFail("the secret came back as another case")
+        }
+        XCTAssertEqual(secret, SecureBytes(copying: [5, 6, 7]))
+        XCTAssertEqual(ItemValue.secret(secret), .data(Data([5, 6, 7])))
+        XCTAssertNotEqual(ItemValue.secret(secret), .data(Data([5, 6, 8])))
+        // Hashing agrees: a set holds data and the secret with the same bytes as one value.
+        XCTAssertEqual(Set([ItemValue.data(Data([5, 6, 7])), .secret(secret), .integer(3)]).count, 2)
     }
 
     func testBytesFromOutsideAreRefusedWithAReason() {

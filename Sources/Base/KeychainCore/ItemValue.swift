@@ -88,22 +88,48 @@ extension ItemValue {
         }
     }
 
-    /// Agrees with `==`: bytes, secret or not, hash by their length alone.
+    /// Agrees with `==`: each case hashes its number first (data and a secret share one, being equal
+    /// with the same bytes), then its contents; bytes, secret or not, by their length alone, so that
+    /// no secret goes into a hash.
     public func hash(into hasher: inout Hasher) {
         switch self {
-        case .string(let value): hasher.combine(value)
-        case .data(let value): hasher.combine(value.count)
-        case .secret(let value): hasher.combine(value.count)
-        case .integer(let value): hasher.combine(value)
-        case .double(let value): hasher.combine(value)
-        case .bool(let value): hasher.combine(value)
-        case .date(let value): hasher.combine(value)
-        case .array(let values): hasher.combine(values)
-        case .accessControl(let value): hasher.combine(value)
-        case .authenticationContext(let value): hasher.combine(value)
-        case .valueReference(let value): hasher.combine(value)
+        case .string(let value):
+            hasher.combine(1)
+            hasher.combine(value)
+        case .data(let value):
+            hasher.combine(2)
+            hasher.combine(value.count)
+        case .secret(let value):
+            hasher.combine(2)
+            hasher.combine(value.count)
+        case .integer(let value):
+            hasher.combine(3)
+            hasher.combine(value)
+        case .double(let value):
+            hasher.combine(4)
+            hasher.combine(value)
+        case .bool(let value):
+            hasher.combine(5)
+            hasher.combine(value)
+        case .date(let value):
+            hasher.combine(6)
+            hasher.combine(value)
+        case .array(let values):
+            hasher.combine(7)
+            hasher.combine(values)
+        case .accessControl(let value):
+            hasher.combine(8)
+            hasher.combine(value)
+        case .authenticationContext(let value):
+            hasher.combine(9)
+            hasher.combine(value)
+        case .valueReference(let value):
+            hasher.combine(10)
+            hasher.combine(value)
         case .null: hasher.combine(0)
-        case .unsupported(let name): hasher.combine(name)
+        case .unsupported(let name):
+            hasher.combine(11)
+            hasher.combine(name)
         }
     }
 
