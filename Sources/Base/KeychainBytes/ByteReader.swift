@@ -61,6 +61,14 @@ public struct ByteReader {
         return try readRaw(Int(count))
     }
 
+    /// What `readBytes` reads, copied straight into wiped memory (no plain copy is made).
+    public mutating func readSecureBytes() throws(Truncated) -> SecureBytes {
+        let count = Int(try read() as UInt32)
+        guard remaining >= count else { throw Truncated() }
+        defer { offset += count }
+        return SecureBytes(copying: data[offset..<offset + count])
+    }
+
     /// A UTF-8 string. Every format that stores strings is authenticated (AES-GCM or a MAC) before it
     /// is parsed, so the bytes are what this program wrote; ill-formed UTF-8 could only come from a bug
     /// and would be replaced with U+FFFD rather than trap.

@@ -147,12 +147,7 @@ extension ItemValue {
     public func withBorrowedBytes<R>(_ body: (Data) throws -> R) rethrows -> R? {
         switch self {
         case .data(let data): return try body(data)
-        case .secret(let secret):
-            return try secret.withUnsafeBytes { bytes in
-                guard let base = bytes.baseAddress, !bytes.isEmpty else { return try body(Data()) }
-                return try body(
-                    Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count, deallocator: .none))
-            }
+        case .secret(let secret): return try secret.withBorrowedData(body)
         default: return nil
         }
     }

@@ -114,11 +114,9 @@ public struct ValueReader {
         return values
     }
 
-    /// A secret, straight into wiped memory (the intermediate copy is cleared).
+    /// A secret, as `bytes` reads it, straight into wiped memory.
     public mutating func secret() throws(FormatError) -> SecureBytes {
-        var raw = try bytes()
-        defer { raw.resetBytes(in: 0..<raw.count) }
-        return SecureBytes(copying: raw)
+        try scalar { (reader) throws(ByteReader.Truncated) -> SecureBytes in try reader.readSecureBytes() }
     }
 
     /// A flag, then the value `read` reads when the flag is 1.

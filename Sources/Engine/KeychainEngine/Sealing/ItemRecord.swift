@@ -164,23 +164,15 @@ enum ItemRecordCoding {
         return writer.takeSecure()
     }
 
-    /// The secret from its opened plaintext, read in place (the layout `encodeSecret` writes: version,
-    /// a presence flag, a 32-bit length and the bytes) so that no plain copy of it is made.
+    /// The secret from its opened plaintext, read where it lies: the reader views the wiped buffer,
+    /// and the secret is copied only into wiped memory.
     static func decodeSecret(_ plaintext: SecureBytes) throws(FormatError) -> SecureBytes? {
-        let parsed: Result<SecureBytes?, FormatError> = plaintext.withUnsafeBytes { bytes in
-            guard bytes.count >= 2, bytes[0] == version else {
-                return .failure(FormatError("an item secret of another version"))
-            }
-            switch bytes[1] {
-            case 0: return bytes.count == 2 ? .success(nil) : .failure(FormatError("bytes follow the end"))
-            case 1:
-                guard bytes.count >= 6 else { return .failure(FormatError("truncated")) }
-                let length = Int(bytes.loadUnaligned(fromByteOffset: 2, as: UInt32.self).littleEndian)
-                guard bytes.count == 6 + length else { return .failure(FormatError("not the length it says")) }
-                return .success(SecureBytes(copying: UnsafeRawBufferPointer(rebasing: bytes[6...])))
-            default: return .failure(FormatError("a flag is neither 0 nor 1"))
-            }
+        try plaintext.withBorrowedData { (data) throws(FormatError) -> SecureBytes? in
+            var reader = ValueReader(data, limits: .authenticated)
+            guard try reader.byte() == version else { throw FormatError("an item secret of another version") }
+            let secret = try reader.optional { (reader) throws(FormatError) in try reader.secret() }
+            try reader.finish()
+            return secret
         }
-        return try parsed.get()
     }
 }
