@@ -63,7 +63,7 @@ final class DaemonPolicyTests: XCTestCase {
     )
         throws
     {
-        _ = try daemon.perform(
+        _ = try daemon.administer(
             .registerApp(
                 AppRegistrationRequest(
                     executablePath: path, applicationIdentifier: "TEAM.app", accessGroups: groups, trustPathOnly: false,
@@ -140,26 +140,83 @@ final class DaemonPolicyTests: XCTestCase {
         let daemon = try daemon(.system)
         let user = StatedPeer(uid: 1000, running: app)
         XCTAssertEqual(
-            code { () throws(KeychainError) in try daemon.perform(.biometry(.enroll), from: user) }, .missingEntitlement
+            code { () throws(KeychainError) in try daemon.administer(.biometry(.enroll), from: user) },
+            .missingEntitlement
         )
-        XCTAssertNoThrow(try daemon.perform(.biometry(.status), from: user))
+        XCTAssertNoThrow(try daemon.administer(.biometry(.status), from: user))
         guard
-            case .biometry(let status) = try daemon.perform(.biometry(.enroll), from: StatedPeer(uid: 0, running: app))
+            case .biometry(let status) = try daemon.administer(
+                .biometry(.enroll), from: StatedPeer(uid: 0, running: app))
         else { return XCTFail("no status") }
         XCTAssertTrue(status.enrolled)
-        let registration = KeychainRequest.registerApp(
+        let registration = KeychainAdminRequest.registerApp(
             AppRegistrationRequest(
                 executablePath: app, applicationIdentifier: "TEAM.app", accessGroups: ["TEAM.app"],
                 trustPathOnly: false,
                 passcode: nil))
         XCTAssertEqual(
-            code { () throws(KeychainError) in try daemon.perform(registration, from: user) }, .authenticationFailed)
+            code { () throws(KeychainError) in try daemon.administer(registration, from: user) }, .authenticationFailed)
         // Root registers for its own keychain freely; the user's keychain is theirs alone.
-        XCTAssertNoThrow(try daemon.perform(registration, from: StatedPeer(uid: 0, running: app)))
+        XCTAssertNoThrow(try daemon.administer(registration, from: StatedPeer(uid: 0, running: app)))
         XCTAssertEqual(
             code { () throws(KeychainError) in try daemon.perform(.add(attributes: item), from: user) },
             .missingEntitlement,
             "root's registration is not the user's")
+    }
+
+    /// The state-change policy alone: each control decided by the mode and who asks.
+    func testTheStateChangePolicyDecidesEachControlByWhoAsks() throws {
+        let user = StatedPeer(uid: 1000, running: app)
+        let root = StatedPeer(uid: 0, running: app)
+        let passcode = SecureBytes(copying: Array("1234".utf8))
+        let registration = AppRegistrationRequest(
+            executablePath: app, applicationIdentifier: "TEAM.app", accessGroups: ["TEAM.app"], trustPathOnly: false,
+            passcode: nil)
+        var withPasscode = registration
+        withPasscode.passcode = passcode
+        func decide(
+            _ policy: StateChangePolicy, _ request: KeychainAdminRequest, by caller: StatedPeer,
+            passcodeSet: Bool = true
+        ) -> Result<StateChangePolicy.Requirement, KeychainError> {
+            Result { () throws(KeychainError) in
+                try policy.requirement(for: request, by: caller, passcodeSet: passcodeSet)
+            }
+        }
+        func refusal(_ result: Result<StateChangePolicy.Requirement, KeychainError>) -> KeychainError.Code? {
+            if case .failure(let error) = result { return error.code }
+            return nil
+        }
+
+        let userMode = StateChangePolicy(mode: .user, development: false)
+        for request: KeychainAdminRequest in [
+            .lock, .unlock(passcode: passcode), .setPasscode(new: passcode, current: nil), .biometry(.enroll),
+            .companion(.answer(.match)), .registerApp(registration), .removeApp(executablePath: app, passcode: nil),
+            .listApps,
+        ] {
+            XCTAssertEqual(try decide(userMode, request, by: user, passcodeSet: false).get(), .none, request.name)
+        }
+
+        let system = StateChangePolicy(mode: .system, development: false)
+        XCTAssertEqual(refusal(decide(system, .biometry(.enroll), by: user)), .missingEntitlement)
+        XCTAssertEqual(refusal(decide(system, .companion(.standingAnswer(.match)), by: user)), .missingEntitlement)
+        XCTAssertEqual(try decide(system, .biometry(.status), by: user).get(), .none)
+        XCTAssertEqual(try decide(system, .biometry(.enroll), by: root).get(), .none)
+        XCTAssertEqual(
+            try decide(StateChangePolicy(mode: .system, development: true), .biometry(.enroll), by: user).get(), .none)
+        XCTAssertEqual(
+            refusal(decide(system, .registerApp(withPasscode), by: user, passcodeSet: false)), .authenticationFailed,
+            "a keychain without a passcode has its registry changed by root only")
+        XCTAssertEqual(refusal(decide(system, .registerApp(registration), by: user)), .authenticationFailed)
+        XCTAssertEqual(try decide(system, .registerApp(withPasscode), by: user).get(), .passcodeCheck)
+        XCTAssertEqual(
+            try decide(system, .removeApp(executablePath: app, passcode: passcode), by: user).get(), .passcodeCheck)
+        XCTAssertEqual(try decide(system, .registerApp(registration), by: root, passcodeSet: false).get(), .none)
+        XCTAssertEqual(
+            try decide(system, .setPasscode(new: passcode, current: nil), by: user).get(),
+            .firstPasscodeOnlyOnAnEmptyKeychain)
+        XCTAssertEqual(try decide(system, .setPasscode(new: passcode, current: nil), by: root).get(), .none)
+        XCTAssertEqual(try decide(system, .lock, by: user).get(), .none)
+        XCTAssertEqual(try decide(system, .listApps, by: user, passcodeSet: false).get(), .none)
     }
 
     /// The connection loop itself over a socket pair: frames in, answers out, a bad frame closes it.
@@ -178,18 +235,25 @@ final class DaemonPolicyTests: XCTestCase {
         }
         thread.start()
         let client = FrameStream(descriptor: ends[1])
-        func exchange(_ request: KeychainRequest, id: UInt32) throws -> Result<KeychainAnswer, KeychainError> {
+        func exchange(_ request: WireRequest, id: UInt32) throws -> Result<KeychainAnswer, KeychainError> {
             try client.writeFrame(WireCodec.frame(request, id: id), stall: .seconds(5))
             let answer = try WireCodec.answer(from: try client.readFrame(idle: .seconds(5), stall: .seconds(5)))
             XCTAssertEqual(answer.id, id)
             return answer.answer
         }
         XCTAssertEqual(
-            try exchange(.status, id: 7).get(), .status(try XCTUnwrap(daemon.tenant(for: getuid()).keychain.status)))
-        XCTAssertEqual(try exchange(.add(attributes: item), id: 8).get(), .result(nil))
+            try exchange(.keychain(.status), id: 7).get(),
+            .status(try XCTUnwrap(daemon.tenant(for: getuid()).keychain.status)))
+        XCTAssertEqual(try exchange(.keychain(.add(attributes: item)), id: 8).get(), .result(nil))
+        // A control in its own kind of frame, answered on the same connection.
+        guard case .biometry(let sensor) = try exchange(.admin(.biometry(.enroll)), id: 10).get() else {
+            return XCTFail("no sensor status")
+        }
+        XCTAssertTrue(sensor.enrolled)
         guard
             case .result(let answer?) = try exchange(
-                .copyMatching(query: ["class": .string("genp"), "svce": .string("policy"), "r_Data": .bool(true)]),
+                .keychain(
+                    .copyMatching(query: ["class": .string("genp"), "svce": .string("policy"), "r_Data": .bool(true)])),
                 id: 9
             ).get()
         else { return XCTFail("no secret") }

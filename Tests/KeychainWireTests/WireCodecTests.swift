@@ -18,15 +18,11 @@ final class WireCodecTests: XCTestCase {
         "odd": .unsupported("NSURL"),
     ]
 
-    private func requests() -> [KeychainRequest] {
-        [
+    private func requests() -> [WireRequest] {
+        let keychainRequests: [KeychainRequest] = [
             .add(attributes: query), .copyMatching(query: query),
             .update(query: query, attributes: ["labl": .string("l")]),
-            .delete(query: [:]), .status, .lock, .unlock(passcode: SecureBytes(copying: Array("1234".utf8))),
-            .setPasscode(new: SecureBytes(copying: [1, 2]), current: nil),
-            .setPasscode(new: SecureBytes(copying: [1, 2]), current: SecureBytes(copying: [3])),
-            .removePasscode(current: SecureBytes(copying: [9])),
-            .setEraseAfterFailedAttempts(enabled: true, passcode: nil), .location,
+            .delete(query: [:]), .status, .location,
             .authenticate(
                 AuthenticationRequest(
                     context: AuthenticationContextReference(
@@ -38,9 +34,7 @@ final class WireCodecTests: XCTestCase {
                     context: AuthenticationContextReference(),
                     subject: .accessControl(AccessControlPolicy(protection: .whenUnlocked, flags: 1 << 31 | 1 << 3)),
                     preflight: false, reason: "")),
-            .invalidateContext(AuthenticationContextReference()), .biometry(.enroll), .biometry(.unenroll),
-            .biometry(.answer(.cancel)), .biometry(.standingAnswer(.match)), .biometry(.standingAnswer(nil)),
-            .biometry(.status), .companion(.enroll), .companion(.answer(.match)), .companion(.status),
+            .invalidateContext(AuthenticationContextReference()),
             .generateEnclaveKey(attributes: ["tkid": .string(enclaveTokenID), "atag": .data(Data("t".utf8))]),
             .useEnclaveKey(
                 query: ["v_PersistentRef": .data(Data([1, 2])), "u_OpPrompt": .string("Sign")],
@@ -48,6 +42,24 @@ final class WireCodecTests: XCTestCase {
             .useEnclaveKey(query: [:], operation: .sign(hash: .sha1, input: .message, data: Data())),
             .useEnclaveKey(query: query, operation: .sharedSecret(peerPublicKey: Data([4]) + Data(count: 64))),
         ]
+        let adminRequests: [KeychainAdminRequest] = [
+            .unlock(passcode: SecureBytes(copying: Array("1234".utf8))), .lock,
+            .unlockForSession(passcode: SecureBytes(copying: [5])),
+            .setPasscode(new: SecureBytes(copying: [1, 2]), current: nil),
+            .setPasscode(new: SecureBytes(copying: [1, 2]), current: SecureBytes(copying: [3])),
+            .removePasscode(current: SecureBytes(copying: [9])),
+            .setEraseAfterFailedAttempts(enabled: true, passcode: nil),
+            .registerApp(
+                AppRegistrationRequest(
+                    executablePath: "/usr/bin/app", applicationIdentifier: "TEAM.app", accessGroups: ["TEAM.app", "g"],
+                    trustPathOnly: true, passcode: SecureBytes(copying: [7]), generalPurposeTool: true,
+                    allowInterpreter: true, approvalReuseSeconds: 30)),
+            .listApps, .removeApp(executablePath: "/usr/bin/app", passcode: nil),
+            .biometry(.enroll), .biometry(.unenroll), .biometry(.answer(.cancel)), .biometry(.standingAnswer(.match)),
+            .biometry(.standingAnswer(nil)), .biometry(.status), .companion(.enroll), .companion(.answer(.match)),
+            .companion(.status),
+        ]
+        return keychainRequests.map(WireRequest.keychain) + adminRequests.map(WireRequest.admin)
     }
 
     func testAContextKeepsWhatItSaysOfItselfOnTheWire() throws {
@@ -55,7 +67,7 @@ final class WireCodecTests: XCTestCase {
             interactionNotAllowed: true, applicationPassword: SecureBytes(copying: Array("hunter2".utf8)),
             localizedReason: "Read")
         let frame = WireCodec.frame(.copyMatching(query: ["u_AuthCtx": .authenticationContext(context)]), id: 1)
-        guard case .copyMatching(let query) = try WireCodec.request(from: frame).request,
+        guard case .keychain(.copyMatching(let query)) = try WireCodec.request(from: frame).request,
             case .authenticationContext(let decoded)? = query["u_AuthCtx"]
         else { return XCTFail("no context") }
         XCTAssertEqual(decoded.identifier, context.identifier)
@@ -73,7 +85,7 @@ final class WireCodecTests: XCTestCase {
         XCTAssertThrowsError(try WireCodec.answer(from: answer))
     }
 
-    private func same(_ first: KeychainRequest, _ second: KeychainRequest) -> Bool {
+    private func same(_ first: WireRequest, _ second: WireRequest) -> Bool {
         // Requests hold SecureBytes, which compare by identity: compare their encodings instead.
         WireCodec.frame(first, id: 0) == WireCodec.frame(second, id: 0)
     }
@@ -87,13 +99,37 @@ final class WireCodecTests: XCTestCase {
             XCTAssertTrue(same(decoded.request, request), request.name)
         }
         guard
-            case .add(let attributes) = try WireCodec.request(from: WireCodec.frame(.add(attributes: query), id: 1))
-                .request
+            case .keychain(.add(let attributes)) = try WireCodec.request(
+                from: WireCodec.frame(.add(attributes: query), id: 1)
+            ).request
         else { return XCTFail() }
         XCTAssertEqual(attributes, query)
-        guard case .unlock(let passcode) = try WireCodec.request(from: WireCodec.frame(requests()[6], id: 1)).request
-        else { return XCTFail() }
+        let unlock = WireCodec.frame(.unlock(passcode: SecureBytes(copying: Array("1234".utf8))), id: 1)
+        guard case .admin(.unlock(let passcode)) = try WireCodec.request(from: unlock).request else { return XCTFail() }
         XCTAssertTrue(passcode.constantTimeEquals(SecureBytes(copying: Array("1234".utf8))))
+    }
+
+    /// The controls travel in frames of their own kind, with tags of their own: an app's request and a
+    /// control never share a tag, so neither can be read as the other.
+    func testControlsTravelAsAdminFramesWithTagsOfTheirOwn() throws {
+        let lock = WireCodec.frame(.lock, id: 1)
+        XCTAssertEqual(lock[5], FrameKind.adminRequest.rawValue)
+        XCTAssertEqual(Array(lock.dropFirst(WireFormat.headerSize)), [1], "lock is the first admin tag")
+        let status = WireCodec.frame(.status, id: 1)
+        XCTAssertEqual(status[5], FrameKind.request.rawValue)
+        // The same payload byte is a different request in each kind of frame.
+        guard case .keychain(.add) = try WireCodec.request(from: frame(payload: [1, 0, 0, 0, 0])).request else {
+            return XCTFail("tag 1 of a request frame is an add")
+        }
+        guard case .admin(.lock) = try WireCodec.request(from: frame(payload: [1], kind: .adminRequest)).request else {
+            return XCTFail("tag 1 of an admin frame is lock")
+        }
+        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [12], kind: .adminRequest))) { error in
+            XCTAssertTrue("\(error)".contains("unknown admin request 12"), "\(error)")
+        }
+        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [11]))) { error in
+            XCTAssertTrue("\(error)".contains("unknown request 11"), "\(error)")
+        }
     }
 
     private func answers() -> [KeychainAnswer] {
@@ -165,9 +201,9 @@ final class WireCodecTests: XCTestCase {
         refused(frame(payload: [2, 1, 0, 0, 0, 1, 0, 0, 0, 0xff, 1, 0, 0, 0, 0]), "not UTF-8")
         refused(frame(payload: [99]), "unknown request 99")
         // An enclave key operation, a hash or a signature input the protocol does not know.
-        refused(frame(payload: [20, 0, 0, 0, 0, 9]), "unknown enclave key operation 9")
-        refused(frame(payload: [20, 0, 0, 0, 0, 1, 5, 1, 0, 0, 0, 0]), "unknown hash 5")
-        refused(frame(payload: [20, 0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0]), "unknown signature input 3")
+        refused(frame(payload: [10, 0, 0, 0, 0, 9]), "unknown enclave key operation 9")
+        refused(frame(payload: [10, 0, 0, 0, 0, 1, 5, 1, 0, 0, 0, 0]), "unknown hash 5")
+        refused(frame(payload: [10, 0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0]), "unknown signature input 3")
         refused(frame(payload: [2, 0xff, 0xff, 0xff, 0xff]), "over the limit")
         refused(
             frame(payload: [
@@ -183,9 +219,9 @@ final class WireCodecTests: XCTestCase {
         refused(frame(payload: deep), "too deeply")
     }
 
-    private func frame(payload: [UInt8]) -> Data {
+    private func frame(payload: [UInt8], kind: FrameKind = .request) -> Data {
         var header = WireFormat.magic
-        header += [WireFormat.version, FrameKind.request.rawValue, 1, 0, 0, 0]
+        header += [WireFormat.version, kind.rawValue, 1, 0, 0, 0]
         withUnsafeBytes(of: UInt32(payload.count).littleEndian) { header.append(contentsOf: $0) }
         return header + Data(payload)
     }

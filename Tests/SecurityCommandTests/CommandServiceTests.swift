@@ -65,4 +65,9 @@ private final class Recorder: KeychainService, @unchecked Sendable {
         names.withLock { $0.append(request.name) }
         return try inner.perform(request)
     }
+
+    func administer(_ request: KeychainAdminRequest) throws -> KeychainAnswer {
+        names.withLock { $0.append(request.name) }
+        return try inner.administer(request)
+    }
 }

@@ -35,6 +35,12 @@ final class RecordingService: KeychainService, @unchecked Sendable {
         recorded.withLock { $0.append((request.name, query)) }
         return try answer(request)
     }
+
+    func administer(_ request: KeychainAdminRequest) throws -> KeychainAnswer {
+        recorded.withLock { $0.append((request.name, nil)) }
+        guard let inner else { throw KeychainCore.KeychainError.notAvailable("this recording answers no controls") }
+        return try inner.administer(request)
+    }
 }
 
 /// The SecItem API reaches a keychain only through `KeychainServices`: what the daemon's client will

@@ -31,7 +31,7 @@ final class StoredFormatTests: XCTestCase {
             expected[String(parts[0])] = bytes
         }
         XCTAssertEqual(Set(expected.keys), ["key", "enclave", "certificate"])
-        _ = try KeychainServices.current().perform(.unlock(passcode: SecureBytes(copying: "fixture-passcode".utf8)))
+        _ = try KeychainServices.current().administer(.unlock(passcode: SecureBytes(copying: "fixture-passcode".utf8)))
     }
 
     override func tearDown() { keychain = nil }

@@ -1,8 +1,9 @@
 import Foundation
 import KeychainBytes
 
-/// Everything the `Security` API and the `security` command ask of a keychain, as one request type:
-/// plain values, so a request made in-process can equally be carried to the daemon.
+/// What an app asks of its keychain: its items and keys, the lock state it sees, and the evaluations
+/// of `LAContext`. Plain values, so a request made in-process can equally be carried to the daemon.
+/// The controls of the keychain and the simulated device are `KeychainAdminRequest`s instead.
 public enum KeychainRequest: Sendable {
     /// `SecItemAdd`.
     case add(attributes: [String: ItemValue])
@@ -14,40 +15,12 @@ public enum KeychainRequest: Sendable {
     case delete(query: [String: ItemValue])
     /// The lock state, failed attempts and the next allowed attempt.
     case status
-    /// Locks the keychain: class A keys leave memory (for every client, through the daemon).
-    case lock
-    /// Unlocks with the passcode; the attempt is counted, under the escalating delays.
-    case unlock(passcode: SecureBytes)
-    /// Unlocks and holds the unlock for the login session: embedded, later processes of the user start
-    /// unlocked until it is locked or the machine restarts; a daemon's unlock holds for all its clients
-    /// anyway, so there it is an unlock.
-    case unlockForSession(passcode: SecureBytes)
-    /// Sets a passcode (`current` nil) or changes it.
-    case setPasscode(new: SecureBytes, current: SecureBytes?)
-    /// Removes the passcode: `WhenPasscodeSetThisDeviceOnly` items are destroyed, and items whose access
-    /// control binds them to the passcode become unreadable for good.
-    case removePasscode(current: SecureBytes)
-    /// Turns on or off the erase at the tenth consecutive failed attempt; needs the passcode when one
-    /// is set.
-    case setEraseAfterFailedAttempts(enabled: Bool, passcode: SecureBytes?)
     /// Where the keychain's database is, for display (the `keychain:` line of the `security` command).
     case location
-    /// The daemon's app registry (`security app`): the embedded keychain has none and answers
-    /// `.notAvailable`.
-    case registerApp(AppRegistrationRequest)
-    /// The registry's entries (`security app list`); needs no registration.
-    case listApps
-    /// Removes the entry of an executable; a system daemon asks a user other than root for the
-    /// keychain's passcode, as it does to register.
-    case removeApp(executablePath: String, passcode: SecureBytes?)
     /// `LAContext`: evaluates (or preflights) a policy or an access control for the context named.
     case authenticate(AuthenticationRequest)
     /// `LAContext.invalidate()`: the context satisfies nothing from now on.
     case invalidateContext(AuthenticationContextReference)
-    /// The simulated biometric sensor (`security biometry`).
-    case biometry(BiometryCommand)
-    /// The simulated companion device (`security companion`): enrolled means paired.
-    case companion(BiometryCommand)
     /// `SecKeyCreateRandomKey` with `kSecAttrTokenIDSecureEnclave`: makes a P-256 key whose private
     /// half only the device root's holder can use, stores it with these attributes (a SecItemAdd
     /// dictionary without the key itself), and answers like an add asked for its attributes, data
@@ -67,20 +40,9 @@ public enum KeychainRequest: Sendable {
         case .update: "update"
         case .delete: "delete"
         case .status: "status"
-        case .lock: "lock"
-        case .unlock: "unlock"
-        case .unlockForSession: "unlockForSession"
-        case .setPasscode: "setPasscode"
-        case .removePasscode: "removePasscode"
-        case .setEraseAfterFailedAttempts: "setEraseAfterFailedAttempts"
         case .location: "location"
-        case .registerApp: "registerApp"
-        case .listApps: "listApps"
-        case .removeApp: "removeApp"
         case .authenticate: "authenticate"
         case .invalidateContext: "invalidateContext"
-        case .biometry: "biometry"
-        case .companion: "companion"
         case .generateEnclaveKey: "generateEnclaveKey"
         case .useEnclaveKey: "useEnclaveKey"
         }
@@ -112,10 +74,15 @@ public enum KeychainAnswer: Sendable, Equatable {
 public protocol KeychainService: Sendable {
     /// Performs one request for the caller the service stands for; failures are `KeychainError`s.
     func perform(_ request: KeychainRequest) throws -> KeychainAnswer
+
+    /// Carries out one control of the keychain or the simulated device; failures are `KeychainError`s.
+    /// A daemon decides these by who asks (`security` run by the user, root), not by app registration.
+    func administer(_ request: KeychainAdminRequest) throws -> KeychainAnswer
 }
 
 // One method per request, each unpacking the answer it expects: callers then never match on
-// `KeychainAnswer`, and an answer of another kind is an internal error, not a crash.
+// `KeychainAnswer`, and an answer of another kind is an internal error, not a crash. The controls among
+// them go through `administer`.
 extension KeychainService {
     /// `.add`: what the attributes asked to be returned, if anything.
     public func add(_ attributes: [String: ItemValue]) throws -> ItemResult? {
@@ -137,59 +104,61 @@ extension KeychainService {
 
     /// `.status`: the lock state, failed attempts and the next allowed attempt.
     public func status() throws -> KeybagStatus {
-        guard case .status(let status) = try perform(.status) else { throw unexpected(.status) }
+        guard case .status(let status) = try perform(.status) else { throw unexpected(KeychainRequest.status.name) }
         return status
     }
 
     /// `.lock`.
-    public func lock() throws { _ = try perform(.lock) }
+    public func lock() throws { _ = try administer(.lock) }
 
     /// `.unlock`.
-    public func unlock(passcode: SecureBytes) throws { _ = try perform(.unlock(passcode: passcode)) }
+    public func unlock(passcode: SecureBytes) throws { _ = try administer(.unlock(passcode: passcode)) }
     /// `.unlockForSession`.
     public func unlockForSession(passcode: SecureBytes) throws {
-        _ = try perform(.unlockForSession(passcode: passcode))
+        _ = try administer(.unlockForSession(passcode: passcode))
     }
 
     /// `.setPasscode`: sets one (`current` nil) or changes it.
     public func setPasscode(_ new: SecureBytes, current: SecureBytes?) throws {
-        _ = try perform(.setPasscode(new: new, current: current))
+        _ = try administer(.setPasscode(new: new, current: current))
     }
 
     /// `.removePasscode`.
-    public func removePasscode(current: SecureBytes) throws { _ = try perform(.removePasscode(current: current)) }
+    public func removePasscode(current: SecureBytes) throws { _ = try administer(.removePasscode(current: current)) }
 
     /// `.setEraseAfterFailedAttempts`.
     public func setEraseAfterFailedAttempts(_ enabled: Bool, passcode: SecureBytes?) throws {
-        _ = try perform(.setEraseAfterFailedAttempts(enabled: enabled, passcode: passcode))
+        _ = try administer(.setEraseAfterFailedAttempts(enabled: enabled, passcode: passcode))
     }
 
     /// `.location`: the database's path, for display.
     public func location() throws -> String {
-        guard case .location(let path) = try perform(.location) else { throw unexpected(.location) }
+        guard case .location(let path) = try perform(.location) else { throw unexpected(KeychainRequest.location.name) }
         return path
     }
 
     /// `.registerApp`: the daemon's registry only; the embedded keychain answers `.notAvailable`.
     public func registerApp(_ registration: AppRegistrationRequest) throws {
-        _ = try perform(.registerApp(registration))
+        _ = try administer(.registerApp(registration))
     }
 
     /// `.listApps`: the registry's entries, in the order they were made.
     public func listApps() throws -> [AppRegistration] {
-        guard case .apps(let apps) = try perform(.listApps) else { throw unexpected(.listApps) }
+        guard case .apps(let apps) = try administer(.listApps) else {
+            throw unexpected(KeychainAdminRequest.listApps.name)
+        }
         return apps
     }
 
     /// `.removeApp`.
     public func removeApp(executablePath: String, passcode: SecureBytes?) throws {
-        _ = try perform(.removeApp(executablePath: executablePath, passcode: passcode))
+        _ = try administer(.removeApp(executablePath: executablePath, passcode: passcode))
     }
 
     /// `.authenticate`: a failed evaluation is an outcome with its failure, not a thrown error.
     public func authenticate(_ request: AuthenticationRequest) throws -> AuthenticationOutcome {
         guard case .authentication(let outcome) = try perform(.authenticate(request)) else {
-            throw unexpected(.authenticate(request))
+            throw unexpected(KeychainRequest.authenticate(request).name)
         }
         return outcome
     }
@@ -201,8 +170,8 @@ extension KeychainService {
 
     /// `.biometry`: drives the simulated sensor as `security biometry` does, and answers its state.
     public func biometry(_ command: BiometryCommand) throws -> BiometryStatus {
-        guard case .biometry(let status) = try perform(.biometry(command)) else {
-            throw unexpected(.biometry(command))
+        guard case .biometry(let status) = try administer(.biometry(command)) else {
+            throw unexpected(KeychainAdminRequest.biometry(command).name)
         }
         return status
     }
@@ -210,8 +179,8 @@ extension KeychainService {
     /// `.companion`: drives the simulated companion device as `security companion` does; where none is
     /// simulated, an error.
     public func companion(_ command: BiometryCommand) throws -> BiometryStatus {
-        guard case .biometry(let status) = try perform(.companion(command)) else {
-            throw unexpected(.companion(command))
+        guard case .biometry(let status) = try administer(.companion(command)) else {
+            throw unexpected(KeychainAdminRequest.companion(command).name)
         }
         return status
     }
@@ -224,16 +193,16 @@ extension KeychainService {
     /// `.useEnclaveKey`: the operation's output (a signature or a shared secret), in wiped memory.
     public func useEnclaveKey(_ query: [String: ItemValue], _ operation: EnclaveKeyOperation) throws -> SecureBytes {
         let request = KeychainRequest.useEnclaveKey(query: query, operation: operation)
-        guard case .secret(let output) = try perform(request) else { throw unexpected(request) }
+        guard case .secret(let output) = try perform(request) else { throw unexpected(request.name) }
         return output
     }
 
     private func result(of request: KeychainRequest) throws -> ItemResult? {
-        guard case .result(let result) = try perform(request) else { throw unexpected(request) }
+        guard case .result(let result) = try perform(request) else { throw unexpected(request.name) }
         return result
     }
 
-    private func unexpected(_ request: KeychainRequest) -> KeychainError {
-        .internalError("the keychain service answered \(request.name) with something else")
+    private func unexpected(_ requestName: String) -> KeychainError {
+        .internalError("the keychain service answered \(requestName) with something else")
     }
 }

@@ -15,7 +15,7 @@ func makeStoredFormatFixture(at directory: String) throws {
     setenv("KEYCHAIN_SOCKET", "", 1)
     setenv("KEYCHAIN_ACCESS_GROUPS", "com.example.fixture", 1)
     setenv("KEYCHAIN_LOG", "off", 1)
-    _ = try KeychainServices.current().perform(
+    _ = try KeychainServices.current().administer(
         .setPasscode(new: SecureBytes(copying: "fixture-passcode".utf8), current: nil))
 
     try add([

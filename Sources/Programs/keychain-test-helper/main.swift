@@ -157,7 +157,7 @@ case "set-passcode":
     let new = SecureBytes(copying: arguments[2].utf8)
     let current = arguments[3] == "-" ? nil : SecureBytes(copying: arguments[3].utf8)
     do {
-        _ = try KeychainServices.current().perform(.setPasscode(new: new, current: current))
+        _ = try KeychainServices.current().administer(.setPasscode(new: new, current: current))
         say("status 0")
     } catch {
         say("status \(status(of: error))")

@@ -28,7 +28,11 @@ public final class DaemonKeychainService: KeychainService {
         self.answerTimeout = answerTimeout
     }
 
-    public func perform(_ request: KeychainRequest) throws -> KeychainAnswer {
+    public func perform(_ request: KeychainRequest) throws -> KeychainAnswer { try send(.keychain(request)) }
+
+    public func administer(_ request: KeychainAdminRequest) throws -> KeychainAnswer { try send(.admin(request)) }
+
+    private func send(_ request: WireRequest) throws -> KeychainAnswer {
         var connection = try takeConnection()
         let id = nextID.add(1, ordering: .relaxed).oldValue
         var answer: Data

@@ -95,8 +95,13 @@ public final class KeychainDaemon: Sendable {
     }
 
     /// Answers one request from one connection.
-    func handle(_ request: KeychainRequest, from caller: any PeerIdentity) -> Result<KeychainAnswer, KeychainError> {
-        Result { () throws(KeychainError) in try perform(request, from: caller) }
+    func handle(_ request: WireRequest, from caller: any PeerIdentity) -> Result<KeychainAnswer, KeychainError> {
+        Result { () throws(KeychainError) in
+            switch request {
+            case .keychain(let request): try perform(request, from: caller)
+            case .admin(let request): try administer(request, from: caller)
+            }
+        }
     }
 
     /// One request from one caller, decided by the policies and then served by the caller's keychain.
@@ -119,58 +124,18 @@ public final class KeychainDaemon: Sendable {
             // the user through a general-purpose tool without the user's approval.
             if grant.keepsAwake { tenant.lastActivity.store(Self.monotonicNow, ordering: .relaxed) }
             return try serve(request, in: tenant, as: grant.client)
-        case .setPasscode(let new, let current) where stateChanges.firstPasscodeOnlyOnAnEmptyKeychain(for: caller):
-            let registry = tenant.registry
-            try engine {
-                try tenant.keychain.setPasscode(
-                    new, current: current,
-                    firstPasscodePolicy: .onlyOnAnEmptyKeychain { try registry.entries().get().isEmpty })
-            }
-            DaemonLog.info("\(request.name) by pid \(caller.pid) uid \(caller.uid)")
-            return .done
-        case .unlockForSession(let passcode):
-            // The daemon's unlock already holds for every client until the keychain locks.
-            try engine { try tenant.keychain.unlock(passcode: passcode) }
-            DaemonLog.info("unlock by pid \(caller.pid) uid \(caller.uid)")
-            return .done
-        case .status, .lock, .unlock, .setPasscode, .removePasscode, .setEraseAfterFailedAttempts, .location:
-            let answer = try serve(request, in: tenant, as: ClientIdentity(accessGroups: []))
-            if request.name != "status" && request.name != "location" {
-                DaemonLog.info("\(request.name) by pid \(caller.pid) uid \(caller.uid)")
-            }
-            return answer
-        case .authenticate, .invalidateContext, .biometry(.status), .companion(.status):
+        case .status, .location:
+            return try serve(request, in: tenant, as: ClientIdentity(accessGroups: []))
+        case .authenticate, .invalidateContext:
             // Evaluating asks the daemon's authenticators; it needs no keychain entitlement, and the
             // contexts it leaves are the calling process's alone.
             return try serve(
                 request, in: tenant, as: ClientIdentity(accessGroups: [], contextScope: caller.contextScope))
-        case .biometry(let command), .companion(let command):
-            try stateChanges.checkSensorDriving(by: caller)
-            let answer = try serve(request, in: tenant, as: ClientIdentity(accessGroups: []))
-            if command != .status {
-                DaemonLog.info("\(request.name) \(command) by pid \(caller.pid) uid \(caller.uid)")
-            }
-            return answer
-        case .listApps:
-            return .apps(try registryEntries(of: tenant))
-        case .registerApp(let registration):
-            try authorizeRegistryChange(by: caller, in: tenant, passcode: registration.passcode)
-            let app = try engine { try makeEntry(registration) }
-            try engine { try tenant.registry.register(app) }
-            DaemonLog.info(
-                "registered \(app.executablePath) as \(app.applicationIdentifier)\(app.trustsPathOnly ? " (development: trusted by path)" : "")\(app.isGeneralPurposeTool ? " (a general-purpose tool: its reads and changes ask the user)" : "") for uid \(tenant.uid), by pid \(caller.pid)"
-            )
-            return .done
-        case .removeApp(let path, let passcode):
-            try authorizeRegistryChange(by: caller, in: tenant, passcode: passcode)
-            try engine { try tenant.registry.remove(executablePath: path) }
-            DaemonLog.info("removed \(path) from the registry of uid \(tenant.uid), by pid \(caller.pid)")
-            return .done
         }
     }
 
     /// The engine's answer to a request, as the client `client`.
-    private func serve(_ request: KeychainRequest, in tenant: Tenant, as client: ClientIdentity) throws(KeychainError)
+    func serve(_ request: KeychainRequest, in tenant: Tenant, as client: ClientIdentity) throws(KeychainError)
         -> KeychainAnswer
     {
         try engine { try InProcessKeychainService(keychain: tenant.keychain, client: client).perform(request) }
@@ -178,13 +143,13 @@ public final class KeychainDaemon: Sendable {
 
     /// Runs engine or registry code, whose failures are `KeychainError`s; anything else is a bug, and
     /// says so rather than passing as a refusal.
-    private func engine<T>(_ body: () throws -> T) throws(KeychainError) -> T {
+    func engine<T>(_ body: () throws -> T) throws(KeychainError) -> T {
         do { return try body() } catch let error as KeychainError { throw error } catch {
             throw KeychainError.internalError("\(error)")
         }
     }
 
-    private func registryEntries(of tenant: Tenant) throws(KeychainError) -> [AppRegistration] {
+    func registryEntries(of tenant: Tenant) throws(KeychainError) -> [AppRegistration] {
         try tenant.registry.entries().mapError { registryError in
             KeychainError.missingEntitlement("the app registry cannot be used: \(registryError.reason)")
         }.get()
@@ -224,63 +189,6 @@ public final class KeychainDaemon: Sendable {
                 "pid \(caller.pid) uid \(caller.uid): \(app.executablePath): request not approved: \(error.reason)")
             throw error
         }
-    }
-
-    /// A registry change as `StateChangePolicy` allows it, the passcode checked like an unlock.
-    private func authorizeRegistryChange(by caller: any PeerIdentity, in tenant: Tenant, passcode: SecureBytes?)
-        throws(KeychainError)
-    {
-        let change = try stateChanges.registryChange(
-            by: caller, passcodeSet: tenant.keychain.status.passcodeSet, passcodeGiven: passcode != nil)
-        if change == .needsPasscodeCheck, let passcode { try engine { try tenant.keychain.unlock(passcode: passcode) } }
-    }
-
-    private func makeEntry(_ request: AppRegistrationRequest) throws -> AppRegistration {
-        guard request.executablePath.hasPrefix("/") else {
-            throw KeychainError.invalidParameter("the executable must be given by its absolute path")
-        }
-        guard !request.applicationIdentifier.isEmpty, !request.applicationIdentifier.contains(",") else {
-            throw KeychainError.invalidParameter("the application identifier must be a non-empty name without commas")
-        }
-        guard request.accessGroups.allSatisfy({ !$0.isEmpty }) else {
-            throw KeychainError.invalidParameter("an access group is empty")
-        }
-        guard let resolved = realpath(request.executablePath, nil) else {
-            throw KeychainError.invalidParameter("\(request.executablePath) cannot be found")
-        }
-        let path = String(cString: resolved)
-        free(resolved)
-        // Hashed once: for the entry, and to know the file as an interpreter or the command by contents.
-        let contents = ExecutableDigests.digest(ofFileAt: path)
-        let interpreter =
-            ToolRecognition.isInterpreter(path) || ToolRecognition.isCopyOfAnInterpreter(path, digest: contents)
-        if interpreter, !request.allowInterpreter {
-            throw KeychainError.invalidParameter(
-                "\(path) is an interpreter: registered, it would make every script of this user that app; register it only with --allow-interpreter (its reads and changes of secrets then ask the user)"
-            )
-        }
-        let asksUser =
-            request.generalPurposeTool || interpreter
-            || (contents.map(itemAccess.tools.commands.isTheSecurityCommand) ?? false)
-        guard request.approvalReuseSeconds >= 0, request.approvalReuseSeconds <= 86_400 else {
-            throw KeychainError.invalidParameter("an approval reuse window is 0 to 86400 seconds")
-        }
-        if request.trustPathOnly {
-            guard configuration.development else {
-                throw KeychainError.invalidParameter(
-                    "entries trusted by path are for development: start securityd with --development")
-            }
-            return AppRegistration(
-                executablePath: path, executableDigest: nil, applicationIdentifier: request.applicationIdentifier,
-                accessGroups: request.accessGroups, asksUser: asksUser,
-                approvalReuseSeconds: request.approvalReuseSeconds)
-        }
-        guard access(path, X_OK) == 0, let digest = contents else {
-            throw KeychainError.invalidParameter("\(path) is not an executable file the daemon can read")
-        }
-        return AppRegistration(
-            executablePath: path, executableDigest: digest, applicationIdentifier: request.applicationIdentifier,
-            accessGroups: request.accessGroups, asksUser: asksUser, approvalReuseSeconds: request.approvalReuseSeconds)
     }
 
     // MARK: Idle lock and shutdown

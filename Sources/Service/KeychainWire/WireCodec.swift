@@ -8,11 +8,21 @@ import KeychainCrypto
 public enum WireCodec {
     // MARK: Frames
 
-    public static func frame(_ request: KeychainRequest, id: UInt32) -> Data {
+    public static func frame(_ request: WireRequest, id: UInt32) -> Data {
         var payload = PayloadWriter()
-        payload.request(request)
-        return payload.frame(kind: .request, id: id)
+        switch request {
+        case .keychain(let request):
+            payload.request(request)
+            return payload.frame(kind: .request, id: id)
+        case .admin(let request):
+            payload.adminRequest(request)
+            return payload.frame(kind: .adminRequest, id: id)
+        }
     }
+
+    public static func frame(_ request: KeychainRequest, id: UInt32) -> Data { frame(.keychain(request), id: id) }
+
+    public static func frame(_ request: KeychainAdminRequest, id: UInt32) -> Data { frame(.admin(request), id: id) }
 
     public static func frame(_ answer: Result<KeychainAnswer, KeychainError>, id: UInt32) -> Data {
         var payload = PayloadWriter()
@@ -28,10 +38,11 @@ public enum WireCodec {
     }
 
     /// A whole request frame (header and payload).
-    public static func request(from frame: Data) throws(WireError) -> (id: UInt32, request: KeychainRequest) {
-        let (header, payload) = try split(frame, expecting: [.request])
+    public static func request(from frame: Data) throws(WireError) -> (id: UInt32, request: WireRequest) {
+        let (header, payload) = try split(frame, expecting: [.request, .adminRequest])
         var reader = PayloadReader(payload)
-        let request = try reader.request()
+        let request: WireRequest =
+            header.kind == .request ? .keychain(try reader.request()) : .admin(try reader.adminRequest())
         try reader.finish()
         return (header.requestID, request)
     }
@@ -70,9 +81,15 @@ public enum WireCodec {
 /// The first byte of a request's payload.
 enum RequestTag: UInt8 {
     case add = 1
-    case copyMatching, update, delete, status, lock, unlock, setPasscode, removePasscode
-    case setEraseAfterFailedAttempts, location, registerApp, listApps, removeApp, authenticate
-    case invalidateContext, biometry, companion, generateEnclaveKey, useEnclaveKey, unlockForSession
+    case copyMatching, update, delete, status, location, authenticate, invalidateContext, generateEnclaveKey
+    case useEnclaveKey
+}
+
+/// The first byte of an admin request's payload (a frame of kind `adminRequest`).
+enum AdminRequestTag: UInt8 {
+    case lock = 1
+    case unlock, unlockForSession, setPasscode, removePasscode, setEraseAfterFailedAttempts, registerApp, listApps
+    case removeApp, biometry, companion
 }
 
 /// The first byte of an answer's payload.
@@ -128,6 +145,7 @@ private struct PayloadWriter {
     mutating func string(_ value: String) { writer.string(value) }
 
     private mutating func tag(_ tag: RequestTag) { writer.byte(tag.rawValue) }
+    private mutating func adminTag(_ tag: AdminRequestTag) { writer.byte(tag.rawValue) }
     private mutating func answerTag(_ tag: AnswerTag) { writer.byte(tag.rawValue) }
 
     mutating func request(_ request: KeychainRequest) {
@@ -146,40 +164,7 @@ private struct PayloadWriter {
             tag(.delete)
             writer.dictionary(query)
         case .status: tag(.status)
-        case .lock: tag(.lock)
-        case .unlock(let passcode):
-            tag(.unlock)
-            writer.secret(passcode)
-        case .unlockForSession(let passcode):
-            tag(.unlockForSession)
-            writer.secret(passcode)
-        case .setPasscode(let new, let current):
-            tag(.setPasscode)
-            writer.secret(new)
-            writer.optional(current) { $0.secret($1) }
-        case .removePasscode(let current):
-            tag(.removePasscode)
-            writer.secret(current)
-        case .setEraseAfterFailedAttempts(let enabled, let passcode):
-            tag(.setEraseAfterFailedAttempts)
-            writer.flag(enabled)
-            writer.optional(passcode) { $0.secret($1) }
         case .location: tag(.location)
-        case .registerApp(let registration):
-            tag(.registerApp)
-            string(registration.executablePath)
-            string(registration.applicationIdentifier)
-            writer.strings(registration.accessGroups)
-            writer.flag(registration.trustPathOnly)
-            writer.optional(registration.passcode) { $0.secret($1) }
-            writer.flag(registration.generalPurposeTool)
-            writer.flag(registration.allowInterpreter)
-            writer.unsigned(UInt32(clamping: max(registration.approvalReuseSeconds, 0)))
-        case .listApps: tag(.listApps)
-        case .removeApp(let path, let passcode):
-            tag(.removeApp)
-            string(path)
-            writer.optional(passcode) { $0.secret($1) }
         case .authenticate(let request):
             tag(.authenticate)
             writer.context(request.context)
@@ -196,12 +181,6 @@ private struct PayloadWriter {
         case .invalidateContext(let reference):
             tag(.invalidateContext)
             writer.context(reference)
-        case .biometry(let command):
-            tag(.biometry)
-            sensorCommand(command)
-        case .companion(let command):
-            tag(.companion)
-            sensorCommand(command)
         case .generateEnclaveKey(let attributes):
             tag(.generateEnclaveKey)
             writer.dictionary(attributes)
@@ -218,6 +197,50 @@ private struct PayloadWriter {
                 writer.byte(EnclaveOperationTag.sharedSecret.rawValue)
                 writer.bytes(peer)
             }
+        }
+    }
+
+    mutating func adminRequest(_ request: KeychainAdminRequest) {
+        switch request {
+        case .lock: adminTag(.lock)
+        case .unlock(let passcode):
+            adminTag(.unlock)
+            writer.secret(passcode)
+        case .unlockForSession(let passcode):
+            adminTag(.unlockForSession)
+            writer.secret(passcode)
+        case .setPasscode(let new, let current):
+            adminTag(.setPasscode)
+            writer.secret(new)
+            writer.optional(current) { $0.secret($1) }
+        case .removePasscode(let current):
+            adminTag(.removePasscode)
+            writer.secret(current)
+        case .setEraseAfterFailedAttempts(let enabled, let passcode):
+            adminTag(.setEraseAfterFailedAttempts)
+            writer.flag(enabled)
+            writer.optional(passcode) { $0.secret($1) }
+        case .registerApp(let registration):
+            adminTag(.registerApp)
+            string(registration.executablePath)
+            string(registration.applicationIdentifier)
+            writer.strings(registration.accessGroups)
+            writer.flag(registration.trustPathOnly)
+            writer.optional(registration.passcode) { $0.secret($1) }
+            writer.flag(registration.generalPurposeTool)
+            writer.flag(registration.allowInterpreter)
+            writer.unsigned(UInt32(clamping: max(registration.approvalReuseSeconds, 0)))
+        case .listApps: adminTag(.listApps)
+        case .removeApp(let path, let passcode):
+            adminTag(.removeApp)
+            string(path)
+            writer.optional(passcode) { $0.secret($1) }
+        case .biometry(let command):
+            adminTag(.biometry)
+            sensorCommand(command)
+        case .companion(let command):
+            adminTag(.companion)
+            sensorCommand(command)
         }
     }
 
@@ -350,22 +373,7 @@ private struct PayloadReader {
         case .update: return .update(query: try dictionary(), attributes: try dictionary())
         case .delete: return .delete(query: try dictionary())
         case .status: return .status
-        case .lock: return .lock
-        case .unlock: return .unlock(passcode: try secret())
-        case .unlockForSession: return .unlockForSession(passcode: try secret())
-        case .setPasscode: return .setPasscode(new: try secret(), current: try optionalSecret())
-        case .removePasscode: return .removePasscode(current: try secret())
-        case .setEraseAfterFailedAttempts:
-            return .setEraseAfterFailedAttempts(enabled: try flag(), passcode: try optionalSecret())
         case .location: return .location
-        case .registerApp:
-            return .registerApp(
-                AppRegistrationRequest(
-                    executablePath: try string(), applicationIdentifier: try string(), accessGroups: try strings(),
-                    trustPathOnly: try flag(), passcode: try optionalSecret(), generalPurposeTool: try flag(),
-                    allowInterpreter: try flag(), approvalReuseSeconds: Int(try unsigned())))
-        case .listApps: return .listApps
-        case .removeApp: return .removeApp(executablePath: try string(), passcode: try optionalSecret())
         case .authenticate:
             let context = try context()
             let subject: AuthenticationRequest.Subject
@@ -383,10 +391,32 @@ private struct PayloadReader {
             return .authenticate(
                 AuthenticationRequest(context: context, subject: subject, preflight: try flag(), reason: try string()))
         case .invalidateContext: return .invalidateContext(try context())
-        case .biometry: return .biometry(try sensorCommand())
-        case .companion: return .companion(try sensorCommand())
         case .generateEnclaveKey: return .generateEnclaveKey(attributes: try dictionary())
         case .useEnclaveKey: return .useEnclaveKey(query: try dictionary(), operation: try enclaveKeyOperation())
+        }
+    }
+
+    mutating func adminRequest() throws(WireError) -> KeychainAdminRequest {
+        let raw = try byte()
+        guard let tag = AdminRequestTag(rawValue: raw) else { throw WireError("unknown admin request \(raw)") }
+        switch tag {
+        case .lock: return .lock
+        case .unlock: return .unlock(passcode: try secret())
+        case .unlockForSession: return .unlockForSession(passcode: try secret())
+        case .setPasscode: return .setPasscode(new: try secret(), current: try optionalSecret())
+        case .removePasscode: return .removePasscode(current: try secret())
+        case .setEraseAfterFailedAttempts:
+            return .setEraseAfterFailedAttempts(enabled: try flag(), passcode: try optionalSecret())
+        case .registerApp:
+            return .registerApp(
+                AppRegistrationRequest(
+                    executablePath: try string(), applicationIdentifier: try string(), accessGroups: try strings(),
+                    trustPathOnly: try flag(), passcode: try optionalSecret(), generalPurposeTool: try flag(),
+                    allowInterpreter: try flag(), approvalReuseSeconds: Int(try unsigned())))
+        case .listApps: return .listApps
+        case .removeApp: return .removeApp(executablePath: try string(), passcode: try optionalSecret())
+        case .biometry: return .biometry(try sensorCommand())
+        case .companion: return .companion(try sensorCommand())
         }
     }
 

@@ -9,7 +9,7 @@ import KeychainCore
 /// payload bytes as it announces: nothing is allocated for a length that is out of bounds.
 public enum WireFormat {
     public static let magic = Data("SKWP".utf8)
-    public static let version: UInt8 = 4
+    public static let version: UInt8 = 5
     public static let headerSize = 14
     /// Room for a 64 MiB secret (the `security` command's limit) and its query.
     public static let maximumPayload = 80 << 20
@@ -27,6 +27,22 @@ public enum FrameKind: UInt8, Sendable {
     case request = 1
     case answer = 2
     case failure = 3
+    /// A control of the keychain or the simulated device (`KeychainAdminRequest`), with tags of its own.
+    case adminRequest = 4
+}
+
+/// A request as it arrives: what an app asks, or a control.
+public enum WireRequest: Sendable {
+    case keychain(KeychainRequest)
+    case admin(KeychainAdminRequest)
+
+    /// The request's name, for logs and tests; never its values.
+    public var name: String {
+        switch self {
+        case .keychain(let request): request.name
+        case .admin(let request): request.name
+        }
+    }
 }
 
 /// Why bytes were refused: the connection they came on is not to be trusted any further.

@@ -19,6 +19,20 @@ public struct InProcessKeychainService: KeychainService {
             try keychain.update(query, attributes: attributes, client: client)
         case .delete(let query): try keychain.delete(query, client: client)
         case .status: return .status(keychain.status)
+        case .location: return .location(keychain.databasePath)
+        case .authenticate(let request):
+            return .authentication(try keychain.authentication.authenticate(request, client: client))
+        case .invalidateContext(let context): keychain.authentication.invalidate(context, client: client)
+        case .generateEnclaveKey(let attributes):
+            return .result(try keychain.generateEnclaveKey(attributes, client: client))
+        case .useEnclaveKey(let query, let operation):
+            return .secret(try keychain.useEnclaveKey(query, operation: operation, client: client))
+        }
+        return .done
+    }
+
+    public func administer(_ request: KeychainAdminRequest) throws -> KeychainAnswer {
+        switch request {
         case .lock: keychain.lock()
         case .unlock(let passcode): try keychain.unlock(passcode: passcode)
         case .unlockForSession(let passcode): try keychain.unlockForSession(passcode: passcode)
@@ -26,10 +40,6 @@ public struct InProcessKeychainService: KeychainService {
         case .removePasscode(let current): try keychain.removePasscode(current: current)
         case .setEraseAfterFailedAttempts(let enabled, let passcode):
             try keychain.setEraseAfterFailedAttempts(enabled, passcode: passcode)
-        case .location: return .location(keychain.databasePath)
-        case .authenticate(let request):
-            return .authentication(try keychain.authentication.authenticate(request, client: client))
-        case .invalidateContext(let context): keychain.authentication.invalidate(context, client: client)
         case .biometry(let command): return .biometry(try keychain.authentication.biometry.perform(command))
         case .companion(let command):
             guard let companion = keychain.authentication.companion else {
@@ -38,10 +48,6 @@ public struct InProcessKeychainService: KeychainService {
                 )
             }
             return .biometry(try companion.perform(command))
-        case .generateEnclaveKey(let attributes):
-            return .result(try keychain.generateEnclaveKey(attributes, client: client))
-        case .useEnclaveKey(let query, let operation):
-            return .secret(try keychain.useEnclaveKey(query, operation: operation, client: client))
         case .registerApp, .listApps, .removeApp:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")

@@ -1,16 +1,50 @@
 import Foundation
 import KeychainCore
 
-/// Who may change what every client of a keychain depends on: the simulated sensor's answers and the
-/// app registry. In user mode the daemon serves one user, who may; in system mode each uid reaches
-/// its own keychain only, and root decides for all.
+/// Who may carry out which control (`KeychainAdminRequest`): the lock state and passcode, the
+/// simulated sensor's answers and the app registry, which every client of a keychain depends on. In
+/// user mode the daemon serves one user, who may; in system mode each uid reaches its own keychain
+/// only, and root decides for all.
 struct StateChangePolicy: Sendable {
     let mode: DaemonConfiguration.Mode
     let development: Bool
 
+    /// What the daemon must do before it carries out a control the policy allows.
+    enum Requirement: Equatable, Sendable {
+        /// Nothing more.
+        case none
+        /// The passcode the request carries is checked like an unlock, under the same delays.
+        case passcodeCheck
+        /// A passcode this caller sets may only be a first one on an empty keychain.
+        case firstPasscodeOnlyOnAnEmptyKeychain
+    }
+
+    /// Decides one control for one caller, given whether the caller's keychain has a passcode; a
+    /// refusal is thrown.
+    func requirement(for request: KeychainAdminRequest, by caller: any PeerIdentity, passcodeSet: Bool)
+        throws(KeychainError) -> Requirement
+    {
+        switch request {
+        case .lock, .unlock, .unlockForSession, .removePasscode, .setEraseAfterFailedAttempts, .listApps,
+            .biometry(.status), .companion(.status):
+            // Each needs the passcode of the caller's own keychain where it has one (the keybag checks
+            // it), or only reads; the registry needs no registration to be listed.
+            return .none
+        case .setPasscode:
+            return firstPasscodeOnlyOnAnEmptyKeychain(for: caller) ? .firstPasscodeOnlyOnAnEmptyKeychain : .none
+        case .biometry, .companion:
+            try checkSensorDriving(by: caller)
+            return .none
+        case .registerApp(let registration):
+            return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: registration.passcode != nil)
+        case .removeApp(_, let passcode):
+            return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
+        }
+    }
+
     /// The simulated sensor answers for the user: in system mode only root may drive it (or anyone, in
     /// development mode), or a process of the user could answer its own prompts.
-    func checkSensorDriving(by caller: any PeerIdentity) throws(KeychainError) {
+    private func checkSensorDriving(by caller: any PeerIdentity) throws(KeychainError) {
         if mode == .system, caller.uid != 0, !development {
             throw KeychainError.missingEntitlement(
                 "the simulated biometric sensor of a system daemon is driven by root or in development mode")
@@ -21,15 +55,10 @@ struct StateChangePolicy: Sendable {
     /// user changes theirs only with the keychain's passcode (checked like an unlock, under the same
     /// delays), so that a process of theirs cannot register itself; a keychain without a passcode
     /// cannot have its registry changed by its user at all.
-    enum RegistryChange: Equatable {
-        case allowed
-        case needsPasscodeCheck
-    }
-
-    func registryChange(by caller: any PeerIdentity, passcodeSet: Bool, passcodeGiven: Bool) throws(KeychainError)
-        -> RegistryChange
+    private func registryChange(by caller: any PeerIdentity, passcodeSet: Bool, passcodeGiven: Bool)
+        throws(KeychainError) -> Requirement
     {
-        if mode == .user || caller.uid == 0 { return .allowed }
+        if mode == .user || caller.uid == 0 { return .none }
         guard passcodeSet else {
             throw KeychainError.authenticationFailed(
                 "in system mode a registry changes only with the keychain's passcode: set one first (security set-keychain-password), or ask root"
@@ -38,14 +67,14 @@ struct StateChangePolicy: Sendable {
         guard passcodeGiven else {
             throw KeychainError.authenticationFailed("changing the app registry needs the keychain's passcode")
         }
-        return .needsPasscodeCheck
+        return .passcodeCheck
     }
 
     /// Whether a passcode set by this caller may only be a first one on an empty keychain: in system
     /// mode for every user but root. Whatever the request says about a current passcode, the keybag
     /// decides from its own state; were a first passcode allowed on a keychain that holds items or
     /// apps, any process of the user could set one and then pass the registry's passcode check with it.
-    func firstPasscodeOnlyOnAnEmptyKeychain(for caller: any PeerIdentity) -> Bool {
+    private func firstPasscodeOnlyOnAnEmptyKeychain(for caller: any PeerIdentity) -> Bool {
         mode == .system && caller.uid != 0
     }
 }

@@ -237,7 +237,7 @@ public final class DaemonServer: Sendable {
             }
             // The frame may carry a passcode or a secret: wiped once decoded or refused.
             defer { frame.resetBytes(in: 0..<frame.count) }
-            let decoded: (id: UInt32, request: KeychainRequest)
+            let decoded: (id: UInt32, request: WireRequest)
             do {
                 decoded = try WireCodec.request(from: frame)
             } catch {

@@ -1,0 +1,54 @@
+import KeychainBytes
+
+/// The controls of a keychain and of its simulated device, apart from what apps ask
+/// (`KeychainRequest`): locking and unlocking, the passcode and the erase after failed attempts, the
+/// daemon's app registry, the simulated biometric sensor and companion. The `security` command and
+/// tests send them; an app's SecItem calls never do. Through the daemon they travel as frames of their
+/// own, and the daemon's state-change policy decides each by who asks.
+public enum KeychainAdminRequest: Sendable {
+    /// Locks the keychain: class A keys leave memory (for every client, through the daemon).
+    case lock
+    /// Unlocks with the passcode; the attempt is counted, under the escalating delays.
+    case unlock(passcode: SecureBytes)
+    /// Unlocks and holds the unlock for the login session: embedded, later processes of the user start
+    /// unlocked until it is locked or the machine restarts; a daemon's unlock holds for all its clients
+    /// anyway, so there it is an unlock.
+    case unlockForSession(passcode: SecureBytes)
+    /// Sets a passcode (`current` nil) or changes it.
+    case setPasscode(new: SecureBytes, current: SecureBytes?)
+    /// Removes the passcode: `WhenPasscodeSetThisDeviceOnly` items are destroyed, and items whose access
+    /// control binds them to the passcode become unreadable for good.
+    case removePasscode(current: SecureBytes)
+    /// Turns on or off the erase at the tenth consecutive failed attempt; needs the passcode when one
+    /// is set.
+    case setEraseAfterFailedAttempts(enabled: Bool, passcode: SecureBytes?)
+    /// The daemon's app registry (`security app`): the embedded keychain has none and answers
+    /// `.notAvailable`.
+    case registerApp(AppRegistrationRequest)
+    /// The registry's entries (`security app list`); needs no registration.
+    case listApps
+    /// Removes the entry of an executable; a system daemon asks a user other than root for the
+    /// keychain's passcode, as it does to register.
+    case removeApp(executablePath: String, passcode: SecureBytes?)
+    /// The simulated biometric sensor (`security biometry`).
+    case biometry(BiometryCommand)
+    /// The simulated companion device (`security companion`): enrolled means paired.
+    case companion(BiometryCommand)
+
+    /// The request's name, for logs and tests; never its values.
+    public var name: String {
+        switch self {
+        case .lock: "lock"
+        case .unlock: "unlock"
+        case .unlockForSession: "unlockForSession"
+        case .setPasscode: "setPasscode"
+        case .removePasscode: "removePasscode"
+        case .setEraseAfterFailedAttempts: "setEraseAfterFailedAttempts"
+        case .registerApp: "registerApp"
+        case .listApps: "listApps"
+        case .removeApp: "removeApp"
+        case .biometry: "biometry"
+        case .companion: "companion"
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainEngine
+
+// The controls (`KeychainAdminRequest`): each decided by `StateChangePolicy` for the caller, then
+// carried out on the caller's own keychain or its registry.
+extension KeychainDaemon {
+    /// One control from one caller.
+    func administer(_ request: KeychainAdminRequest, from caller: any PeerIdentity) throws(KeychainError)
+        -> KeychainAnswer
+    {
+        let tenant = try engine { try self.tenant(for: caller.uid) }
+        let requirement = try stateChanges.requirement(
+            for: request, by: caller, passcodeSet: tenant.keychain.status.passcodeSet)
+        let answer: KeychainAnswer
+        switch request {
+        case .setPasscode(let new, let current) where requirement == .firstPasscodeOnlyOnAnEmptyKeychain:
+            let registry = tenant.registry
+            try engine {
+                try tenant.keychain.setPasscode(
+                    new, current: current,
+                    firstPasscodePolicy: .onlyOnAnEmptyKeychain { try registry.entries().get().isEmpty })
+            }
+            answer = .done
+        case .unlockForSession(let passcode):
+            // The daemon's unlock already holds for every client until the keychain locks.
+            try engine { try tenant.keychain.unlock(passcode: passcode) }
+            answer = .done
+        case .lock, .unlock, .setPasscode, .removePasscode, .setEraseAfterFailedAttempts, .biometry, .companion:
+            answer = try engine {
+                try InProcessKeychainService(keychain: tenant.keychain, client: ClientIdentity(accessGroups: []))
+                    .administer(request)
+            }
+        case .listApps:
+            return .apps(try registryEntries(of: tenant))
+        case .registerApp(let registration):
+            try checkPasscode(registration.passcode, if: requirement, in: tenant)
+            let app = try engine { try makeEntry(registration) }
+            try engine { try tenant.registry.register(app) }
+            DaemonLog.info(
+                "registered \(app.executablePath) as \(app.applicationIdentifier)\(app.trustsPathOnly ? " (development: trusted by path)" : "")\(app.isGeneralPurposeTool ? " (a general-purpose tool: its reads and changes ask the user)" : "") for uid \(tenant.uid), by pid \(caller.pid)"
+            )
+            return .done
+        case .removeApp(let path, let passcode):
+            try checkPasscode(passcode, if: requirement, in: tenant)
+            try engine { try tenant.registry.remove(executablePath: path) }
+            DaemonLog.info("removed \(path) from the registry of uid \(tenant.uid), by pid \(caller.pid)")
+            return .done
+        }
+        switch request {
+        case .biometry(.status), .companion(.status): break
+        case .biometry(let command), .companion(let command):
+            DaemonLog.info("\(request.name) \(command) by pid \(caller.pid) uid \(caller.uid)")
+        default: DaemonLog.info("\(request.name) by pid \(caller.pid) uid \(caller.uid)")
+        }
+        return answer
+    }
+
+    /// The passcode a registry change carries, checked like an unlock when the policy asks for it.
+    private func checkPasscode(
+        _ passcode: SecureBytes?, if requirement: StateChangePolicy.Requirement, in tenant: Tenant
+    )
+        throws(KeychainError)
+    {
+        guard requirement == .passcodeCheck else { return }
+        guard let passcode else {
+            throw KeychainError.authenticationFailed("changing the app registry needs the keychain's passcode")
+        }
+        try engine { try tenant.keychain.unlock(passcode: passcode) }
+    }
+
+    private func makeEntry(_ request: AppRegistrationRequest) throws -> AppRegistration {
+        guard request.executablePath.hasPrefix("/") else {
+            throw KeychainError.invalidParameter("the executable must be given by its absolute path")
+        }
+        guard !request.applicationIdentifier.isEmpty, !request.applicationIdentifier.contains(",") else {
+            throw KeychainError.invalidParameter("the application identifier must be a non-empty name without commas")
+        }
+        guard request.accessGroups.allSatisfy({ !$0.isEmpty }) else {
+            throw KeychainError.invalidParameter("an access group is empty")
+        }
+        guard let resolved = realpath(request.executablePath, nil) else {
+            throw KeychainError.invalidParameter("\(request.executablePath) cannot be found")
+        }
+        let path = String(cString: resolved)
+        free(resolved)
+        // Hashed once: for the entry, and to know the file as an interpreter or the command by contents.
+        let contents = ExecutableDigests.digest(ofFileAt: path)
+        let interpreter =
+            ToolRecognition.isInterpreter(path) || ToolRecognition.isCopyOfAnInterpreter(path, digest: contents)
+        if interpreter, !request.allowInterpreter {
+            throw KeychainError.invalidParameter(
+                "\(path) is an interpreter: registered, it would make every script of this user that app; register it only with --allow-interpreter (its reads and changes of secrets then ask the user)"
+            )
+        }
+        let asksUser =
+            request.generalPurposeTool || interpreter
+            || (contents.map(itemAccess.tools.commands.isTheSecurityCommand) ?? false)
+        guard request.approvalReuseSeconds >= 0, request.approvalReuseSeconds <= 86_400 else {
+            throw KeychainError.invalidParameter("an approval reuse window is 0 to 86400 seconds")
+        }
+        if request.trustPathOnly {
+            guard configuration.development else {
+                throw KeychainError.invalidParameter(
+                    "entries trusted by path are for development: start securityd with --development")
+            }
+            return AppRegistration(
+                executablePath: path, executableDigest: nil, applicationIdentifier: request.applicationIdentifier,
+                accessGroups: request.accessGroups, asksUser: asksUser,
+                approvalReuseSeconds: request.approvalReuseSeconds)
+        }
+        guard access(path, X_OK) == 0, let digest = contents else {
+            throw KeychainError.invalidParameter("\(path) is not an executable file the daemon can read")
+        }
+        return AppRegistration(
+            executablePath: path, executableDigest: digest, applicationIdentifier: request.applicationIdentifier,
+            accessGroups: request.accessGroups, asksUser: asksUser, approvalReuseSeconds: request.approvalReuseSeconds)
+    }
+}
