@@ -129,6 +129,16 @@ final class DaemonPolicyTests: XCTestCase {
         XCTAssertEqual(
             code { () throws(KeychainError) in try daemon.perform(.copyMatching(query: secrets), from: tool) },
             .authenticationFailed)
+        // An identity is an add of a private key and a certificate, and a search for identity objects
+        // reads the keys: both wait for the user too.
+        XCTAssertEqual(
+            code { () throws(KeychainError) in
+                try daemon.perform(.addIdentity(certificate: ["class": .string("cert")], key: nil), from: tool)
+            }, .authenticationFailed)
+        let identities: [String: ItemValue] = ["class": .string("idnt"), "r_Ref": .bool(true)]
+        XCTAssertEqual(
+            code { () throws(KeychainError) in try daemon.perform(.copyMatching(query: identities), from: tool) },
+            .authenticationFailed)
         // Attributes alone reveal no secret: searched without asking (and there is nothing to find).
         let attributes: [String: ItemValue] = ["class": .string("genp"), "r_Attributes": .bool(true)]
         XCTAssertEqual(

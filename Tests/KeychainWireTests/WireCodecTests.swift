@@ -23,6 +23,8 @@ final class WireCodecTests: XCTestCase {
             .add(attributes: query), .copyMatching(query: query),
             .update(query: query, attributes: ["labl": .string("l")]),
             .delete(query: [:]), .status, .location,
+            .addIdentity(certificate: ["class": .string("cert"), "v_Data": .data(Data([0x30]))], key: query),
+            .addIdentity(certificate: [:], key: nil),
             .authenticate(
                 AuthenticationRequest(
                     context: AuthenticationContextReference(
@@ -117,9 +119,13 @@ final class WireCodecTests: XCTestCase {
         XCTAssertEqual(Array(lock.dropFirst(WireFormat.headerSize)), [1], "lock is the first admin tag")
         let status = WireCodec.frame(.status, id: 1)
         XCTAssertEqual(status[5], FrameKind.request.rawValue)
-        // The same payload byte is a different request in each kind of frame.
-        guard case .keychain(.add) = try WireCodec.request(from: frame(payload: [1, 0, 0, 0, 0])).request else {
-            return XCTFail("tag 1 of a request frame is an add")
+        // The same payload byte is a different request in each kind of frame: an add's payload in an
+        // admin frame is a lock with bytes after it, refused, never an add.
+        var add = WireCodec.frame(.add(attributes: [:]), id: 1)
+        XCTAssertEqual(add[WireFormat.headerSize], 1, "add is the first request tag")
+        add[5] = FrameKind.adminRequest.rawValue
+        XCTAssertThrowsError(try WireCodec.request(from: add)) { error in
+            XCTAssertTrue("\(error)".contains("bytes follow the payload"), "\(error)")
         }
         guard case .admin(.lock) = try WireCodec.request(from: frame(payload: [1], kind: .adminRequest)).request else {
             return XCTFail("tag 1 of an admin frame is lock")
@@ -127,8 +133,8 @@ final class WireCodecTests: XCTestCase {
         XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [12], kind: .adminRequest))) { error in
             XCTAssertTrue("\(error)".contains("unknown admin request 12"), "\(error)")
         }
-        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [11]))) { error in
-            XCTAssertTrue("\(error)".contains("unknown request 11"), "\(error)")
+        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [12]))) { error in
+            XCTAssertTrue("\(error)".contains("unknown request 12"), "\(error)")
         }
     }
 

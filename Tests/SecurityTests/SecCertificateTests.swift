@@ -1,4 +1,7 @@
 import Foundation
+import KeychainCore
+import KeychainCrypto
+import KeychainEngine
 import Security
 import XCTest
 
@@ -521,5 +524,59 @@ final class SecCertificateTests: KeychainTestCase {
         XCTAssertEqual(SecItemAdd(again as CFDictionary, nil), errSecNoSuchAttr)
         XCTAssertEqual(SecItemCopyMatching([kSecValueRef as String: leaf] as CFDictionary, nil), errSecSuccess)
         XCTAssertEqual(SecItemAdd([kSecValueRef as String: identity] as CFDictionary, nil), errSecDuplicateItem)
+    }
+
+    /// An identity is one request to the keychain service for each operation, so that through the
+    /// daemon it is added and deleted whole, in one transaction there.
+    func testAnIdentityIsAddedFoundAndDeletedInOneRequestEach() throws {
+        let (identity, _, _) = try leafIdentity()
+        let directory = keychain.directory + "-identity"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let service = RecordingService(
+            forwardingTo: InProcessKeychainService(
+                keychain: try Keychain(directory: directory), client: ClientIdentity(accessGroups: ["TEAM.identity"])))
+        KeychainServices.use(service)
+        defer { KeychainServices.use(nil) }
+        XCTAssertEqual(SecItemAdd([kSecValueRef as String: identity] as CFDictionary, nil), errSecSuccess)
+        XCTAssertEqual(service.names, ["addIdentity"])
+        var found: CFTypeRef?
+        let query: [String: Any] = [kSecClass as String: kSecClassIdentity, kSecReturnRef as String: true]
+        XCTAssertEqual(SecItemCopyMatching(query as CFDictionary, &found), errSecSuccess)
+        XCTAssertEqual(found as? SecIdentity, identity)
+        XCTAssertEqual(service.names, ["addIdentity", "copyMatching"])
+        XCTAssertEqual(SecItemDelete([kSecClass as String: kSecClassIdentity] as CFDictionary), errSecSuccess)
+        XCTAssertEqual(service.names, ["addIdentity", "copyMatching", "delete"])
+        // Both halves went with the one delete.
+        for itemClass in [kSecClassCertificate, kSecClassKey] {
+            XCTAssertEqual(
+                SecItemCopyMatching([kSecClass as String: itemClass] as CFDictionary, nil), errSecItemNotFound)
+        }
+    }
+
+    /// An identity whose key is refused leaves no certificate behind: the two are added in one
+    /// transaction, not one after the other.
+    func testAnIdentityWhoseKeyIsRefusedAddsNothing() throws {
+        let (_, leaf) = try makeCertificates()
+        let directory = keychain.directory + "-half"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let service = InProcessKeychainService(
+            keychain: try Keychain(directory: directory), client: ClientIdentity(accessGroups: ["TEAM.identity"]))
+        let der = SecCertificateCopyData(leaf) as Data
+        var certificate = try CertificateAttributes.of(try XCTUnwrap(X509Certificate(der: der)))
+        certificate["class"] = .string("cert")
+        certificate["v_Data"] = .data(der)
+        let refusedKey: [String: ItemValue] = [
+            "class": .string("keys"), "kcls": .integer(1), "svce": .string("not a key attribute"),
+            "v_Data": .data(Data([1])),
+        ]
+        XCTAssertThrowsError(try service.addIdentity(certificate: certificate, key: refusedKey)) { error in
+            XCTAssertEqual((error as? KeychainCore.KeychainError)?.code, .noSuchAttribute)
+        }
+        XCTAssertThrowsError(try service.copyMatching(["class": .string("cert")])) { error in
+            XCTAssertEqual((error as? KeychainCore.KeychainError)?.code, .itemNotFound)
+        }
+        // The same certificate with no key of its own (one already stored) is added alone.
+        XCTAssertNoThrow(try service.addIdentity(certificate: certificate, key: nil))
+        XCTAssertNotNil(try service.copyMatching(["class": .string("cert"), "r_Attributes": .bool(true)]))
     }
 }

@@ -13,6 +13,11 @@ public enum KeychainRequest: Sendable {
     case update(query: [String: ItemValue], attributes: [String: ItemValue])
     /// `SecItemDelete`.
     case delete(query: [String: ItemValue])
+    /// `SecItemAdd` of a `SecIdentity`: its certificate's item and its private key's (nil when the key
+    /// is stored already, as a stored enclave key is), added together or not at all. Identities are
+    /// found and deleted with `kSecClassIdentity` queries (`copyMatching`, `delete`); a search answers
+    /// each identity as `.array([certificate, key])`.
+    case addIdentity(certificate: [String: ItemValue], key: [String: ItemValue]?)
     /// The lock state, failed attempts and the next allowed attempt.
     case status
     /// Where the keychain's database is, for display (the `keychain:` line of the `security` command).
@@ -39,6 +44,7 @@ public enum KeychainRequest: Sendable {
         case .copyMatching: "copyMatching"
         case .update: "update"
         case .delete: "delete"
+        case .addIdentity: "addIdentity"
         case .status: "status"
         case .location: "location"
         case .authenticate: "authenticate"
@@ -97,6 +103,11 @@ extension KeychainService {
     /// `.update`: changes every item the query finds.
     public func update(_ query: [String: ItemValue], attributes: [String: ItemValue]) throws {
         _ = try perform(.update(query: query, attributes: attributes))
+    }
+
+    /// `.addIdentity`: a certificate and its private key, added in one transaction.
+    public func addIdentity(certificate: [String: ItemValue], key: [String: ItemValue]?) throws {
+        _ = try perform(.addIdentity(certificate: certificate, key: key))
     }
 
     /// `.delete`: deletes every item the query finds.

@@ -108,7 +108,7 @@ public final class KeychainDaemon: Sendable {
     func perform(_ request: KeychainRequest, from caller: any PeerIdentity) throws(KeychainError) -> KeychainAnswer {
         let tenant = try engine { try self.tenant(for: caller.uid) }
         switch request {
-        case .add, .copyMatching, .update, .delete, .generateEnclaveKey, .useEnclaveKey:
+        case .add, .addIdentity, .copyMatching, .update, .delete, .generateEnclaveKey, .useEnclaveKey:
             let grant: ItemAccessPolicy.Grant
             do throws(KeychainError) {
                 grant = try itemAccess.grant(request, from: caller, registry: try registryEntries(of: tenant))

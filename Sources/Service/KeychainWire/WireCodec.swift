@@ -82,7 +82,7 @@ public enum WireCodec {
 enum RequestTag: UInt8 {
     case add = 1
     case copyMatching, update, delete, status, location, authenticate, invalidateContext, generateEnclaveKey
-    case useEnclaveKey
+    case useEnclaveKey, addIdentity
 }
 
 /// The first byte of an admin request's payload (a frame of kind `adminRequest`).
@@ -163,6 +163,10 @@ private struct PayloadWriter {
         case .delete(let query):
             tag(.delete)
             writer.dictionary(query)
+        case .addIdentity(let certificate, let key):
+            tag(.addIdentity)
+            writer.dictionary(certificate)
+            writer.optional(key) { $0.dictionary($1) }
         case .status: tag(.status)
         case .location: tag(.location)
         case .authenticate(let request):
@@ -372,6 +376,12 @@ private struct PayloadReader {
         case .copyMatching: return .copyMatching(query: try dictionary())
         case .update: return .update(query: try dictionary(), attributes: try dictionary())
         case .delete: return .delete(query: try dictionary())
+        case .addIdentity:
+            return .addIdentity(
+                certificate: try dictionary(),
+                key: try read { (reader) throws(FormatError) in
+                    try reader.optional { (reader) throws(FormatError) in try reader.dictionary() }
+                })
         case .status: return .status
         case .location: return .location
         case .authenticate:

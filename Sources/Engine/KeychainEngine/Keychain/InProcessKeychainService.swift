@@ -18,6 +18,8 @@ public struct InProcessKeychainService: KeychainService {
         case .update(let query, let attributes):
             try keychain.update(query, attributes: attributes, client: client)
         case .delete(let query): try keychain.delete(query, client: client)
+        case .addIdentity(let certificate, let key):
+            try keychain.addIdentity(certificate: certificate, key: key, client: client)
         case .status: return .status(keychain.status)
         case .location: return .location(keychain.databasePath)
         case .authenticate(let request):

@@ -33,6 +33,14 @@ extension Keychain {
     func addEnclaveKeyToken(_ bytes: Data, _ attributes: [String: ItemValue], client: ClientIdentity) throws
         -> ItemResult?
     {
+        try insert(try prepareEnclaveKeyToken(bytes, attributes, client: client))
+    }
+
+    /// The checks and the sealed row of `addEnclaveKeyToken`, for an add that inserts it in a
+    /// transaction of its own (an identity's key).
+    func prepareEnclaveKeyToken(_ bytes: Data, _ attributes: [String: ItemValue], client: ClientIdentity) throws
+        -> PreparedKey
+    {
         var item = attributes
         try EnclaveKeyRules.checkCreation(item)
         let token = try EnclaveKeyToken(decoding: bytes)
@@ -57,7 +65,7 @@ extension Keychain {
         } else {
             item["pdmn"] = .string(token.protection.attributeValue)
         }
-        return try store(privateKey, publicKey: token.publicKey, attributes: item, client: client, answerAll: false)
+        return try prepare(privateKey, publicKey: token.publicKey, attributes: item, client: client, answerAll: false)
     }
 
     private func makeEnclaveKey(_ dictionary: [String: ItemValue], client: ClientIdentity) throws -> ItemResult? {
@@ -81,10 +89,25 @@ extension Keychain {
     /// Stores an enclave key as its item. The answer (what the attributes' return keys ask for, or with
     /// `answerAll` its attributes, data and persistent reference) gives, like every read, its public
     /// key as its data.
+    /// An enclave key's item, sealed and ready to insert: its row, and what an add of it answers.
+    struct PreparedKey {
+        let row: StoredItem
+        let record: ItemRecord
+        let query: Query
+    }
+
     private func store(
         _ privateKey: SecureBytes, publicKey: Data, attributes: [String: ItemValue], client: ClientIdentity,
         answerAll: Bool
     ) throws -> ItemResult? {
+        try insert(
+            try prepare(privateKey, publicKey: publicKey, attributes: attributes, client: client, answerAll: answerAll))
+    }
+
+    private func prepare(
+        _ privateKey: SecureBytes, publicKey: Data, attributes: [String: ItemValue], client: ClientIdentity,
+        answerAll: Bool
+    ) throws -> PreparedKey {
         let wrapped = try keybag.wrapDeviceBound(privateKey, context: publicKey)
         var item = attributes
         for (name, value) in try EnclaveKeyRules.attributes(publicKey: publicKey) { item[name] = value }
@@ -92,11 +115,16 @@ extension Keychain {
         if answerAll { for name in ["r_Attributes", "r_Data", "r_PersistentRef"] { item[name] = .bool(true) } }
         let query = try Query.parse(item, for: .add)
         let (row, prepared) = try prepareAdd(query, client: client, enclavePublicKey: publicKey)
-        try pool.writeTransaction { connection in try insertNew(row, store: ItemStore(connection: connection)) }
-        guard query.returnsAnything else { return nil }
         var record = prepared
         record.secret = SecureBytes(copying: publicKey)
-        return try ResultShape(query: query).result(for: [record])
+        return PreparedKey(row: row, record: record, query: query)
+    }
+
+    /// Inserts a prepared key in a transaction of its own, and answers as its add asked.
+    private func insert(_ key: PreparedKey) throws -> ItemResult? {
+        try pool.writeTransaction { connection in try insertNew(key.row, store: ItemStore(connection: connection)) }
+        guard key.query.returnsAnything else { return nil }
+        return try ResultShape(query: key.query).result(for: [key.record])
     }
 
     /// An ephemeral key's token, made under the rules an item of these attributes would be added by:

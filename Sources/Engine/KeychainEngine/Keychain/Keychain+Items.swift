@@ -20,6 +20,10 @@ extension Keychain {
     public func copyMatching(_ dictionary: [String: ItemValue], client: ClientIdentity) throws
         -> ItemResult?
     {
+        if IdentityQuery.isIdentity(dictionary) {
+            let identity = try IdentityQuery(dictionary, for: .copyMatching)
+            return try perform { try copyIdentities(identity, client: client) }
+        }
         let query = try Query.parse(dictionary, for: .copyMatching)
         return try perform { try self.copyMatching(query, client: client) }
     }
@@ -28,12 +32,19 @@ extension Keychain {
     public func update(
         _ dictionary: [String: ItemValue], attributes changes: [String: ItemValue], client: ClientIdentity
     ) throws {
+        if IdentityQuery.isIdentity(dictionary) {
+            throw KeychainError.unimplemented("identities are updated through their certificate or their key")
+        }
         let query = try Query.parse(dictionary, for: .update)
         try perform { try self.update(query, changes: changes, client: client) }
     }
 
     /// `SecItemDelete`: deletes every matching item.
     public func delete(_ dictionary: [String: ItemValue], client: ClientIdentity) throws {
+        if IdentityQuery.isIdentity(dictionary) {
+            let identity = try IdentityQuery(dictionary, for: .delete)
+            return try perform { try deleteIdentities(identity, client: client) }
+        }
         let query = try Query.parse(dictionary, for: .delete)
         try perform { try self.delete(query, client: client) }
     }
@@ -155,7 +166,7 @@ extension Keychain {
 
     // MARK: Copy matching
 
-    private func copyMatching(_ query: Query, client: ClientIdentity) throws -> ItemResult? {
+    func copyMatching(_ query: Query, client: ClientIdentity) throws -> ItemResult? {
         if query.isIdentity { throw KeychainError.itemNotFound }
         guard let itemClass = query.itemClass else { throw KeychainError.itemNotFound }
         if query.valueReference != nil {
@@ -295,7 +306,7 @@ extension Keychain {
 
     // MARK: Helpers
 
-    private func search(
+    func search(
         _ query: Query, itemClass: ItemClass, groups: [String], store: ItemStore, access: ItemAccess? = nil
     ) throws -> ItemSearch {
         ItemSearch(

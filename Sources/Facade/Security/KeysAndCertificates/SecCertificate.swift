@@ -1,5 +1,6 @@
 import Foundation
 import KeychainCrypto
+import KeychainEngine
 
 /// An X.509 certificate (`KeychainCrypto.X509Certificate`). Certificates are equal when their DER
 /// encodings are, as `CFEqual` compares them on Apple's platforms.
@@ -27,14 +28,7 @@ public func SecCertificateCopyData(_ certificate: SecCertificate) -> CFData { ce
 /// A name for people: the subject's common name, else its email address, else its organizational
 /// unit or organization (Apple's order of preference).
 public func SecCertificateCopySubjectSummary(_ certificate: SecCertificate) -> CFString? {
-    let x509 = certificate.certificate
-    for nid in [
-        X509Certificate.commonName, X509Certificate.emailAddress, X509Certificate.organizationalUnit,
-        X509Certificate.organization,
-    ] {
-        if let value = x509.subjectValues(nid).last, !value.isEmpty { return value as NSString }
-    }
-    return x509.alternativeEmailAddresses.first.map { $0 as NSString }
+    CertificateAttributes.subjectSummary(of: certificate.certificate).map { $0 as NSString }
 }
 
 /// The subject's (last) common name; errSecSuccess with nil when it has none.

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainCore
 import KeychainCrypto
+import KeychainEngine
 
 /// Keys in the keychain: a `SecKey` given as `kSecValueRef` is stored as a key item (its external
 /// representation as the item's data, Apple's key attributes beside it), and `kSecReturnRef` on key
@@ -49,19 +50,11 @@ enum KeyItems {
             throw KeychainError.invalidParameter("a SecCertificate is added as kSecClassCertificate")
         }
         if item["v_Data"] != nil { throw KeychainError.invalidParameter("kSecValueRef and kSecValueData together") }
-        let x509 = certificate.certificate
         item["class"] = .string("cert")
-        item["v_Data"] = .data(x509.der)
-        var computed: [String: ItemValue] = [
-            "ctyp": .integer(Int64(x509.version)), "cenc": .integer(3), "subj": .data(x509.subjectDER),
-            "issr": .data(x509.issuerDER), "slnr": .data(x509.serialNumber),
-        ]
-        if let identifier = x509.subjectKeyIdentifier { computed["skid"] = .data(identifier) }
-        if let key = x509.publicKey(), let bytes = try? key.publicRepresentation() {
-            computed["pkhh"] = .data(try Digest.sha1(bytes))
+        item["v_Data"] = .data(certificate.certificate.der)
+        for (name, value) in try CertificateAttributes.of(certificate.certificate) where item[name] == nil {
+            item[name] = value
         }
-        if let summary = SecCertificateCopySubjectSummary(certificate) { computed["labl"] = .string(summary as String) }
-        for (name, value) in computed where item[name] == nil { item[name] = value }
         return item
     }
 
@@ -128,15 +121,7 @@ enum KeyItems {
 
     /// The terms that name `certificate`'s item: its class and primary key, and its key's hash.
     static func matchingTerms(of certificate: SecCertificate) throws -> [String: ItemValue] {
-        let x509 = certificate.certificate
-        var terms: [String: ItemValue] = [
-            "class": .string("cert"), "ctyp": .integer(Int64(x509.version)), "issr": .data(x509.issuerDER),
-            "slnr": .data(x509.serialNumber),
-        ]
-        if let key = x509.publicKey(), let bytes = try? key.publicRepresentation() {
-            terms["pkhh"] = .data(try Digest.sha1(bytes))
-        }
-        return terms
+        try CertificateAttributes.matchingTerms(of: certificate.certificate)
     }
 
     /// What the service is asked instead of `kSecReturnRef` on key items: the data and the attributes,

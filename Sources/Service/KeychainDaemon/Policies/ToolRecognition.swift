@@ -28,7 +28,7 @@ struct ToolRecognition: Sendable {
         case .copyMatching(let query):
             // Any value at all counts: the parser decides what is true, and asking too often is safe.
             return query["r_Data"] != nil || query["r_Ref"] != nil
-        case .useEnclaveKey, .add, .update, .delete, .generateEnclaveKey: return true
+        case .useEnclaveKey, .add, .addIdentity, .update, .delete, .generateEnclaveKey: return true
         default: return false
         }
     }
