@@ -127,7 +127,8 @@ let package = Package(
             linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))]
         ),
         .target(
-            name: "SecurityCommandLine", dependencies: ["Security", "KeychainBytes", "KeychainCore", "KeychainCrypto"],
+            name: "SecurityCommandLine",
+            dependencies: ["Security", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainEngine"],
             path: "Sources/Programs/SecurityCommandLine"),
         .executableTarget(
             name: "SecurityCommand",
@@ -168,7 +169,8 @@ let package = Package(
         .testTarget(
             name: "SecurityCommandTests",
             dependencies: [
-                "SecurityCommand", "SecurityCommandLine", "Security", "KeychainEngine", "keychain-test-helper",
+                "SecurityCommand", "SecurityCommandLine", "Security", "KeychainEngine", "KeychainCore", "KeychainBytes",
+                "keychain-test-helper",
                 "KeychainTestSupport", "securityd", "keychain-bench",
             ]),
         .testTarget(

@@ -226,6 +226,13 @@ final class DaemonPolicyTests: XCTestCase {
             .firstPasscodeOnlyOnAnEmptyKeychain)
         XCTAssertEqual(try decide(system, .setPasscode(new: passcode, current: nil), by: root).get(), .none)
         XCTAssertEqual(try decide(system, .lock, by: user).get(), .none)
+        // A backup and a restore prove the passcode where there is one; a system daemon serves neither yet.
+        let backup = KeychainAdminRequest.createBackup(path: "/b", password: nil, passcode: nil)
+        let restore = KeychainAdminRequest.restoreBackup(path: "/b", password: nil, passcode: passcode)
+        XCTAssertEqual(refusal(decide(userMode, backup, by: user)), .authenticationFailed)
+        XCTAssertEqual(try decide(userMode, backup, by: user, passcodeSet: false).get(), .none)
+        XCTAssertEqual(try decide(userMode, restore, by: user).get(), .passcodeCheck)
+        XCTAssertEqual(refusal(decide(system, restore, by: root)), .unimplemented)
         XCTAssertEqual(try decide(system, .listApps, by: user, passcodeSet: false).get(), .none)
     }
 

@@ -60,6 +60,8 @@ final class WireCodecTests: XCTestCase {
             .biometry(.enroll), .biometry(.unenroll), .biometry(.answer(.cancel)), .biometry(.standingAnswer(.match)),
             .biometry(.standingAnswer(nil)), .biometry(.status), .companion(.enroll), .companion(.answer(.match)),
             .companion(.status),
+            .createBackup(path: "/b.skbk", password: SecureBytes(copying: [1, 2]), passcode: nil),
+            .restoreBackup(path: "/b.skbk", password: nil, passcode: SecureBytes(copying: [3])),
         ]
         return keychainRequests.map(WireRequest.keychain) + adminRequests.map(WireRequest.admin)
     }
@@ -130,8 +132,8 @@ final class WireCodecTests: XCTestCase {
         guard case .admin(.lock) = try WireCodec.request(from: frame(payload: [1], kind: .adminRequest)).request else {
             return XCTFail("tag 1 of an admin frame is lock")
         }
-        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [12], kind: .adminRequest))) { error in
-            XCTAssertTrue("\(error)".contains("unknown admin request 12"), "\(error)")
+        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [14], kind: .adminRequest))) { error in
+            XCTAssertTrue("\(error)".contains("unknown admin request 14"), "\(error)")
         }
         XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [12]))) { error in
             XCTAssertTrue("\(error)".contains("unknown request 12"), "\(error)")
@@ -158,6 +160,16 @@ final class WireCodecTests: XCTestCase {
             ),
             .biometry(BiometryStatus(enrolled: false, pendingAnswers: [], standingAnswer: nil, domainState: nil)),
             .secret(SecureBytes(copying: Array("shared secret".utf8))), .secret(SecureBytes(copying: [])),
+            .backup(
+                BackupSummary(
+                    formatVersion: 1, keybagUUID: UUID(), created: Date(timeIntervalSince1970: 1_800_000_000.5),
+                    deviceBound: false, itemsPerClass: ["genp": 6, "inet": 1], itemsPerProtection: ["ak": 3, "dku": 4],
+                    skipped: ["needsUser": 2])),
+            .backup(
+                BackupSummary(
+                    formatVersion: 1, keybagUUID: UUID(), created: Date(timeIntervalSince1970: 0), deviceBound: true,
+                    itemsPerClass: [:], itemsPerProtection: [:], skipped: [:])),
+            .restore(RestoreReport(restored: 4, notForThisDevice: 3, skipped: 1, replacedLocal: 2, keptLocal: 0)),
         ]
     }
 

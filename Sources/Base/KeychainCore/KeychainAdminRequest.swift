@@ -34,6 +34,14 @@ public enum KeychainAdminRequest: Sendable {
     case biometry(BiometryCommand)
     /// The simulated companion device (`security companion`): enrolled means paired.
     case companion(BiometryCommand)
+    /// Writes a backup of the keychain to the file at `path` (`security backup create`): with a
+    /// `password`, one that restores onto another keychain (its `ThisDeviceOnly` classes only onto
+    /// this one); without, one that restores only here. `passcode` is the keychain's, checked like an
+    /// unlock first; a daemon needs it whenever the keychain has one. Answers `.backup`.
+    case createBackup(path: String, password: SecureBytes?, passcode: SecureBytes?)
+    /// Restores the backup at `path` into the keychain (`security backup restore`), all or nothing;
+    /// `passcode` as for `createBackup`. Answers `.restore`.
+    case restoreBackup(path: String, password: SecureBytes?, passcode: SecureBytes?)
 
     /// The request's name, for logs and tests; never its values.
     public var name: String {
@@ -49,6 +57,8 @@ public enum KeychainAdminRequest: Sendable {
         case .removeApp: "removeApp"
         case .biometry: "biometry"
         case .companion: "companion"
+        case .createBackup: "createBackup"
+        case .restoreBackup: "restoreBackup"
         }
     }
 }

@@ -40,6 +40,8 @@ public struct KeychainError: Error, Sendable, Equatable, CustomStringConvertible
         case allocationFailed
         /// errSecInternalComponent (-2070): a failure inside the engine that is not the caller's doing.
         case internalError
+        /// errSecDecode (-26275): bytes that are not what they claim (a damaged or foreign backup file).
+        case decode
     }
 
     /// What callers compare.
@@ -100,4 +102,6 @@ public struct KeychainError: Error, Sendable, Equatable, CustomStringConvertible
     public static let allocationFailed = KeychainError(.allocationFailed, "out of memory")
     /// An `internalError` error.
     public static func internalError(_ reason: String) -> KeychainError { .init(.internalError, reason) }
+    /// A `decode` error.
+    public static func decode(_ reason: String) -> KeychainError { .init(.decode, reason) }
 }

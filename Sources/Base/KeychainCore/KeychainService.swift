@@ -73,6 +73,10 @@ public enum KeychainAnswer: Sendable, Equatable {
     case biometry(BiometryStatus)
     /// Bytes as sensitive as a key (an enclave key's shared secret), or a signature.
     case secret(SecureBytes)
+    /// What a backup just written holds (`.createBackup`).
+    case backup(BackupSummary)
+    /// What a restore did (`.restoreBackup`).
+    case restore(RestoreReport)
 }
 
 /// A keychain as its clients see it: the embedded engine in-process, or (later) the daemon over its
@@ -194,6 +198,22 @@ extension KeychainService {
             throw unexpected(KeychainAdminRequest.companion(command).name)
         }
         return status
+    }
+
+    /// `.createBackup`: what the backup holds.
+    public func createBackup(at path: String, password: SecureBytes?, passcode: SecureBytes?) throws -> BackupSummary {
+        let request = KeychainAdminRequest.createBackup(path: path, password: password, passcode: passcode)
+        guard case .backup(let summary) = try administer(request) else { throw unexpected(request.name) }
+        return summary
+    }
+
+    /// `.restoreBackup`: what the restore did.
+    public func restoreBackup(from path: String, password: SecureBytes?, passcode: SecureBytes?) throws
+        -> RestoreReport
+    {
+        let request = KeychainAdminRequest.restoreBackup(path: path, password: password, passcode: passcode)
+        guard case .restore(let report) = try administer(request) else { throw unexpected(request.name) }
+        return report
     }
 
     /// `.generateEnclaveKey`.

@@ -74,4 +74,52 @@ public final class HMACKey: @unchecked Sendable {
     public func authenticationCode(_ message: Data) throws -> Data {
         try message.withUnsafeBytes { try authenticationCode([$0]) }
     }
+
+    /// An HMAC over bytes that arrive in pieces (a file streamed through): `update` with each piece,
+    /// then `finish`.
+    public func stream() throws -> HMACStream {
+        guard let context = EVP_MAC_CTX_dup(keyed) else {
+            ERR_clear_error()
+            throw CryptoError.libraryFailure("EVP_MAC_CTX_dup")
+        }
+        return HMACStream(context: context)
+    }
+}
+
+/// One HMAC-SHA256 computed piece by piece (`HMACKey.stream()`); its context is freed, and wiped by
+/// OpenSSL, when it is released.
+public final class HMACStream {
+    private var context: OpaquePointer?
+
+    init(context: OpaquePointer) { self.context = context }
+
+    deinit { EVP_MAC_CTX_free(context) }
+
+    /// Adds the next bytes.
+    public func update(_ bytes: UnsafeRawBufferPointer) throws {
+        guard bytes.count > 0 else { return }
+        guard let context, EVP_MAC_update(context, OpenSSLParameters.address(bytes), bytes.count) == 1 else {
+            ERR_clear_error()
+            throw CryptoError.libraryFailure("EVP_MAC_update")
+        }
+    }
+
+    public func update(_ bytes: Data) throws { try bytes.withUnsafeBytes { try update($0) } }
+
+    /// The MAC of everything added; the stream takes nothing after it.
+    public func finish() throws -> Data {
+        guard let context else { throw CryptoError.libraryFailure("the HMAC was already finished") }
+        var result = Data(count: 32)
+        var length = 0
+        let ok = result.withUnsafeMutableBytes { out in
+            EVP_MAC_final(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length, 32)
+        }
+        EVP_MAC_CTX_free(context)
+        self.context = nil
+        guard ok == 1, length == 32 else {
+            ERR_clear_error()
+            throw CryptoError.libraryFailure("EVP_MAC_final")
+        }
+        return result
+    }
 }

@@ -240,6 +240,27 @@ enum Usage {
             """
         ),
         (
+            "backup",
+            "Back up the keychain to a file, restore it, or show what a backup holds.",
+            """
+            Usage: backup create <file> [--no-password] [-p passcode]
+                   backup restore <file> [-p passcode]
+                   backup info <file>
+                create   write every item that may leave the device to <file> (a new file, mode 0600), under a
+                         backup password: typed twice on a terminal, else one line of standard input. Items of
+                         the ThisDeviceOnly classes restore only onto this keychain; the others onto any keychain
+                         given the password. Never included: WhenPasscodeSetThisDeviceOnly items, enclave keys,
+                         items whose access control asks the user
+                --no-password
+                         no password: the backup restores only onto this keychain (its device root)
+                restore  replace this keychain's non-synchronizable items by the backup's, in one transaction,
+                         after checking the whole file; asks for the backup password
+                info     what the file's header says (no password needed)
+                -p       the keychain's passcode, which a daemon asks before a backup or a restore (prompted on
+                         a terminal, else read from standard input before the backup password)
+            """
+        ),
+        (
             "biometry",
             "Drive the simulated biometric sensor (as the iOS Simulator's Face ID menu does).",
             """

@@ -42,6 +42,17 @@ extension KeychainDaemon {
                 "registered \(app.executablePath) as \(app.applicationIdentifier)\(app.trustsPathOnly ? " (development: trusted by path)" : "")\(app.isGeneralPurposeTool ? " (a general-purpose tool: its reads and changes ask the user)" : "") for uid \(tenant.uid), by pid \(caller.pid)"
             )
             return .done
+        case .createBackup(let path, let password, let passcode):
+            try checkPasscode(passcode, if: requirement, in: tenant)
+            let summary = try engine { try tenant.keychain.createBackup(at: try absolute(path), password: password) }
+            DaemonLog.info("backup of uid \(tenant.uid) written by pid \(caller.pid): \(summary.itemCount) items")
+            return .backup(summary)
+        case .restoreBackup(let path, let password, let passcode):
+            try checkPasscode(passcode, if: requirement, in: tenant)
+            let report = try engine { try tenant.keychain.restoreBackup(from: try absolute(path), password: password) }
+            DaemonLog.info(
+                "backup restored into the keychain of uid \(tenant.uid) by pid \(caller.pid): \(report.restored) items")
+            return .restore(report)
         case .removeApp(let path, let passcode):
             try checkPasscode(passcode, if: requirement, in: tenant)
             try engine { try tenant.registry.remove(executablePath: path) }
@@ -57,16 +68,22 @@ extension KeychainDaemon {
         return answer
     }
 
-    /// The passcode a registry change carries, checked like an unlock when the policy asks for it.
+    /// A file the caller names: by an absolute path, since the daemon does not share its directory.
+    private func absolute(_ path: String) throws -> String {
+        guard path.hasPrefix("/") else {
+            throw KeychainError.invalidParameter("the daemon takes a backup file by its absolute path")
+        }
+        return path
+    }
+
+    /// The passcode a control carries, checked like an unlock when the policy asks for it.
     private func checkPasscode(
         _ passcode: SecureBytes?, if requirement: StateChangePolicy.Requirement, in tenant: Tenant
     )
         throws(KeychainError)
     {
         guard requirement == .passcodeCheck else { return }
-        guard let passcode else {
-            throw KeychainError.authenticationFailed("changing the app registry needs the keychain's passcode")
-        }
+        guard let passcode else { throw KeychainError.authenticationFailed("the keychain's passcode is needed") }
         try engine { try tenant.keychain.unlock(passcode: passcode) }
     }
 

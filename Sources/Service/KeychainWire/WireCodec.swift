@@ -89,13 +89,13 @@ enum RequestTag: UInt8 {
 enum AdminRequestTag: UInt8 {
     case lock = 1
     case unlock, unlockForSession, setPasscode, removePasscode, setEraseAfterFailedAttempts, registerApp, listApps
-    case removeApp, biometry, companion
+    case removeApp, biometry, companion, createBackup, restoreBackup
 }
 
 /// The first byte of an answer's payload.
 enum AnswerTag: UInt8 {
     case done = 1
-    case result, status, location, apps, authentication, biometry, secret
+    case result, status, location, apps, authentication, biometry, secret, backup, restore
 }
 
 private enum AuthenticationSubjectTag: UInt8 {
@@ -245,6 +245,16 @@ private struct PayloadWriter {
         case .companion(let command):
             adminTag(.companion)
             sensorCommand(command)
+        case .createBackup(let path, let password, let passcode):
+            adminTag(.createBackup)
+            string(path)
+            writer.optional(password) { $0.secret($1) }
+            writer.optional(passcode) { $0.secret($1) }
+        case .restoreBackup(let path, let password, let passcode):
+            adminTag(.restoreBackup)
+            string(path)
+            writer.optional(password) { $0.secret($1) }
+            writer.optional(passcode) { $0.secret($1) }
         }
     }
 
@@ -304,6 +314,26 @@ private struct PayloadWriter {
         case .secret(let bytes):
             answerTag(.secret)
             writer.secret(bytes)
+        case .backup(let summary):
+            answerTag(.backup)
+            writer.unsigned(UInt32(clamping: summary.formatVersion))
+            writer.bytes(withUnsafeBytes(of: summary.keybagUUID.uuid) { Data($0) })
+            writer.date(summary.created)
+            writer.flag(summary.deviceBound)
+            for counts in [summary.itemsPerClass, summary.itemsPerProtection, summary.skipped] {
+                writer.unsigned(UInt32(counts.count))
+                for (name, count) in counts.sorted(by: { $0.key < $1.key }) {
+                    string(name)
+                    writer.unsigned(UInt32(clamping: count))
+                }
+            }
+        case .restore(let report):
+            answerTag(.restore)
+            for count in [
+                report.restored, report.notForThisDevice, report.skipped, report.replacedLocal, report.keptLocal,
+            ] {
+                writer.unsigned(UInt32(clamping: count))
+            }
         }
     }
 }
@@ -427,6 +457,10 @@ private struct PayloadReader {
         case .removeApp: return .removeApp(executablePath: try string(), passcode: try optionalSecret())
         case .biometry: return .biometry(try sensorCommand())
         case .companion: return .companion(try sensorCommand())
+        case .createBackup:
+            return .createBackup(path: try string(), password: try optionalSecret(), passcode: try optionalSecret())
+        case .restoreBackup:
+            return .restoreBackup(path: try string(), password: try optionalSecret(), passcode: try optionalSecret())
         }
     }
 
@@ -488,6 +522,36 @@ private struct PayloadReader {
                     enrolled: enrolled, pendingAnswers: pending, standingAnswer: try flag() ? try sensorAnswer() : nil,
                     domainState: try optionalBytes()))
         case .secret: return .secret(try secret())
+        case .backup:
+            let version = Int(try unsigned())
+            let uuidBytes = try bytes()
+            guard uuidBytes.count == 16 else { throw WireError("a keybag UUID is 16 bytes") }
+            let uuid = uuidBytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+            let created = try read { (reader) throws(FormatError) in try reader.date() }
+            let deviceBound = try flag()
+            var tables: [[String: Int]] = []
+            for _ in 0..<3 {
+                let count = try read { (reader) throws(FormatError) in try reader.count() }
+                var table: [String: Int] = [:]
+                var last: String?
+                for _ in 0..<count {
+                    // In order, each once: the one encoding of a table.
+                    let name = try string()
+                    guard last.map({ $0 < name }) ?? true else { throw WireError("counts out of order or named twice") }
+                    last = name
+                    table[name] = Int(try unsigned())
+                }
+                tables.append(table)
+            }
+            return .backup(
+                BackupSummary(
+                    formatVersion: version, keybagUUID: uuid, created: created, deviceBound: deviceBound,
+                    itemsPerClass: tables[0], itemsPerProtection: tables[1], skipped: tables[2]))
+        case .restore:
+            return .restore(
+                RestoreReport(
+                    restored: Int(try unsigned()), notForThisDevice: Int(try unsigned()), skipped: Int(try unsigned()),
+                    replacedLocal: Int(try unsigned()), keptLocal: Int(try unsigned())))
         }
     }
 

@@ -50,6 +50,12 @@ public struct InProcessKeychainService: KeychainService {
                 )
             }
             return .biometry(try companion.perform(command))
+        case .createBackup(let path, let password, let passcode):
+            if let passcode { try keychain.unlock(passcode: passcode) }
+            return .backup(try keychain.createBackup(at: path, password: password))
+        case .restoreBackup(let path, let password, let passcode):
+            if let passcode { try keychain.unlock(passcode: passcode) }
+            return .restore(try keychain.restoreBackup(from: path, password: password))
         case .registerApp, .listApps, .removeApp:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")

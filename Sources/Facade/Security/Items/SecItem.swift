@@ -124,6 +124,7 @@ extension KeychainError {
         case .diskFull: errSecDiskFull
         case .allocationFailed: errSecAllocate
         case .internalError: errSecInternalComponent
+        case .decode: errSecDecode
         }
     }
 }

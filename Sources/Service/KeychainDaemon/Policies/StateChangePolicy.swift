@@ -39,7 +39,31 @@ struct StateChangePolicy: Sendable {
             return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: registration.passcode != nil)
         case .removeApp(_, let passcode):
             return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
+        case .createBackup(_, _, let passcode), .restoreBackup(_, _, let passcode):
+            return try backup(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
         }
+    }
+
+    /// What a backup or a restore needs. A backup holds the items of every access group, and a restore
+    /// writes into every group: were either open to any process of the user, one could take every
+    /// app's secrets under a backup password of its choosing, or plant items in another app's group.
+    /// So the keychain's passcode is proved first (checked like an unlock, under the same delays). A
+    /// keychain without a passcode has nothing to prove with; its files, and the device root beside
+    /// them, are the user's to read anyway. A system daemon writes and reads files as its own user, not
+    /// the caller: it serves neither yet.
+    private func backup(by caller: any PeerIdentity, passcodeSet: Bool, passcodeGiven: Bool) throws(KeychainError)
+        -> Requirement
+    {
+        if mode == .system {
+            throw KeychainError.unimplemented(
+                "a system daemon does not make or restore backups yet: it would open the file as itself, not as you")
+        }
+        guard passcodeSet else { return .none }
+        guard passcodeGiven else {
+            throw KeychainError.authenticationFailed(
+                "a backup or a restore through the daemon needs the keychain's passcode")
+        }
+        return .passcodeCheck
     }
 
     /// The simulated sensor answers for the user: in system mode only root may drive it (or anyone, in

@@ -1,0 +1,73 @@
+import Foundation
+
+/// What a backup file says of itself (`security backup info`): its header and its summary, which hold
+/// counts and dates, never an attribute, a group or a secret. Read without the password, so nothing
+/// here is authenticated until a restore checks the whole file.
+public struct BackupSummary: Sendable, Equatable {
+    /// The file format's version.
+    public var formatVersion: Int
+    /// The backup keybag's identity: fresh for every backup, and the one the file's items are bound to.
+    public var keybagUUID: UUID
+    /// When the backup was made.
+    public var created: Date
+    /// Made without a password: every class is wrapped by the device root alone, so the backup restores
+    /// only onto the keychain (the device) it was made from.
+    public var deviceBound: Bool
+    /// The items in the file, by item class (`genp`, `inet`, `cert`, `keys`).
+    public var itemsPerClass: [String: Int]
+    /// The items in the file, by protection class (`ak`, `ck`, `dk`, `aku`, `cku`, `dku`).
+    public var itemsPerProtection: [String: Int]
+    /// The items left out of the backup, by why (`BackupSkip`).
+    public var skipped: [String: Int]
+
+    public init(
+        formatVersion: Int, keybagUUID: UUID, created: Date, deviceBound: Bool, itemsPerClass: [String: Int],
+        itemsPerProtection: [String: Int], skipped: [String: Int]
+    ) {
+        self.formatVersion = formatVersion
+        self.keybagUUID = keybagUUID
+        self.created = created
+        self.deviceBound = deviceBound
+        self.itemsPerClass = itemsPerClass
+        self.itemsPerProtection = itemsPerProtection
+        self.skipped = skipped
+    }
+
+    /// Every item the file holds.
+    public var itemCount: Int { itemsPerClass.values.reduce(0, +) }
+}
+
+/// Why an item is not in a backup: each of Apple's rules, and items that do not open.
+public enum BackupSkip: String, Sendable, CaseIterable {
+    /// `WhenPasscodeSetThisDeviceOnly`: never leaves the device, and is lost across restores.
+    case passcodeOnly
+    /// A token's item (an enclave key): its private half exists only under this device's root.
+    case tokenItem
+    /// An item whose access control guards its secret (the user, a passcode, an application
+    /// password): reading it for a backup would need the user, so it is left out, as Apple does.
+    case needsUser
+    /// A row that does not open under its class key (damaged), or whose class is locked.
+    case unreadable
+}
+
+/// What a restore did (`security backup restore`).
+public struct RestoreReport: Sendable, Equatable {
+    /// Items written from the backup.
+    public var restored: Int
+    /// `ThisDeviceOnly` items of a backup made on another device: absent here, as on Apple's devices.
+    public var notForThisDevice: Int
+    /// Items that could not be re-sealed here one by one (counted, never silently dropped).
+    public var skipped: Int
+    /// Local items the backup replaced (every non-synchronizable item the keychain held).
+    public var replacedLocal: Int
+    /// Items where the keychain's own copy was kept: a synchronizable item, or a newer one (`mdat`).
+    public var keptLocal: Int
+
+    public init(restored: Int, notForThisDevice: Int, skipped: Int, replacedLocal: Int, keptLocal: Int) {
+        self.restored = restored
+        self.notForThisDevice = notForThisDevice
+        self.skipped = skipped
+        self.replacedLocal = replacedLocal
+        self.keptLocal = keptLocal
+    }
+}

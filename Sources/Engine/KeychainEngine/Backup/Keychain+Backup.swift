@@ -1,0 +1,176 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import KeychainKeybag
+import KeychainStorage
+import KeychainSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Backups of the whole keychain with iOS's rules (`BackupKeybag`, `BackupHeader`): made and restored
+/// here, in this process or in the daemon, streaming item by item.
+extension Keychain {
+    /// Writes a backup of this keychain to `path`: with a password, the migrating classes restore onto
+    /// any keychain that is given it and the `ThisDeviceOnly` ones only onto this one; without, every
+    /// class restores only onto this one. Never in a backup: `WhenPasscodeSetThisDeviceOnly` items,
+    /// token items (enclave keys), tombstones, and items whose access control guards their secret
+    /// (reading them would need the user, as Apple's backup skips them); each is counted.
+    ///
+    /// The file is written beside `path` under a temporary name and renamed onto it when complete, so
+    /// `path` never holds a partial backup; a link or directory at `path` is never written through.
+    ///
+    /// - Parameter passwordFunction: how the password is stretched; tests may pass a cheaper one, never
+    ///   below what a header accepts.
+    public func createBackup(
+        at path: String, password: SecureBytes?, passwordFunction: PasscodeFunction? = nil,
+        progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws -> BackupSummary {
+        try perform {
+            let function = passwordFunction ?? BackupKeybag.minimumPasswordFunction
+            guard BackupKeybag.isAcceptable(function) else {
+                throw KeychainError.invalidParameter("the backup password function is out of bounds")
+            }
+            let status = keybag.status
+            if status.passcodeSet, status.lockState != .unlocked {
+                throw KeychainError.interactionNotAllowed("the keychain is locked: unlock it to back it up")
+            }
+            let (backupKeybag, header) = try BackupKeybag.make(
+                password: password, function: function, keybag: keybag, now: clock.now())
+            let output = try BackupTarget(path: path)
+            do {
+                let counts = try writeBackup(to: output, keybag: backupKeybag, header: header, progress: progress)
+                try output.commit()
+                return counts.summary(of: header)
+            } catch {
+                output.abandon()
+                throw error
+            }
+        }
+    }
+
+    /// What a backup file's header and summary say: no password needed, and nothing in it is secret.
+    /// Unauthenticated: only a restore, which checks the whole file, proves it.
+    public static func backupSummary(of path: String) throws -> BackupSummary {
+        let file = try BackupSource(path: path)
+        defer { file.close() }
+        let input = file.input()
+        let (header, _) = try BackupHeader.read(from: input)
+        let trailer = BackupCounts.encodedSize + 32
+        guard file.size - input.offset >= 4 + 4 + trailer else {
+            throw KeychainError.decode("the backup file is truncated")
+        }
+        let summaryBytes = try file.readAt(file.size - trailer, count: BackupCounts.encodedSize)
+        let (uuid, counts) = try BackupCounts.decode(summaryBytes)
+        guard uuid == header.uuid else {
+            throw KeychainError.decode("the backup file's summary belongs to another backup (keybag UUID mismatch)")
+        }
+        return counts.summary(of: header)
+    }
+
+    private func writeBackup(
+        to target: BackupTarget, keybag backupKeybag: BackupKeybag, header: BackupHeader,
+        progress: ((Int, Int) -> Void)?
+    ) throws -> BackupCounts {
+        let output = BackupOutput(descriptor: target.descriptor)
+        try output.startAuthenticating(with: try backupKeybag.macKey(), header: header.encoded())
+        var counts = BackupCounts()
+        try pool.withConnection { connection in
+            let store = ItemStore(connection: connection)
+            let rows = try ItemClass.allCases.flatMap { try store.rowIDs(itemClass: $0.rawValue, tombstone: false) }
+            for (index, rowID) in rows.enumerated() {
+                defer { progress?(index + 1, rows.count) }
+                guard let row = try store.item(rowID: rowID) else { continue }
+                switch try backupRecord(of: row) {
+                case .skipped(let reason): counts.skipped[reason, default: 0] += 1
+                case .record(let record):
+                    guard let classKey = backupKeybag.classKeys[record.protection] else {
+                        throw KeychainError.internalError("a backup without the key of a class it carries")
+                    }
+                    let sealed = try AESGCM.seal(
+                        BackupItemCoding.encode(record), key: classKey,
+                        authenticating: backupKeybag.itemContext(
+                            protection: record.protection, itemClass: record.itemClass))
+                    // Its classes in the clear, which say which key opens it (the summary counts them anyway).
+                    var entry = ByteWriter()
+                    entry.write(UInt32(sealed.count + 2))
+                    entry.write(UInt8(record.protection.rawValue))
+                    entry.write(UInt8(record.itemClass.rawValue))
+                    entry.writeRaw(sealed)
+                    try output.write(entry.data)
+                    counts.perClass[record.itemClass, default: 0] += 1
+                    counts.perProtection[record.protection, default: 0] += 1
+                }
+            }
+        }
+        var end = ByteWriter()
+        end.write(UInt32(0))
+        let summary = counts.encoded(uuid: backupKeybag.uuid)
+        end.write(UInt32(summary.count))
+        end.writeRaw(summary)
+        try output.write(end.data)
+        try output.finish()
+        return counts
+    }
+
+    private enum BackupEntry {
+        case record(ItemRecord)
+        case skipped(BackupSkip)
+    }
+
+    /// A row as it goes into a backup, or why it does not.
+    private func backupRecord(of row: StoredItem) throws -> BackupEntry {
+        guard let protection = ProtectionClass(rawValue: row.protectionClass) else { return .skipped(.unreadable) }
+        if protection == .whenPasscodeSetThisDeviceOnly { return .skipped(.passcodeOnly) }
+        guard let classKey = try? keybag.classKey(for: protection) else { return .skipped(.unreadable) }
+        guard let header = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false)
+        else { return .skipped(.unreadable) }
+        if let token = header.attributes["tkid"], token != .string("") { return .skipped(.tokenItem) }
+        if header.accessControl?.guardsSecret == true { return .skipped(.needsUser) }
+        guard let record = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: true)
+        else { return .skipped(.unreadable) }
+        return .record(record)
+    }
+}
+
+/// An item inside a backup, in the clear (it is sealed under its class's backup key):
+///
+///     item class (1) ‖ protection (1) ‖ persistent id (bytes) ‖ metadata (bytes, the stored record's
+///     format) ‖ secret (the stored secret's format)
+enum BackupItemCoding {
+    static func encode(_ record: ItemRecord) -> SecureBytes {
+        var writer = ByteWriter()
+        writer.write(UInt8(record.itemClass.rawValue))
+        writer.write(UInt8(record.protection.rawValue))
+        writer.writeBytes(record.persistentID)
+        writer.writeBytes(ItemRecordCoding.encodeMetadata(record))
+        let secret = ItemRecordCoding.encodeSecret(record.secret)
+        secret.withUnsafeBytes { writer.writeSecretBytes($0) }
+        return writer.takeSecure()
+    }
+
+    /// The record back, checked against the class it was sealed as; nil when it does not decode.
+    static func decode(_ plaintext: SecureBytes, protection: ProtectionClass, itemClass: ItemClass) -> ItemRecord? {
+        plaintext.withBorrowedData { data -> ItemRecord? in
+            var reader = ByteReader(data)
+            guard let classByte = try? reader.read() as UInt8, Int(classByte) == itemClass.rawValue,
+                let protectionByte = try? reader.read() as UInt8, Int(protectionByte) == protection.rawValue,
+                let persistentID = try? reader.readBytes(), persistentID.count == 16,
+                let metadataBytes = try? reader.readBytes(),
+                let metadata = try? ItemRecordCoding.decodeMetadata(metadataBytes),
+                let secretBytes = try? reader.readSecureBytes(),
+                let secret = try? ItemRecordCoding.decodeSecret(secretBytes), reader.isAtEnd
+            else { return nil }
+            var record = ItemRecord(
+                itemClass: itemClass, persistentID: persistentID, protection: protection,
+                accessGroup: metadata.accessGroup, synchronizable: metadata.synchronizable,
+                tombstone: metadata.tombstone, attributes: metadata.attributes, accessControl: metadata.accessControl,
+                secret: secret)
+            record.biometryBinding = metadata.biometryBinding
+            record.enclavePublicKey = metadata.enclavePublicKey
+            return record
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import KeychainKeybag
+import KeychainStorage
+
+/// Restoring a backup, with Apple's rules (spec §A.1 of the facts): the whole file is authenticated
+/// before anything is written, and the restore is one transaction.
+extension Keychain {
+    /// Restores the backup at `path` into this keychain.
+    ///
+    /// The file's MAC is checked over every byte first; then, in one transaction, the keychain's local
+    /// non-synchronizable items are replaced by the backup's, its synchronizable ones are kept, and an
+    /// item in both is resolved by the newer `mdat`. Items the backup never holds stay
+    /// (`WhenPasscodeSetThisDeviceOnly` items, enclave keys). Restored items keep their persistent
+    /// references and are sealed under this keychain's own class keys. The file is read again during
+    /// the transaction, and a byte that differs from the checked file rolls it back.
+    ///
+    /// - Throws: `authenticationFailed` for a wrong password; `decode` for a damaged or foreign file;
+    ///   `interactionNotAllowed` when the keychain has a passcode and is locked.
+    public func restoreBackup(
+        from path: String, password: SecureBytes?, progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws -> RestoreReport {
+        try perform {
+            let status = keybag.status
+            if status.passcodeSet, status.lockState != .unlocked {
+                throw KeychainError.interactionNotAllowed("the keychain is locked: unlock it to restore into it")
+            }
+            let file = try BackupSource(path: path)
+            defer { file.close() }
+            let (header, _) = try BackupHeader.read(from: file.input())
+            let backupKeybag = try BackupKeybag.open(header, password: password, keybag: keybag)
+            // First pass: the whole file, MAC and structure, before anything is written.
+            let expected = try readItems(of: file, keybag: backupKeybag) { _, _, _ in }
+            var report = RestoreReport(restored: 0, notForThisDevice: 0, skipped: 0, replacedLocal: 0, keptLocal: 0)
+            let digests = try digests()
+            try pool.writeTransaction { connection in
+                let store = ItemStore(connection: connection)
+                report.replacedLocal = try removeLocalItems(store: store)
+                var done = 0
+                let counts = try readItems(of: file, keybag: backupKeybag) { protection, itemClass, sealed in
+                    defer {
+                        done += 1
+                        progress?(done, expected.items)
+                    }
+                    guard let classKey = backupKeybag.classKeys[protection] else {
+                        report.notForThisDevice += 1
+                        return
+                    }
+                    guard
+                        let plaintext = try? AESGCM.openSecure(
+                            sealed, key: classKey,
+                            authenticating: backupKeybag.itemContext(protection: protection, itemClass: itemClass)),
+                        let record = BackupItemCoding.decode(plaintext, protection: protection, itemClass: itemClass),
+                        !record.tombstone, record.accessControl?.guardsSecret != true
+                    else {
+                        report.skipped += 1
+                        return
+                    }
+                    switch try restore(record, store: store, digests: digests) {
+                    case .restored: report.restored += 1
+                    case .keptLocal: report.keptLocal += 1
+                    case .skipped: report.skipped += 1
+                    }
+                }
+                guard counts == expected else {
+                    throw KeychainError.decode(
+                        "the backup file changed while it was being restored; nothing was restored")
+                }
+            }
+            return report
+        }
+    }
+
+    /// Reads every item entry of the file, handing each to `body`, then checks the summary and the MAC.
+    /// Returns the counts the summary holds.
+    private func readItems(
+        of file: BackupSource, keybag backupKeybag: BackupKeybag,
+        _ body: (ProtectionClass, ItemClass, Data) throws -> Void
+    ) throws -> BackupCounts {
+        let input = file.input()
+        let (header, headerBytes) = try BackupHeader.read(from: input)
+        guard header.uuid == backupKeybag.uuid else {
+            throw KeychainError.decode("the backup file changed while it was being restored; nothing was restored")
+        }
+        try input.startAuthenticating(with: try backupKeybag.macKey(), header: headerBytes)
+        // Entries are handed on as they are read: the first pass hands them nowhere, and the second
+        // runs inside the restore's transaction, which a failed check below rolls back.
+        var seen = 0
+        while true {
+            let length = Int(try input.readUInt32())
+            if length == 0 { break }
+            guard length > 2, length <= BackupHeader.maximumItem, length <= input.remaining else {
+                throw KeychainError.decode("the backup file is truncated or damaged (an item is longer than the file)")
+            }
+            let entry = try input.read(length)
+            guard let protection = ProtectionClass(rawValue: Int(entry[entry.startIndex])),
+                let itemClass = ItemClass(rawValue: Int(entry[entry.startIndex + 1]))
+            else { throw KeychainError.decode("the backup file holds a damaged item") }
+            seen += 1
+            try body(protection, itemClass, entry.dropFirst(2))
+        }
+        let summaryLength = Int(try input.readUInt32())
+        guard summaryLength == BackupCounts.encodedSize else {
+            throw KeychainError.decode("the backup file's summary is damaged")
+        }
+        let summaryBytes = try input.read(summaryLength)
+        let computed = try input.finishMAC()
+        let stored = try input.read(32, authenticated: false)
+        guard input.remaining == 0 else { throw KeychainError.decode("bytes follow the backup's end") }
+        guard ConstantTime.equal(computed, stored) else {
+            throw KeychainError.decode("the backup file is damaged or was changed (its MAC does not match)")
+        }
+        let (uuid, counts) = try BackupCounts.decode(summaryBytes)
+        guard uuid == header.uuid else {
+            throw KeychainError.decode("the backup file's summary belongs to another backup (keybag UUID mismatch)")
+        }
+        guard seen == counts.items else {
+            throw KeychainError.decode("the backup file holds another number of items than its summary says")
+        }
+        return counts
+    }
+
+    /// Deletes the local items a restore replaces: every non-synchronizable item and tombstone, except
+    /// those no backup holds (`WhenPasscodeSetThisDeviceOnly` items, token items). Returns how many.
+    private func removeLocalItems(store: ItemStore) throws -> Int {
+        var removed = 0
+        for itemClass in ItemClass.allCases {
+            for tombstone in [false, true] {
+                for rowID in try store.rowIDs(itemClass: itemClass.rawValue, tombstone: tombstone) {
+                    guard let row = try store.item(rowID: rowID), !row.synchronizable else { continue }
+                    guard let protection = ProtectionClass(rawValue: row.protectionClass) else {
+                        try store.delete(rowID: rowID)
+                        continue
+                    }
+                    if protection == .whenPasscodeSetThisDeviceOnly { continue }
+                    if let classKey = try? keybag.classKey(for: protection),
+                        let record = ItemDecryption.open(
+                            row, protection: protection, classKey: classKey, needSecret: false),
+                        let token = record.attributes["tkid"], token != .string("")
+                    {
+                        continue
+                    }
+                    try store.delete(rowID: rowID)
+                    if !tombstone { removed += 1 }
+                }
+            }
+        }
+        return removed
+    }
+
+    private enum RestoreOutcome {
+        case restored, keptLocal, skipped
+    }
+
+    /// Seals one backup record under this keychain's class key and stores it; an item already here
+    /// with the same primary key stays when it is newer (`mdat`, then the smaller `sha1`).
+    private func restore(_ record: ItemRecord, store: ItemStore, digests: ItemDigests) throws -> RestoreOutcome {
+        guard record.protection != .whenPasscodeSetThisDeviceOnly,
+            record.attributes["tkid"].map({ $0 == .string("") }) ?? true
+        else { return .skipped }
+        guard let classKey = try? keybag.classKey(for: record.protection) else { return .skipped }
+        var record = record
+        if try store.item(persistentID: record.persistentID) != nil {
+            // The reference names another item here (one kept): the restored item gets a new one.
+            record.persistentID = try Random.bytes(16)
+        }
+        guard let row = try? ItemSealing.seal(record, classKey: classKey, digests: digests) else { return .skipped }
+        if let existing = try store.item(primaryKeyDigest: row.primaryKeyDigest) {
+            if let local = try? keybag.classKey(for: ProtectionClass(rawValue: existing.protectionClass) ?? .always),
+                let current = ItemDecryption.open(
+                    existing, protection: ProtectionClass(rawValue: existing.protectionClass) ?? .always,
+                    classKey: local, needSecret: false),
+                !current.tombstone, Self.isNewer(current, than: record)
+            {
+                return .keptLocal
+            }
+            try store.delete(rowID: existing.rowID)
+        }
+        do {
+            try store.insert(row)
+        } catch let error as StorageError where error.kind == .constraint {
+            return .skipped
+        }
+        return .restored
+    }
+
+    /// Whether the item here wins over the backup's copy: a later `mdat`, or the same and a `sha1`
+    /// that sorts first.
+    private static func isNewer(_ local: ItemRecord, than restored: ItemRecord) -> Bool {
+        if local.modificationDate != restored.modificationDate {
+            return local.modificationDate > restored.modificationDate
+        }
+        let a = local.attributes["sha1"]?.bytes ?? Data()
+        let b = restored.attributes["sha1"]?.bytes ?? Data()
+        return a.lexicographicallyPrecedes(b) || a == b
+    }
+}

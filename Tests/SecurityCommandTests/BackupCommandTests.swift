@@ -1,0 +1,147 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainEngine
+import XCTest
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `security backup` as a user runs it, and a restore killed at any moment.
+final class BackupCommandTests: XCTestCase {
+    private let client = ClientIdentity(accessGroups: ["TEAM.cli"])
+
+    private func items(_ prefix: String, count: Int) -> [[String: ItemValue]] {
+        (0..<count).map { index in
+            [
+                "class": .string("genp"), "svce": .string("restore"), "acct": .string("\(prefix)-\(index)"),
+                "v_Data": .data(Data("secret-\(prefix)-\(index)".utf8)),
+            ]
+        }
+    }
+
+    private func accounts(in directory: String) throws -> Set<String> {
+        let keychain = try Keychain(directory: directory)
+        defer { keychain.closeIdleConnections() }
+        let query: [String: ItemValue] = [
+            "class": .string("genp"), "r_Attributes": .bool(true), "m_Limit": .string("m_LimitAll"),
+        ]
+        guard case .array(let found)? = try? keychain.copyMatching(query, client: client) else { return [] }
+        return Set(
+            found.compactMap { result -> String? in
+                guard case .dictionary(let attributes) = result, case .string(let account)? = attributes["acct"]
+                else { return nil }
+                return account
+            })
+    }
+
+    /// A restore killed with SIGKILL at any moment leaves the keychain as it was or fully restored,
+    /// never a mix: the restore is one transaction, and SQLite rolls an unfinished one back.
+    func testARestoreKilledAtAnyMomentLeavesTheOldKeychainOrTheRestoredOne() throws {
+        let cli = CommandRunner()
+        let source = cli.home + "-source"
+        let file = cli.home + "-backup.skbk"
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: file)
+        }
+        let count = 1000
+        do {
+            let keychain = try Keychain(directory: source)
+            try keychain.add(contentsOf: items("new", count: count), client: client)
+            _ = try keychain.createBackup(at: file, password: SecureBytes(copying: Array("pw".utf8)))
+            keychain.closeIdleConnections()
+        }
+        let old = Set((0..<count).map { "old-\($0)" })
+        let new = Set((0..<count).map { "new-\($0)" })
+        func freshHome() throws {
+            try? FileManager.default.removeItem(atPath: cli.home)
+            let keychain = try Keychain(directory: cli.home)
+            try keychain.add(contentsOf: items("old", count: count), client: client)
+            keychain.closeIdleConnections()
+        }
+        // How long a whole restore takes here, to spread the kills over it.
+        try freshHome()
+        let start = Date()
+        let whole = try cli.run("backup", "restore", file, input: "pw\n")
+        XCTAssertEqual(whole.status, 0, whole.stderr)
+        let duration = Date().timeIntervalSince(start)
+        XCTAssertEqual(try accounts(in: cli.home), new)
+
+        var outcomes: [String: Int] = [:]
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<10 {
+            try freshHome()
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: cli.executable)
+            process.arguments = ["backup", "restore", file]
+            process.environment = cli.environment
+            let input = Pipe()
+            process.standardInput = input
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            input.fileHandleForWriting.write(Data("pw\n".utf8))
+            // Anywhere from the start to a little past the end of a whole restore; every other round in
+            // its last part, where the transaction runs (the password's derivation comes first).
+            let earliest = round % 2 == 0 ? 0.02 : duration * 0.6
+            let delay = Double.random(in: earliest...(duration * 1.05), using: &generator)
+            usleep(useconds_t(delay * 1_000_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            // The protective child dies with its parent; give it the moment it takes.
+            usleep(100_000)
+            let found = try accounts(in: cli.home)
+            XCTAssertTrue(found == old || found == new, "round \(round): \(found.count) items, a mix")
+            outcomes[found == old ? "old" : "restored", default: 0] += 1
+        }
+        // What the rounds came to, for whoever reads the log.
+        print("kill -9 during restore: \(outcomes)")
+    }
+
+    func testTheVerbsSayWhatTheyDidAndRefuseBadFiles() throws {
+        let cli = CommandRunner()
+        let file = cli.home + "-verbs.skbk"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "me", "-s", "svc", "-w", "one").status, 0)
+        XCTAssertEqual(
+            try cli.run("add-generic-password", "-a", "dev", "-s", "svc", "-w", "two", "-A", "AlwaysThisDeviceOnly")
+                .status, 0)
+        let made = try cli.run("backup", "create", file, input: "pw\n")
+        XCTAssertEqual(made.status, 0, made.stderr)
+        XCTAssertEqual(made.stdout, "backup written to \(file): 2 items\n")
+        let info = try cli.run("backup", "info", file)
+        XCTAssertTrue(info.stdout.contains("items: 2 (genp 2)"), info.stdout)
+        XCTAssertTrue(info.stdout.contains("by protection: ak 1, dku 1"), info.stdout)
+        XCTAssertFalse(info.stdout.contains("me"), "no attribute value in the summary")
+
+        // No password on standard input: nothing is written.
+        let other = cli.home + "-none.skbk"
+        let refused = try cli.run("backup", "create", other, input: "")
+        XCTAssertEqual(refused.status, 1, refused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: other))
+
+        // Not a backup, empty, missing: errSecDecode (exit 0xff & -26275) or a parameter error.
+        try Data("not a backup at all".utf8).write(to: URL(fileURLWithPath: other))
+        let notBackup = try cli.run("backup", "info", other)
+        XCTAssertEqual(notBackup.status, Int32(UInt32(bitPattern: -26275) & 0xff), notBackup.stderr)
+        XCTAssertTrue(notBackup.stderr.contains("not a keychain backup file"), notBackup.stderr)
+        try Data().write(to: URL(fileURLWithPath: other))
+        XCTAssertEqual(
+            try cli.run("backup", "restore", other, input: "pw\n").status, Int32(UInt32(bitPattern: -26275) & 0xff))
+        try? FileManager.default.removeItem(atPath: other)
+        XCTAssertEqual(try cli.run("backup", "info", other).status, Int32(UInt32(bitPattern: -50) & 0xff))
+
+        // A wrong password: exit 51, and the keychain keeps what it has.
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "later", "-s", "svc", "-w", "three").status, 0)
+        let wrong = try cli.run("backup", "restore", file, input: "nope\n")
+        XCTAssertEqual(wrong.status, 51, wrong.stderr)
+        XCTAssertEqual(try cli.run("find-generic-password", "-a", "later", "-s", "svc", "-w").stdout, "three\n")
+        let restored = try cli.run("backup", "restore", file, input: "pw\n")
+        XCTAssertEqual(restored.status, 0, restored.stderr)
+        XCTAssertTrue(restored.stdout.hasPrefix("restored 2 items from \(file)\n"), restored.stdout)
+        XCTAssertEqual(try cli.run("find-generic-password", "-a", "later", "-s", "svc").status, 44)
+        XCTAssertEqual(try cli.run("find-generic-password", "-a", "dev", "-s", "svc", "-w").stdout, "two\n")
+    }
+}
