@@ -8,8 +8,6 @@ import XCTest
 /// Backups with iOS's rules: which classes travel where, what never leaves the device, and a restore
 /// that is all or nothing.
 final class BackupTests: EngineTestCase {
-    /// A cheap password function for tests: the lowest a header accepts.
-    private let cheap = PasscodeFunction.scrypt(logN: 14, r: 1, p: 1)
     private let backupPassword = SecureBytes(copying: Array("correct horse".utf8))
     private var backupPath: String { directory + "-backup.skbk" }
 
@@ -52,7 +50,7 @@ final class BackupTests: EngineTestCase {
 
     func testAPasswordBackupRestoresEveryClassHereAndOnlyTheMigratingOnesOnAnotherDevice() throws {
         try addEveryKind(to: keychain)
-        let summary = try keychain.createBackup(at: backupPath, password: backupPassword, passwordFunction: cheap)
+        let summary = try keychain.createBackup(at: backupPath, password: backupPassword)
         XCTAssertEqual(summary.itemsPerClass["genp"], 6)
         XCTAssertEqual(summary.itemsPerClass["inet"], 1)
         XCTAssertEqual(summary.itemsPerProtection["aku"], 1)
@@ -94,7 +92,7 @@ final class BackupTests: EngineTestCase {
         var guarded = password("svc", "guarded", secret: "asks")
         guarded["accc"] = .accessControl(AccessControlPolicy(protection: .whenUnlocked, flags: 1 << 0))
         _ = try keychain.add(guarded, client: client)
-        let summary = try keychain.createBackup(at: backupPath, password: backupPassword, passwordFunction: cheap)
+        let summary = try keychain.createBackup(at: backupPath, password: backupPassword)
         XCTAssertEqual(summary.itemCount, 1)
         XCTAssertEqual(summary.skipped[BackupSkip.passcodeOnly.rawValue], 1)
         XCTAssertEqual(summary.skipped[BackupSkip.needsUser.rawValue], 1)
@@ -115,7 +113,7 @@ final class BackupTests: EngineTestCase {
         guard case .data(let reference)? = try keychain.add(item, client: client) else {
             return XCTFail("no persistent reference")
         }
-        _ = try keychain.createBackup(at: backupPath, password: backupPassword, passwordFunction: cheap)
+        _ = try keychain.createBackup(at: backupPath, password: backupPassword)
         let other = try open(directory: directory + "-other")
         _ = try other.restoreBackup(from: backupPath, password: backupPassword)
         let query: [String: ItemValue] = ["v_PersistentRef": .data(reference), "r_Data": .bool(true)]
@@ -124,7 +122,7 @@ final class BackupTests: EngineTestCase {
 
     func testAWrongPasswordOrADamagedFileChangesNothing() throws {
         _ = try keychain.add(password("svc", "a", secret: "one"), client: client)
-        _ = try keychain.createBackup(at: backupPath, password: backupPassword, passwordFunction: cheap)
+        _ = try keychain.createBackup(at: backupPath, password: backupPassword)
         let other = try open(directory: directory + "-other")
         _ = try other.add(password("svc", "local", secret: "mine"), client: client)
         assertError(.authenticationFailed("")) {
@@ -132,7 +130,7 @@ final class BackupTests: EngineTestCase {
         }
         let good = try Data(contentsOf: URL(fileURLWithPath: backupPath))
         // One bit flipped anywhere in the file: refused, and the keychain is as it was.
-        for offset in stride(from: 0, to: good.count, by: max(1, good.count / 97)) {
+        for offset in stride(from: 0, to: good.count, by: max(1, good.count / 23)) {
             var bad = good
             bad[offset] ^= 0x10
             try bad.write(to: URL(fileURLWithPath: backupPath))
@@ -156,7 +154,7 @@ final class BackupTests: EngineTestCase {
     func testTheBackupFileHoldsNoSecretAttributeOrGroupInTheClear() throws {
         _ = try keychain.add(
             password("plain-service-name", "plain-account-name", secret: "plain-secret-value"), client: client)
-        _ = try keychain.createBackup(at: backupPath, password: backupPassword, passwordFunction: cheap)
+        _ = try keychain.createBackup(at: backupPath, password: backupPassword)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: backupPath))
         for needle in ["plain-service-name", "plain-account-name", "plain-secret-value", "TEAM.app"] {
             XCTAssertNil(bytes.range(of: Data(needle.utf8)), needle)
@@ -171,7 +169,7 @@ final class BackupTests: EngineTestCase {
         let victim = directory + "-other"
         try Data("keep".utf8).write(to: URL(fileURLWithPath: victim))
         try FileManager.default.createSymbolicLink(atPath: backupPath, withDestinationPath: victim)
-        _ = try keychain.createBackup(at: backupPath, password: backupPassword, passwordFunction: cheap)
+        _ = try keychain.createBackup(at: backupPath, password: backupPassword)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: victim)), Data("keep".utf8), "the link's target")
         // The link itself was replaced by the backup.
         XCTAssertNil(try? FileManager.default.destinationOfSymbolicLink(atPath: backupPath))
@@ -179,7 +177,7 @@ final class BackupTests: EngineTestCase {
         try FileManager.default.removeItem(atPath: backupPath)
         try FileManager.default.createDirectory(atPath: backupPath, withIntermediateDirectories: false)
         assertError(.invalidParameter("")) {
-            _ = try keychain.createBackup(at: backupPath, password: backupPassword, passwordFunction: cheap)
+            _ = try keychain.createBackup(at: backupPath, password: backupPassword)
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: backupPath), [])
     }
@@ -187,13 +185,124 @@ final class BackupTests: EngineTestCase {
     func testALockedKeychainIsNeitherBackedUpNorRestored() throws {
         try keychain.setPasscode(SecureBytes(copying: Array("1234".utf8)), current: nil)
         _ = try keychain.add(password("svc", "a"), client: client)
-        _ = try keychain.createBackup(at: backupPath, password: backupPassword, passwordFunction: cheap)
+        _ = try keychain.createBackup(at: backupPath, password: backupPassword)
         keychain.lock()
         assertError(.interactionNotAllowed("")) {
-            _ = try keychain.createBackup(at: directory + "-other", password: backupPassword, passwordFunction: cheap)
+            _ = try keychain.createBackup(at: directory + "-other", password: backupPassword)
         }
         assertError(.interactionNotAllowed("")) {
             _ = try keychain.restoreBackup(from: backupPath, password: backupPassword)
+        }
+    }
+
+    func testALockDuringABackupOrARestoreChangesNothingOfIt() throws {
+        try keychain.setPasscode(SecureBytes(copying: Array("1234".utf8)), current: nil)
+        for index in 0..<5 { _ = try keychain.add(password("svc", "a\(index)", secret: "s\(index)"), client: client) }
+        // Another client locks the keychain while the backup is being written, then while it is restored.
+        let summary = try keychain.createBackup(at: backupPath, password: backupPassword) { done, _ in
+            if done == 2 { self.keychain.lock() }
+        }
+        XCTAssertEqual(summary.itemCount, 5, "every item, none left out as unreadable")
+        try keychain.unlock(passcode: SecureBytes(copying: Array("1234".utf8)))
+        let report = try keychain.restoreBackup(from: backupPath, password: backupPassword) { done, _ in
+            if done == 2 { self.keychain.lock() }
+        }
+        XCTAssertEqual(report.restored, 5)
+        XCTAssertEqual(report.skipped, 0)
+        try keychain.unlock(passcode: SecureBytes(copying: Array("1234".utf8)))
+        XCTAssertEqual(try accounts(in: keychain), ["a0", "a1", "a2", "a3", "a4"])
+    }
+
+    func testAFileChangedBetweenItsCheckAndItsRestoreIsNotRestored() throws {
+        // Larger than the reader's buffer, so that the second reading goes back to the file.
+        let large = (0..<300).map { password("svc", "in-backup-\($0)", secret: String(repeating: "x", count: 400)) }
+        try keychain.add(contentsOf: large, client: client)
+        _ = try keychain.createBackup(at: backupPath, password: backupPassword)
+        let other = try open(directory: directory + "-other")
+        _ = try other.add(password("svc", "local", secret: "mine"), client: client)
+        let size = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: backupPath)[.size] as? Int)
+        // The file is checked whole, then read again in the transaction: change its last byte in between.
+        assertError(.decode("")) {
+            _ = try other.restoreBackup(from: backupPath, password: backupPassword) { done, _ in
+                guard done == 1, let handle = FileHandle(forUpdatingAtPath: self.backupPath) else { return }
+                handle.seek(toFileOffset: UInt64(size - 1))
+                handle.write(Data([0x5a]))
+                handle.closeFile()
+            }
+        }
+        XCTAssertEqual(try accounts(in: other), ["local"], "rolled back")
+    }
+
+    func testItemsThatNeverTravelAndNewerSynchronizableOnesAreKeptOverTheBackupsCopies() throws {
+        func synced(_ account: String, _ secret: String?) -> [String: ItemValue] {
+            var item = password("sync", account, secret: secret)
+            item["sync"] = .bool(true)
+            return item
+        }
+        // This keychain: a device-only item, and a synchronizable item older than the backup's copy.
+        try keychain.setPasscode(SecureBytes(copying: Array("1234".utf8)), current: nil)
+        _ = try keychain.add(password("svc", "clash", secret: "device-only", protection: "akpu"), client: client)
+        _ = try keychain.add(synced("older-here", "loses"), client: client)
+        clock.advance(60)
+        // The backup, from another keychain, a minute later.
+        let source = try open(directory: directory + "-other")
+        for item in [
+            password("svc", "clash", secret: "from-backup"), synced("older-here", "wins"),
+            synced("newer-here", "loses"),
+        ] {
+            _ = try source.add(item, client: client)
+        }
+        _ = try source.createBackup(at: backupPath, password: backupPassword)
+        clock.advance(60)
+        // And here, a minute after the backup: a newer copy of a synchronizable item.
+        _ = try keychain.add(synced("newer-here", "wins"), client: client)
+
+        let report = try keychain.restoreBackup(from: backupPath, password: backupPassword)
+        XCTAssertEqual(report.keptLocal, 2, "the device-only item and the newer synchronizable one")
+        XCTAssertEqual(report.restored, 1)
+        XCTAssertEqual(try readSecret("svc", "clash"), "device-only")
+        for account in ["older-here", "newer-here"] {
+            var query = synced(account, nil)
+            query["r_Data"] = .bool(true)
+            XCTAssertEqual(try keychain.copyMatching(query, client: client)?.bytes, Data("wins".utf8), account)
+        }
+    }
+
+    func testEnclaveKeysNeverTravelAndStayThroughARestore() throws {
+        let made = try keychain.generateEnclaveKey(
+            ["tkid": .string(enclaveTokenID), "atag": .data(Data("device-key".utf8))], client: client)
+        guard case .dictionary(let key)? = made, case .data(let reference)? = key["v_PersistentRef"] else {
+            return XCTFail("no enclave key: \(String(describing: made))")
+        }
+        _ = try keychain.add(password("svc", "a"), client: client)
+        let summary = try keychain.createBackup(at: backupPath, password: backupPassword)
+        XCTAssertEqual(summary.skipped[BackupSkip.tokenItem.rawValue], 1)
+        XCTAssertEqual(summary.itemsPerClass["keys"], nil)
+        _ = try keychain.restoreBackup(from: backupPath, password: backupPassword)
+        let query: [String: ItemValue] = ["v_PersistentRef": .data(reference), "r_Attributes": .bool(true)]
+        XCTAssertNotNil(try keychain.copyMatching(query, client: client), "the enclave key is still here")
+    }
+
+    func testAHeaderAskingForTooMuchMemoryOrTooLittleIsRefusedBeforeAnyDerivation() throws {
+        _ = try keychain.add(password("svc", "a"), client: client)
+        _ = try keychain.createBackup(at: backupPath, password: backupPassword)
+        let good = try Data(contentsOf: URL(fileURLWithPath: backupPath))
+        // logN sits after the magic, version, flags, UUID and date.
+        let logN = 4 + 1 + 1 + 16 + 8
+        XCTAssertEqual(good[logN], 17)
+        for value: UInt8 in [22, 30, 16, 1] {
+            var bad = good
+            bad[logN] = value
+            try bad.write(to: URL(fileURLWithPath: backupPath))
+            assertError(.decode("")) { _ = try keychain.restoreBackup(from: backupPath, password: backupPassword) }
+            assertError(.decode("")) { _ = try Keychain.backupSummary(of: backupPath) }
+        }
+        assertError(.invalidParameter("")) {
+            _ = try keychain.createBackup(
+                at: backupPath, password: backupPassword, passwordFunction: .scrypt(logN: 14, r: 1, p: 1))
+        }
+        assertError(.invalidParameter("")) {
+            _ = try keychain.createBackup(at: backupPath, password: SecureBytes(copying: []))
         }
     }
 }

@@ -48,6 +48,8 @@ public enum BackupSkip: String, Sendable, CaseIterable {
     case needsUser
     /// A row that does not open under its class key (damaged), or whose class is locked.
     case unreadable
+    /// An item larger than a restore accepts (80 MiB), which would make the whole file unrestorable.
+    case tooLarge
 }
 
 /// What a restore did (`security backup restore`).

@@ -166,6 +166,38 @@ public struct ItemStore {
         return rows
     }
 
+    /// Every row of one item class, live items or tombstones, in rowid order, handed to `body` one at a
+    /// time: a whole keychain is never held in memory (a backup streams through this).
+    public func forEachItem(itemClass: Int, tombstone: Bool, _ body: (StoredItem) throws -> Void) throws {
+        let statement = try connection.statement(
+            "SELECT \(Self.columns) FROM items WHERE class = ? AND tomb = ? ORDER BY rowid")
+        defer { statement.reset() }
+        try statement.bind(Int64(itemClass), at: 1)
+        try statement.bind(tombstone ? 1 : 0, at: 2)
+        while try statement.step() { try body(readRow(statement)) }
+    }
+
+    /// Deletes every row that is not synchronizable, except those of `keptProtectionClass` and of
+    /// `keptItemClass` (which the caller decides row by row): what a restore replaces. Returns how many
+    /// live items (not tombstones) went.
+    @discardableResult
+    public func deleteUnsynchronized(exceptProtectionClass keptProtectionClass: Int, exceptItemClass keptItemClass: Int)
+        throws -> Int
+    {
+        let counting = try connection.statement(
+            "SELECT count(*) FROM items WHERE sync = 0 AND tomb = 0 AND keyclass != ? AND class != ?")
+        defer { counting.reset() }
+        try counting.bind(Int64(keptProtectionClass), at: 1)
+        try counting.bind(Int64(keptItemClass), at: 2)
+        let live = try counting.step() ? Int(counting.int64(at: 0)) : 0
+        let statement = try connection.statement("DELETE FROM items WHERE sync = 0 AND keyclass != ? AND class != ?")
+        defer { statement.reset() }
+        try statement.bind(Int64(keptProtectionClass), at: 1)
+        try statement.bind(Int64(keptItemClass), at: 2)
+        _ = try statement.step()
+        return live
+    }
+
     /// Deletes every row of a protection class (used when that class's key is destroyed).
     @discardableResult
     public func deleteAll(protectionClass: Int) throws -> Int {

@@ -9,6 +9,7 @@
 //   keychain-bench --profile-lookups N | --profile-secitem N    N lookups alone, engine or SecItem, for perf
 //   keychain-bench --daemon-only        securityd's figures alone (round trips, group commit, the command)
 //   keychain-bench --keys-only          SecKey signing and verifying beside OpenSSL directly
+//   keychain-bench --backup-only        backup and restore, and the backup password's guess rate
 
 import Foundation
 import KeychainBytes
@@ -38,10 +39,14 @@ struct Options {
     var profileDaemon: Int?
     /// Only measure engine adds with group commit from this many threads.
     var engineAddThreads: Int?
+    /// Only measure backup and restore.
+    var backupOnly = false
+    /// The numbers of items backed up and restored.
+    var backupSizes = [1_000, 100_000]
 
     static let usage = """
         usage: keychain-bench [--sizes N,N,...] [--million] [--samples N] [--write-samples N] [--command-samples N]
-               keychain-bench --passcode-only | --keys-only | --daemon-only
+               keychain-bench --passcode-only | --keys-only | --daemon-only | --backup-only [--backup-sizes N,N,...]
                keychain-bench --profile-lookups N | --profile-secitem N | --profile-daemon N | --engine-adds THREADS
                keychain-bench --help
 
@@ -57,6 +62,8 @@ struct Options {
           --passcode-only        only the passcode derivation: unlock cost and offline guess rates
           --keys-only            only SecKey signing and verifying beside OpenSSL directly
           --daemon-only          only securityd (and the embedded command it is compared with)
+          --backup-only          only backup and restore, and the backup password's offline guess rate
+          --backup-sizes N,N,... the numbers of items backed up and restored (default 1000,100000)
           --profile-lookups N    only N engine lookups on 1,000 items, for a profiler
           --profile-secitem N    only N SecItemCopyMatching lookups on 1,000 items, for a profiler
           --profile-daemon N     only N lookups through securityd, for a profiler
@@ -74,20 +81,25 @@ struct Options {
             }
             return value
         }
+        /// The list after `flag`: positive whole numbers separated by commas, or the usage and status 2.
+        func counts(after flag: String) -> [Int] {
+            let values = (iterator.next() ?? "").split(separator: ",", omittingEmptySubsequences: false).map {
+                Int($0)
+            }
+            guard !values.isEmpty, values.allSatisfy({ ($0 ?? 0) > 0 }) else {
+                Self.refuse("\(flag) needs positive whole numbers separated by commas")
+            }
+            return values.compactMap { $0 }
+        }
         while let argument = iterator.next() {
             switch argument {
             case "--help", "-h":
                 print(Self.usage, terminator: "")
                 exit(0)
             case "--million": sizes.append(1_000_000)
-            case "--sizes":
-                let values = (iterator.next() ?? "").split(separator: ",", omittingEmptySubsequences: false).map {
-                    Int($0)
-                }
-                guard !values.isEmpty, values.allSatisfy({ ($0 ?? 0) > 0 }) else {
-                    Self.refuse("--sizes needs positive whole numbers separated by commas")
-                }
-                sizes = values.compactMap { $0 }
+            case "--sizes": sizes = counts(after: argument)
+            case "--backup-sizes": backupSizes = counts(after: argument)
+            case "--backup-only": backupOnly = true
             case "--samples": samples = count(after: argument)
             case "--command-samples": commandSamples = count(after: argument)
             case "--write-samples": writeSamples = count(after: argument)
@@ -264,6 +276,12 @@ if let lookups = options.profileDaemon {
     exit(0)
 }
 
+if options.backupOnly {
+    try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    BackupBenchmark(sizes: options.backupSizes, directory: root).run()
+    try? FileManager.default.removeItem(atPath: root)
+    exit(0)
+}
 if options.keysOnly {
     KeyBenchmark(samples: min(options.samples, 500)).run()
     exit(0)
@@ -485,6 +503,8 @@ if let base = lookupMedians[1_000] {
 measurePasscode()
 print("")
 KeyBenchmark(samples: min(options.samples, 500)).run()
+print("")
+BackupBenchmark(sizes: options.backupSizes, directory: root).run()
 
 /// Unlock cost (one derivation at the calibrated cost), and what a copy of the keychain directory *with*
 /// its device root costs someone guessing offline: derivations per second on every core of this

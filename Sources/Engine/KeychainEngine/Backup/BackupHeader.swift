@@ -111,6 +111,7 @@ struct BackupHeader {
         let p = try takeInteger(UInt32.self)
         let function = PasscodeFunction.scrypt(logN: logN, r: r, p: p)
         let deviceBound = flags & 1 == 1
+        // Checked before anything is derived from it.
         guard deviceBound || BackupKeybag.isAcceptable(function) else {
             throw KeychainError.decode("the backup file's password function is out of bounds (damaged)")
         }

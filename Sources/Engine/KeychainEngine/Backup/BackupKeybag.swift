@@ -18,10 +18,13 @@ struct BackupKeybag {
     /// it costs more than the passcode's minimum (N = 2^15, r = 8, p = 3) in time and four times in memory.
     static let minimumPasswordFunction = PasscodeFunction.scrypt(logN: 17, r: 8, p: 1)
 
-    /// What a header may name: the minimum or more, within what this build will derive.
+    /// What a backup may be made with, and what a header may name: the minimum or more, and at most
+    /// 1 GiB of memory and four passes, so that a file planted for someone to restore cannot make the
+    /// derivation take the machine's memory or hours (it runs before the password is known to be right).
     static func isAcceptable(_ function: PasscodeFunction) -> Bool {
         guard case .scrypt(let logN, let r, let p) = function else { return false }
-        return (14...22).contains(logN) && (1...32).contains(r) && (1...16).contains(p)
+        return (17...20).contains(logN) && (8...16).contains(r) && (1...4).contains(p)
+            && 128 * UInt64(r) << UInt64(logN) <= 1 << 30
     }
 
     let uuid: Data
@@ -97,12 +100,21 @@ struct BackupKeybag {
         let sealing = try classSealingKey(master)
         var keys: [ProtectionClass: SecureBytes] = [:]
         for entry in header.classes {
+            // Each class wrapped as the rules say, or the file was not made by this build.
+            let expected: BackupHeader.Wrap =
+                header.deviceBound ? .device : (entry.protection.migrates ? .password : .passwordAndDevice)
+            guard entry.wrap == expected, classes.contains(entry.protection) else {
+                throw KeychainError.decode("the backup file's keybag is damaged (a class wrapped against the rules)")
+            }
             let context = classContext(header.uuid, entry.protection, entry.wrap)
             var sealed = entry.wrapped
             if entry.wrap == .passwordAndDevice {
-                // Another device's class: absent here, as Apple's ThisDeviceOnly items are.
-                guard let opened = try? keybag.unwrapDeviceBound(entry.wrapped, context: context) else { continue }
-                sealed = opened.withUnsafeBytes { Data($0) }
+                do {
+                    sealed = try keybag.unwrapDeviceBound(entry.wrapped, context: context).withUnsafeBytes { Data($0) }
+                } catch KeybagError.foreignDevice {
+                    // Another device's class: absent here, as Apple's ThisDeviceOnly items are.
+                    continue
+                }
             }
             guard let key = try? AESGCM.openSecure(sealed, key: sealing, authenticating: context) else {
                 throw KeychainError.decode("the backup file's keybag is damaged")

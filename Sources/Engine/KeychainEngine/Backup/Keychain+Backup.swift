@@ -22,8 +22,8 @@ extension Keychain {
     /// The file is written beside `path` under a temporary name and renamed onto it when complete, so
     /// `path` never holds a partial backup; a link or directory at `path` is never written through.
     ///
-    /// - Parameter passwordFunction: how the password is stretched; tests may pass a cheaper one, never
-    ///   below what a header accepts.
+    /// - Parameter passwordFunction: how the password is stretched: at least
+    ///   `Keychain.backupPasswordFunction`, at most 1 GiB of memory.
     public func createBackup(
         at path: String, password: SecureBytes?, passwordFunction: PasscodeFunction? = nil,
         progress: ((_ done: Int, _ total: Int) -> Void)? = nil
@@ -31,7 +31,13 @@ extension Keychain {
         try perform {
             let function = passwordFunction ?? BackupKeybag.minimumPasswordFunction
             guard BackupKeybag.isAcceptable(function) else {
-                throw KeychainError.invalidParameter("the backup password function is out of bounds")
+                throw KeychainError.invalidParameter(
+                    "the backup password function is below the minimum (\(BackupKeybag.minimumPasswordFunction)) or above 1 GiB"
+                )
+            }
+            if let password, password.count == 0 {
+                throw KeychainError.invalidParameter(
+                    "an empty backup password; give none for a backup of this device only")
             }
             let status = keybag.status
             if status.passcodeSet, status.lockState != .unlocked {
@@ -50,6 +56,9 @@ extension Keychain {
             }
         }
     }
+
+    /// The least the backup password is stretched with (scrypt; see `BackupKeybag`).
+    public static var backupPasswordFunction: PasscodeFunction { BackupKeybag.minimumPasswordFunction }
 
     /// What a backup file's header and summary say: no password needed, and nothing in it is secret.
     /// Unauthenticated: only a restore, which checks the whole file, proves it.
@@ -77,31 +86,49 @@ extension Keychain {
         let output = BackupOutput(descriptor: target.descriptor)
         try output.startAuthenticating(with: try backupKeybag.macKey(), header: header.encoded())
         var counts = BackupCounts()
+        // Every class key is taken once, now: a lock landing during the backup (another client's,
+        // through the daemon) changes nothing of it, rather than leaving items out halfway.
+        var localKeys: [ProtectionClass: SecureBytes] = [:]
+        for protection in ProtectionClass.allCases {
+            if let key = try? keybag.classKey(for: protection) { localKeys[protection] = key }
+        }
         try pool.withConnection { connection in
             let store = ItemStore(connection: connection)
-            let rows = try ItemClass.allCases.flatMap { try store.rowIDs(itemClass: $0.rawValue, tombstone: false) }
-            for (index, rowID) in rows.enumerated() {
-                defer { progress?(index + 1, rows.count) }
-                guard let row = try store.item(rowID: rowID) else { continue }
-                switch try backupRecord(of: row) {
-                case .skipped(let reason): counts.skipped[reason, default: 0] += 1
-                case .record(let record):
-                    guard let classKey = backupKeybag.classKeys[record.protection] else {
-                        throw KeychainError.internalError("a backup without the key of a class it carries")
+            let total = try ItemClass.allCases.reduce(0) {
+                $0 + (try store.rowIDs(itemClass: $1.rawValue, tombstone: false)).count
+            }
+            var done = 0
+            for itemClass in ItemClass.allCases {
+                try store.forEachItem(itemClass: itemClass.rawValue, tombstone: false) { row in
+                    defer {
+                        done += 1
+                        progress?(done, total)
                     }
-                    let sealed = try AESGCM.seal(
-                        BackupItemCoding.encode(record), key: classKey,
-                        authenticating: backupKeybag.itemContext(
-                            protection: record.protection, itemClass: record.itemClass))
-                    // Its classes in the clear, which say which key opens it (the summary counts them anyway).
-                    var entry = ByteWriter()
-                    entry.write(UInt32(sealed.count + 2))
-                    entry.write(UInt8(record.protection.rawValue))
-                    entry.write(UInt8(record.itemClass.rawValue))
-                    entry.writeRaw(sealed)
-                    try output.write(entry.data)
-                    counts.perClass[record.itemClass, default: 0] += 1
-                    counts.perProtection[record.protection, default: 0] += 1
+                    switch try backupRecord(of: row, keys: localKeys) {
+                    case .skipped(let reason): counts.skipped[reason, default: 0] += 1
+                    case .record(let record):
+                        guard let classKey = backupKeybag.classKeys[record.protection] else {
+                            throw KeychainError.internalError("a backup without the key of a class it carries")
+                        }
+                        let plaintext = BackupItemCoding.encode(record)
+                        guard plaintext.count + AESGCM.overhead + 2 <= BackupHeader.maximumItem else {
+                            counts.skipped[.tooLarge, default: 0] += 1
+                            return
+                        }
+                        let sealed = try AESGCM.seal(
+                            plaintext, key: classKey,
+                            authenticating: backupKeybag.itemContext(
+                                protection: record.protection, itemClass: record.itemClass))
+                        // Its classes in the clear, which say which key opens it (the summary counts them anyway).
+                        var entry = ByteWriter()
+                        entry.write(UInt32(sealed.count + 2))
+                        entry.write(UInt8(record.protection.rawValue))
+                        entry.write(UInt8(record.itemClass.rawValue))
+                        entry.writeRaw(sealed)
+                        try output.write(entry.data)
+                        counts.perClass[record.itemClass, default: 0] += 1
+                        counts.perProtection[record.protection, default: 0] += 1
+                    }
                 }
             }
         }
@@ -121,16 +148,24 @@ extension Keychain {
     }
 
     /// A row as it goes into a backup, or why it does not.
-    private func backupRecord(of row: StoredItem) throws -> BackupEntry {
+    private func backupRecord(of row: StoredItem, keys: [ProtectionClass: SecureBytes]) throws -> BackupEntry {
         guard let protection = ProtectionClass(rawValue: row.protectionClass) else { return .skipped(.unreadable) }
         if protection == .whenPasscodeSetThisDeviceOnly { return .skipped(.passcodeOnly) }
-        guard let classKey = try? keybag.classKey(for: protection) else { return .skipped(.unreadable) }
-        guard let header = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false)
-        else { return .skipped(.unreadable) }
-        if let token = header.attributes["tkid"], token != .string("") { return .skipped(.tokenItem) }
-        if header.accessControl?.guardsSecret == true { return .skipped(.needsUser) }
+        guard let classKey = keys[protection] else { return .skipped(.unreadable) }
+        // A guarded secret's blob says so itself: its item is left out without an attempt to open it
+        // (which would need the user).
+        if ItemCrypto.isGuarded(row.secret) {
+            guard let header = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false)
+            else { return .skipped(.unreadable) }
+            if let token = header.attributes["tkid"], token != .string("") { return .skipped(.tokenItem) }
+            return .skipped(.needsUser)
+        }
         guard let record = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: true)
         else { return .skipped(.unreadable) }
+        if let token = record.attributes["tkid"], token != .string("") { return .skipped(.tokenItem) }
+        // A guarded access control whose secret was sealed unguarded cannot occur; were it found, the
+        // item would still not travel without its guard.
+        if record.accessControl?.guardsSecret == true { return .skipped(.needsUser) }
         return .record(record)
     }
 }

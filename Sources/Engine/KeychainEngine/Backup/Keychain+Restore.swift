@@ -27,17 +27,24 @@ extension Keychain {
             if status.passcodeSet, status.lockState != .unlocked {
                 throw KeychainError.interactionNotAllowed("the keychain is locked: unlock it to restore into it")
             }
+            // Every class key is taken now, once: a lock that lands during the restore (another client's,
+            // through the daemon) then changes nothing of it, rather than making items unreadable halfway.
+            var localKeys: [ProtectionClass: SecureBytes] = [:]
+            for protection in ProtectionClass.allCases {
+                if let key = try? keybag.classKey(for: protection) { localKeys[protection] = key }
+            }
             let file = try BackupSource(path: path)
             defer { file.close() }
             let (header, _) = try BackupHeader.read(from: file.input())
             let backupKeybag = try BackupKeybag.open(header, password: password, keybag: keybag)
+            let now = clock.now()
             // First pass: the whole file, MAC and structure, before anything is written.
             let expected = try readItems(of: file, keybag: backupKeybag) { _, _, _ in }
             var report = RestoreReport(restored: 0, notForThisDevice: 0, skipped: 0, replacedLocal: 0, keptLocal: 0)
             let digests = try digests()
             try pool.writeTransaction { connection in
                 let store = ItemStore(connection: connection)
-                report.replacedLocal = try removeLocalItems(store: store)
+                report.replacedLocal = try removeLocalItems(store: store, keys: localKeys)
                 var done = 0
                 let counts = try readItems(of: file, keybag: backupKeybag) { protection, itemClass, sealed in
                     defer {
@@ -53,12 +60,12 @@ extension Keychain {
                             sealed, key: classKey,
                             authenticating: backupKeybag.itemContext(protection: protection, itemClass: itemClass)),
                         let record = BackupItemCoding.decode(plaintext, protection: protection, itemClass: itemClass),
-                        !record.tombstone, record.accessControl?.guardsSecret != true
+                        Self.isRestorable(record)
                     else {
                         report.skipped += 1
                         return
                     }
-                    switch try restore(record, store: store, digests: digests) {
+                    switch try restore(record, store: store, digests: digests, keys: localKeys, now: now) {
                     case .restored: report.restored += 1
                     case .keptLocal: report.keptLocal += 1
                     case .skipped: report.skipped += 1
@@ -123,60 +130,82 @@ extension Keychain {
     }
 
     /// Deletes the local items a restore replaces: every non-synchronizable item and tombstone, except
-    /// those no backup holds (`WhenPasscodeSetThisDeviceOnly` items, token items). Returns how many.
-    private func removeLocalItems(store: ItemStore) throws -> Int {
-        var removed = 0
-        for itemClass in ItemClass.allCases {
-            for tombstone in [false, true] {
-                for rowID in try store.rowIDs(itemClass: itemClass.rawValue, tombstone: tombstone) {
-                    guard let row = try store.item(rowID: rowID), !row.synchronizable else { continue }
-                    guard let protection = ProtectionClass(rawValue: row.protectionClass) else {
-                        try store.delete(rowID: rowID)
-                        continue
-                    }
-                    if protection == .whenPasscodeSetThisDeviceOnly { continue }
-                    if let classKey = try? keybag.classKey(for: protection),
-                        let record = ItemDecryption.open(
-                            row, protection: protection, classKey: classKey, needSecret: false),
-                        let token = record.attributes["tkid"], token != .string("")
-                    {
-                        continue
-                    }
-                    try store.delete(rowID: rowID)
-                    if !tombstone { removed += 1 }
-                }
+    /// those no backup holds (`WhenPasscodeSetThisDeviceOnly` items, token items). A key whose
+    /// attributes do not open, so that it cannot be told from an enclave key, stays. Returns how many
+    /// live items went.
+    private func removeLocalItems(store: ItemStore, keys: [ProtectionClass: SecureBytes]) throws -> Int {
+        let passcodeOnly = ProtectionClass.whenPasscodeSetThisDeviceOnly.rawValue
+        var removed = try store.deleteUnsynchronized(
+            exceptProtectionClass: passcodeOnly, exceptItemClass: ItemClass.key.rawValue)
+        // Keys one by one: an enclave key (a token item) stays, and only its sealed attributes say so.
+        var replaced: [(rowID: Int64, live: Bool)] = []
+        for tombstone in [false, true] {
+            try store.forEachItem(itemClass: ItemClass.key.rawValue, tombstone: tombstone) { row in
+                guard !row.synchronizable, row.protectionClass != passcodeOnly,
+                    let protection = ProtectionClass(rawValue: row.protectionClass), let classKey = keys[protection],
+                    let record = ItemDecryption.open(
+                        row, protection: protection, classKey: classKey, needSecret: false),
+                    record.attributes["tkid"].map({ $0 == .string("") }) ?? true
+                else { return }
+                replaced.append((row.rowID, !tombstone))
             }
         }
+        for row in replaced {
+            try store.delete(rowID: row.rowID)
+            if row.live { removed += 1 }
+        }
         return removed
+    }
+
+    /// Whether a record from a backup may be stored as an item here: what an add would accept of it.
+    /// Only a crafted file (made with its password) holds anything else.
+    private static func isRestorable(_ record: ItemRecord) -> Bool {
+        guard !record.tombstone, record.accessControl?.guardsSecret != true, record.enclavePublicKey == nil,
+            record.biometryBinding == nil, record.protection != .whenPasscodeSetThisDeviceOnly,
+            record.attributes["tkid"].map({ $0 == .string("") }) ?? true,
+            !(record.synchronizable && !record.protection.migrates), !record.accessGroup.isEmpty
+        else { return false }
+        return record.attributes.keys.allSatisfy { name in
+            AttributeSchema.descriptor(name, in: record.itemClass) != nil || ["cdat", "mdat", "sha1"].contains(name)
+        }
     }
 
     private enum RestoreOutcome {
         case restored, keptLocal, skipped
     }
 
-    /// Seals one backup record under this keychain's class key and stores it; an item already here
-    /// with the same primary key stays when it is newer (`mdat`, then the smaller `sha1`).
-    private func restore(_ record: ItemRecord, store: ItemStore, digests: ItemDigests) throws -> RestoreOutcome {
-        guard record.protection != .whenPasscodeSetThisDeviceOnly,
-            record.attributes["tkid"].map({ $0 == .string("") }) ?? true
+    /// Seals one backup record under this keychain's class key and stores it. An item here with the
+    /// same primary key stays when it is not a synchronizable one (a device-only item, an enclave key,
+    /// or one restored a moment ago from the same file), and when it is synchronizable and newer
+    /// (`mdat`, then the smaller `sha1`); a backup's date later than now counts as now.
+    private func restore(
+        _ record: ItemRecord, store: ItemStore, digests: ItemDigests, keys: [ProtectionClass: SecureBytes], now: Date
+    ) throws -> RestoreOutcome {
+        guard let classKey = keys[record.protection],
+            var row = try? ItemSealing.seal(record, classKey: classKey, digests: digests)
         else { return .skipped }
-        guard let classKey = try? keybag.classKey(for: record.protection) else { return .skipped }
-        var record = record
+        // Most restores go into a keychain emptied of everything the backup holds: the insert is tried
+        // first, and only a collision is looked into.
+        do {
+            try store.insert(row)
+            return .restored
+        } catch let error as StorageError where error.kind == .constraint {}
+        if let existing = try store.item(primaryKeyDigest: row.primaryKeyDigest) {
+            guard existing.synchronizable, !existing.tombstone,
+                let protection = ProtectionClass(rawValue: existing.protectionClass), let key = keys[protection],
+                let current = ItemDecryption.open(existing, protection: protection, classKey: key, needSecret: false),
+                !Self.isNewer(current, than: record, now: now)
+            else { return .keptLocal }
+            try store.delete(rowID: existing.rowID)
+        }
         if try store.item(persistentID: record.persistentID) != nil {
             // The reference names another item here (one kept): the restored item gets a new one.
-            record.persistentID = try Random.bytes(16)
-        }
-        guard let row = try? ItemSealing.seal(record, classKey: classKey, digests: digests) else { return .skipped }
-        if let existing = try store.item(primaryKeyDigest: row.primaryKeyDigest) {
-            if let local = try? keybag.classKey(for: ProtectionClass(rawValue: existing.protectionClass) ?? .always),
-                let current = ItemDecryption.open(
-                    existing, protection: ProtectionClass(rawValue: existing.protectionClass) ?? .always,
-                    classKey: local, needSecret: false),
-                !current.tombstone, Self.isNewer(current, than: record)
-            {
-                return .keptLocal
+            var renamed = record
+            renamed.persistentID = try Random.bytes(16)
+            guard let resealed = try? ItemSealing.seal(renamed, classKey: classKey, digests: digests) else {
+                return .skipped
             }
-            try store.delete(rowID: existing.rowID)
+            row = resealed
         }
         do {
             try store.insert(row)
@@ -187,11 +216,10 @@ extension Keychain {
     }
 
     /// Whether the item here wins over the backup's copy: a later `mdat`, or the same and a `sha1`
-    /// that sorts first.
-    private static func isNewer(_ local: ItemRecord, than restored: ItemRecord) -> Bool {
-        if local.modificationDate != restored.modificationDate {
-            return local.modificationDate > restored.modificationDate
-        }
+    /// that sorts first. A backup's date in the future counts as now, so no file can win by its date.
+    private static func isNewer(_ local: ItemRecord, than restored: ItemRecord, now: Date) -> Bool {
+        let restoredDate = min(restored.modificationDate, now)
+        if local.modificationDate != restoredDate { return local.modificationDate > restoredDate }
         let a = local.attributes["sha1"]?.bytes ?? Data()
         let b = restored.attributes["sha1"]?.bytes ?? Data()
         return a.lexicographicallyPrecedes(b) || a == b

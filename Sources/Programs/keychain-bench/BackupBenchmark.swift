@@ -1,0 +1,146 @@
+import Foundation
+import KeychainBytes
+import KeychainCrypto
+import KeychainEngine
+import KeychainKeybag
+import KeychainStorage
+
+/// Backup and restore of N items: items per second, the peak memory while each runs, and the ratio to
+/// a floor measured in the same run (reading the same number of rows and one AES-256-GCM open and seal
+/// per item, done directly; for restore, inserting as many rows in one transaction, with the same open
+/// and seal). Then what the backup password costs a guesser offline.
+struct BackupBenchmark {
+    let sizes: [Int]
+    let directory: String
+
+    func run() {
+        print("backup and restore (a device-bound backup, so the password's derivation is not counted):")
+        for size in sizes {
+            do {
+                try measure(size)
+            } catch {
+                fail("backup benchmark at \(size) items: \(error)")
+            }
+        }
+        let function = Keychain.backupPasswordFunction
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let rate = guessesPerSecond(function, threads: cores, seconds: 3)
+        let passcode = guessesPerSecond(PasscodeFunction.calibrated(), threads: cores, seconds: 3)
+        print(
+            String(
+                format:
+                    "backup password, %@: %.1f offline guesses per second on %d cores (the passcode's: %.1f, and those need the device root too)",
+                "\(function)", rate, cores, passcode))
+    }
+
+    private func measure(_ size: Int) throws {
+        let home = directory + "/backup-\(size)"
+        let keychain = try Keychain(directory: home)
+        defer {
+            keychain.closeIdleConnections()
+            try? FileManager.default.removeItem(atPath: home)
+        }
+        let client = ClientIdentity(accessGroups: ["TEAM.bench"])
+        // Added in chunks, so that making the keychain does not set the memory peak measured below.
+        var next = 0
+        while next < size {
+            let chunk = (next..<min(size, next + 1_000)).map { index -> [String: ItemValue] in
+                [
+                    "class": .string("genp"), "svce": .string("bench.example.com"), "acct": .string("user-\(index)"),
+                    "v_Data": .data(Data("token-\(index)-abcdefghijklmnop".utf8)),
+                ]
+            }
+            try keychain.add(contentsOf: chunk, client: client)
+            next += chunk.count
+        }
+        let file = directory + "/backup-\(size).skbk"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+
+        let floor = try BackupFloor(keychain: keychain, directory: directory, count: size)
+        defer { floor.close() }
+        let readFloor = try time { try floor.readAll() }
+        resetPeakMemory()
+        let backup = try time { _ = try keychain.createBackup(at: file, password: nil) }
+        let backupPeak = peakMemory()
+        let insertFloor = try time { try floor.insertAll() }
+        resetPeakMemory()
+        let restore = try time { _ = try keychain.restoreBackup(from: file, password: nil) }
+        let restorePeak = peakMemory()
+        print(
+            String(
+                format:
+                    "  %7d items: backup %@ (%.0f items/s, %.2f× its floor of %@, peak RSS %d MiB); restore %@ (%.0f items/s, %.2f× its floor of %@, peak RSS %d MiB) (targets ≤ 3×, < 64 MiB)",
+                size, format(backup), Double(size) / backup, backup / readFloor, format(readFloor), backupPeak >> 20,
+                format(restore), Double(size) / restore, restore / insertFloor, format(insertFloor), restorePeak >> 20))
+    }
+
+    private func time(_ body: () throws -> Void) throws -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    /// Resets the kernel's peak-RSS mark for this process (`VmHWM`), so the next reading is the peak
+    /// of what runs in between.
+    private func resetPeakMemory() {
+        try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+    }
+
+    /// The process's peak resident memory since the last reset, in bytes.
+    private func peakMemory() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+        else { return 0 }
+        return kilobytes << 10
+    }
+}
+
+/// The floor of a backup and a restore, on the keychain's own rows: reading every row of its database
+/// with one AES-256-GCM open and one seal per row (a backup's floor), and inserting the same rows, index
+/// entries and all, as they are read, into an empty database of the same schema in one transaction, with
+/// the same open and seal (a restore's floor).
+private final class BackupFloor {
+    private let source: Connection
+    private let target: Connection
+    private let key: SecureBytes
+    private let sealed: Data
+    private let path: String
+
+    init(keychain: Keychain, directory: String, count: Int) throws {
+        source = try Connection(path: keychain.databasePath, create: false)
+        path = directory + "/backup-floor-\(count).db"
+        try? FileManager.default.removeItem(atPath: path)
+        target = try Connection(path: path, create: true)
+        try ItemStore(connection: target).prepareSchema()
+        key = try SecureBytes(randomCount: 32)
+        sealed = try AESGCM.seal(Data(repeating: 7, count: 96), key: key, authenticating: Data())
+    }
+
+    private func openAndSeal() throws {
+        _ = try AESGCM.seal(try AESGCM.open(sealed, key: key, authenticating: Data()), key: key, authenticating: Data())
+    }
+
+    func readAll() throws {
+        let store = ItemStore(connection: source)
+        for itemClass in 1...4 {
+            try store.forEachItem(itemClass: itemClass, tombstone: false) { _ in try openAndSeal() }
+        }
+    }
+
+    /// Streams the rows from the keychain's database into the empty one, in one transaction there.
+    func insertAll() throws {
+        let source = ItemStore(connection: self.source)
+        try target.writeTransaction {
+            let store = ItemStore(connection: target)
+            for itemClass in 1...4 {
+                try source.forEachItem(itemClass: itemClass, tombstone: false) { row in
+                    try openAndSeal()
+                    _ = try store.insert(row)
+                }
+            }
+        }
+    }
+
+    func close() { try? FileManager.default.removeItem(atPath: path) }
+}
