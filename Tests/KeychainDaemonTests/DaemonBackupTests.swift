@@ -59,5 +59,15 @@ final class DaemonBackupTests: XCTestCase {
         XCTAssertNotEqual(wrong.status, 0)
         XCTAssertTrue(wrong.output.contains("wrong backup password"), wrong.output)
         XCTAssertEqual(try ClientPrograms.run(app, ["read", "new", "me"], daemon: daemon).output, "after")
+
+        // A reboot through the daemon: every client is before its first unlock.
+        XCTAssertEqual(try ClientPrograms.run(security, ["device", "reboot"], daemon: daemon).status, 0)
+        XCTAssertEqual(try daemon.service().status().lockState, .beforeFirstUnlock)
+        XCTAssertEqual(try ClientPrograms.run(app, ["read", "new", "me"], daemon: daemon).output, "status -25308")
+        // An erase is not served by the daemon yet, and changes nothing.
+        let erase = try ClientPrograms.run(security, ["device", "erase", "-y", "-p", "2468"], daemon: daemon)
+        XCTAssertEqual(erase.status, Int32(UInt32(bitPattern: -4) & 0xff), erase.output)
+        XCTAssertEqual(try ClientPrograms.run(security, ["unlock-keychain", "-p", "2468"], daemon: daemon).status, 0)
+        XCTAssertEqual(try ClientPrograms.run(app, ["read", "new", "me"], daemon: daemon).output, "after")
     }
 }

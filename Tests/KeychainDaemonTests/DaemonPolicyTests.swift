@@ -233,6 +233,9 @@ final class DaemonPolicyTests: XCTestCase {
         XCTAssertEqual(try decide(userMode, backup, by: user, passcodeSet: false).get(), .none)
         XCTAssertEqual(try decide(userMode, restore, by: user).get(), .passcodeCheck)
         XCTAssertEqual(refusal(decide(system, restore, by: root)), .unimplemented)
+        XCTAssertEqual(try decide(system, .restart, by: user).get(), .none)
+        XCTAssertEqual(
+            refusal(decide(userMode, .eraseAllContentAndSettings(passcode: passcode), by: user)), .unimplemented)
         XCTAssertEqual(try decide(system, .listApps, by: user, passcodeSet: false).get(), .none)
     }
 

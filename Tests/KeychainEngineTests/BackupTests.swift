@@ -305,4 +305,22 @@ final class BackupTests: EngineTestCase {
             _ = try keychain.createBackup(at: backupPath, password: SecureBytes(copying: []))
         }
     }
+
+    func testAnEraseMakesANewDeviceThatEarlierBackupsTreatAsAnother() throws {
+        try addEveryKind(to: keychain)
+        _ = try keychain.createBackup(at: backupPath, password: backupPassword)
+        let deviceBound = directory + "-same"
+        _ = try keychain.createBackup(at: deviceBound, password: nil)
+        try keychain.eraseAllContentAndSettings()
+        XCTAssertTrue(keychain.isErased)
+        assertError(.notAvailable("")) { _ = try readSecret("svc", "ak") }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/device-root"))
+
+        let fresh = try open()
+        XCTAssertEqual(try accounts(in: fresh), [], "every item went")
+        let report = try fresh.restoreBackup(from: backupPath, password: backupPassword)
+        XCTAssertEqual(report.restored, 4, "the migrating classes")
+        XCTAssertEqual(report.notForThisDevice, 3, "the root changed: ThisDeviceOnly items are another device's")
+        assertError(.decode("")) { _ = try fresh.restoreBackup(from: deviceBound, password: nil) }
+    }
 }

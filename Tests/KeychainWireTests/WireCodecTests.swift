@@ -62,6 +62,8 @@ final class WireCodecTests: XCTestCase {
             .companion(.status),
             .createBackup(path: "/b.skbk", password: SecureBytes(copying: [1, 2]), passcode: nil),
             .restoreBackup(path: "/b.skbk", password: nil, passcode: SecureBytes(copying: [3])),
+            .restart, .eraseAllContentAndSettings(passcode: nil),
+            .eraseAllContentAndSettings(passcode: SecureBytes(copying: [4])),
         ]
         return keychainRequests.map(WireRequest.keychain) + adminRequests.map(WireRequest.admin)
     }
@@ -132,8 +134,8 @@ final class WireCodecTests: XCTestCase {
         guard case .admin(.lock) = try WireCodec.request(from: frame(payload: [1], kind: .adminRequest)).request else {
             return XCTFail("tag 1 of an admin frame is lock")
         }
-        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [14], kind: .adminRequest))) { error in
-            XCTAssertTrue("\(error)".contains("unknown admin request 14"), "\(error)")
+        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [16], kind: .adminRequest))) { error in
+            XCTAssertTrue("\(error)".contains("unknown admin request 16"), "\(error)")
         }
         XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [12]))) { error in
             XCTAssertTrue("\(error)".contains("unknown request 12"), "\(error)")

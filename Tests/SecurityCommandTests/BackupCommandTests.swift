@@ -144,4 +144,28 @@ final class BackupCommandTests: XCTestCase {
         XCTAssertEqual(try cli.run("find-generic-password", "-a", "later", "-s", "svc").status, 44)
         XCTAssertEqual(try cli.run("find-generic-password", "-a", "dev", "-s", "svc", "-w").stdout, "two\n")
     }
+
+    /// The scenario of a lost phone, from the shell: back up, erase, restore onto "the new device".
+    func testEraseThenRestoreFromTheShell() throws {
+        let cli = CommandRunner()
+        let file = cli.home + "-device.skbk"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "me", "-s", "svc", "-w", "moves").status, 0)
+        XCTAssertEqual(
+            try cli.run("add-generic-password", "-a", "here", "-s", "svc", "-w", "stays", "-A", "AlwaysThisDeviceOnly")
+                .status, 0)
+        XCTAssertEqual(try cli.run("backup", "create", file, input: "pw\n").status, 0)
+        let unconfirmed = try cli.run("device", "erase")
+        XCTAssertEqual(unconfirmed.status, 1, unconfirmed.stderr)
+        XCTAssertEqual(try cli.run("find-generic-password", "-a", "me", "-s", "svc", "-w").stdout, "moves\n")
+        let erased = try cli.run("device", "erase", "-y")
+        XCTAssertEqual(erased.status, 0, erased.stderr)
+        XCTAssertEqual(try cli.run("find-generic-password", "-a", "me", "-s", "svc").status, 44)
+        let restored = try cli.run("device", "restore", file, input: "pw\n")
+        XCTAssertEqual(restored.status, 0, restored.stderr)
+        XCTAssertTrue(restored.stdout.contains("not restored: 1 ThisDeviceOnly"), restored.stdout)
+        XCTAssertEqual(try cli.run("find-generic-password", "-a", "me", "-s", "svc", "-w").stdout, "moves\n")
+        XCTAssertEqual(try cli.run("find-generic-password", "-a", "here", "-s", "svc").status, 44)
+        XCTAssertEqual(try cli.run("device", "reboot").status, 0)
+    }
 }

@@ -20,6 +20,7 @@ public struct BackupSummary: Sendable, Equatable {
     /// The items left out of the backup, by why (`BackupSkip`).
     public var skipped: [String: Int]
 
+    /// A summary with these values (the engine reads one from a file; tests and the wire build one).
     public init(
         formatVersion: Int, keybagUUID: UUID, created: Date, deviceBound: Bool, itemsPerClass: [String: Int],
         itemsPerProtection: [String: Int], skipped: [String: Int]
@@ -65,6 +66,7 @@ public struct RestoreReport: Sendable, Equatable {
     /// Items where the keychain's own copy was kept: a synchronizable item, or a newer one (`mdat`).
     public var keptLocal: Int
 
+    /// A report with these counts.
     public init(restored: Int, notForThisDevice: Int, skipped: Int, replacedLocal: Int, keptLocal: Int) {
         self.restored = restored
         self.notForThisDevice = notForThisDevice

@@ -34,6 +34,13 @@ public enum KeychainAdminRequest: Sendable {
     case biometry(BiometryCommand)
     /// The simulated companion device (`security companion`): enrolled means paired.
     case companion(BiometryCommand)
+    /// "Restarts the device" (`security device reboot`): back to before the first unlock, every class
+    /// key but class D's forgotten, and an unlock held for the session dropped.
+    case restart
+    /// "Erase All Content and Settings" (`security device erase`): every item, the keybag and the device
+    /// root go, and the next use makes a new keychain under a new root. `passcode` is the keychain's,
+    /// needed when it has one, as an iPhone asks for it.
+    case eraseAllContentAndSettings(passcode: SecureBytes?)
     /// Writes a backup of the keychain to the file at `path` (`security backup create`): with a
     /// `password`, one that restores onto another keychain (its `ThisDeviceOnly` classes only onto
     /// this one); without, one that restores only here. `passcode` is the keychain's, checked like an
@@ -57,6 +64,8 @@ public enum KeychainAdminRequest: Sendable {
         case .removeApp: "removeApp"
         case .biometry: "biometry"
         case .companion: "companion"
+        case .restart: "restart"
+        case .eraseAllContentAndSettings: "eraseAllContentAndSettings"
         case .createBackup: "createBackup"
         case .restoreBackup: "restoreBackup"
         }

@@ -200,6 +200,14 @@ extension KeychainService {
         return status
     }
 
+    /// `.restart`: back to before the first unlock.
+    public func restart() throws { _ = try administer(.restart) }
+
+    /// `.eraseAllContentAndSettings`: every item, the keybag and the device root.
+    public func eraseAllContentAndSettings(passcode: SecureBytes?) throws {
+        _ = try administer(.eraseAllContentAndSettings(passcode: passcode))
+    }
+
     /// `.createBackup`: what the backup holds.
     public func createBackup(at path: String, password: SecureBytes?, passcode: SecureBytes?) throws -> BackupSummary {
         let request = KeychainAdminRequest.createBackup(path: path, password: password, passcode: passcode)

@@ -261,6 +261,22 @@ enum Usage {
             """
         ),
         (
+            "device",
+            "Device scenarios: a reboot, an erase of all content and settings, a restore from a backup.",
+            """
+            Usage: device reboot
+                   device erase [-p passcode] [-y]
+                   device restore <file> [-p passcode]
+                reboot   back to "before first unlock": only Always items open until the passcode is given
+                         (through the daemon, for every client)
+                erase    "Erase All Content and Settings": every item, the keybag and the device root are
+                         deleted, and the next use makes a new keychain under a new root, so that no backup
+                         made before brings ThisDeviceOnly items back. Asks for the passcode when one is set,
+                         and to confirm (-y without a terminal). Not through the daemon yet
+                restore  the same as backup restore
+            """
+        ),
+        (
             "biometry",
             "Drive the simulated biometric sensor (as the iOS Simulator's Face ID menu does).",
             """

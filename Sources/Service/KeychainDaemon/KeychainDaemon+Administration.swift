@@ -27,7 +27,8 @@ extension KeychainDaemon {
             // The daemon's unlock already holds for every client until the keychain locks.
             try engine { try tenant.keychain.unlock(passcode: passcode) }
             answer = .done
-        case .lock, .unlock, .setPasscode, .removePasscode, .setEraseAfterFailedAttempts, .biometry, .companion:
+        case .lock, .unlock, .setPasscode, .removePasscode, .setEraseAfterFailedAttempts, .biometry, .companion,
+            .restart, .eraseAllContentAndSettings:
             answer = try engine {
                 try InProcessKeychainService(keychain: tenant.keychain, client: ClientIdentity(accessGroups: []))
                     .administer(request)

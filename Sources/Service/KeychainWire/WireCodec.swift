@@ -89,7 +89,7 @@ enum RequestTag: UInt8 {
 enum AdminRequestTag: UInt8 {
     case lock = 1
     case unlock, unlockForSession, setPasscode, removePasscode, setEraseAfterFailedAttempts, registerApp, listApps
-    case removeApp, biometry, companion, createBackup, restoreBackup
+    case removeApp, biometry, companion, createBackup, restoreBackup, restart, eraseAllContentAndSettings
 }
 
 /// The first byte of an answer's payload.
@@ -245,6 +245,10 @@ private struct PayloadWriter {
         case .companion(let command):
             adminTag(.companion)
             sensorCommand(command)
+        case .restart: adminTag(.restart)
+        case .eraseAllContentAndSettings(let passcode):
+            adminTag(.eraseAllContentAndSettings)
+            writer.optional(passcode) { $0.secret($1) }
         case .createBackup(let path, let password, let passcode):
             adminTag(.createBackup)
             string(path)
@@ -457,6 +461,8 @@ private struct PayloadReader {
         case .removeApp: return .removeApp(executablePath: try string(), passcode: try optionalSecret())
         case .biometry: return .biometry(try sensorCommand())
         case .companion: return .companion(try sensorCommand())
+        case .restart: return .restart
+        case .eraseAllContentAndSettings: return .eraseAllContentAndSettings(passcode: try optionalSecret())
         case .createBackup:
             return .createBackup(path: try string(), password: try optionalSecret(), passcode: try optionalSecret())
         case .restoreBackup:

@@ -50,6 +50,15 @@ public struct InProcessKeychainService: KeychainService {
                 )
             }
             return .biometry(try companion.perform(command))
+        case .restart: keychain.restart()
+        case .eraseAllContentAndSettings(let passcode):
+            if keychain.status.passcodeSet {
+                guard let passcode else {
+                    throw KeychainError.authenticationFailed("erasing the keychain needs its passcode")
+                }
+                try keychain.unlock(passcode: passcode)
+            }
+            try keychain.eraseAllContentAndSettings()
         case .createBackup(let path, let password, let passcode):
             if let passcode { try keychain.unlock(passcode: passcode) }
             return .backup(try keychain.createBackup(at: path, password: password))

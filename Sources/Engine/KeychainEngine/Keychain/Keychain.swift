@@ -65,6 +65,10 @@ public final class Keychain: Sendable {
     private let ownerLock: OwnerLock
     /// Where an unlock is held for the login session (embedded only).
     let sessionUnlock: SessionUnlock?
+    /// The device root's file, which an erase removes.
+    let deviceRootPath: String
+    /// Set by `eraseAllContentAndSettings`: this object no longer serves anything.
+    let erased = Atomic<Bool>(false)
 
     public static let databaseName = "keychain.db"
 
@@ -88,6 +92,7 @@ public final class Keychain: Sendable {
         }
         databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
         clock = options.clock
+        deviceRootPath = options.deviceRootPath ?? (directory as NSString).appendingPathComponent("device-root")
         keybag = try Self.openKeybag(directory: directory, options: options)
         let host = AuthenticatorHost(directory: directory, keybag: keybag)
         authentication = AuthenticationBroker(

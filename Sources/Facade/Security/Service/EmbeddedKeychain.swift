@@ -51,7 +51,9 @@ public enum EmbeddedKeychain {
 
     /// The open keychain for the current environment, opening it on first use.
     public static func current() throws -> Keychain {
-        if let cached = last.withLock({ $0 }), cached.choice.isCurrent { return cached.keychain }
+        if let cached = last.withLock({ $0 }), cached.choice.isCurrent, !cached.keychain.isErased {
+            return cached.keychain
+        }
         // Paths are handled as text: a variable that is not UTF-8 would be repaired into another path,
         // and two different byte strings would name one keychain.
         for name in ["KEYCHAIN_HOME", "XDG_DATA_HOME", "HOME", "KEYCHAIN_DEVICE_ROOT"] {
@@ -70,6 +72,8 @@ public enum EmbeddedKeychain {
     /// keychain. Opened under the lock, so threads racing on first use wait for the one that opens it.
     private static func open(_ path: String) throws -> Keychain {
         try opened.withLock { cache in
+            // An erased keychain is opened again: its directory holds a new one.
+            cache = cache.filter { !$0.value.isErased }
             if let keychain = cache[path] { return keychain }
             if let canonical = canonicalPath(path), let keychain = cache[canonical] {
                 cache[path] = keychain

@@ -26,7 +26,7 @@ struct StateChangePolicy: Sendable {
     {
         switch request {
         case .lock, .unlock, .unlockForSession, .removePasscode, .setEraseAfterFailedAttempts, .listApps,
-            .biometry(.status), .companion(.status):
+            .biometry(.status), .companion(.status), .restart:
             // Each needs the passcode of the caller's own keychain where it has one (the keybag checks
             // it), or only reads; the registry needs no registration to be listed.
             return .none
@@ -41,6 +41,11 @@ struct StateChangePolicy: Sendable {
             return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
         case .createBackup(_, _, let passcode), .restoreBackup(_, _, let passcode):
             return try backup(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
+        case .eraseAllContentAndSettings:
+            // The daemon would have to close the keychain it serves and open the new one under every
+            // connection; until it does, the erase is the embedded keychain's.
+            throw KeychainError.unimplemented(
+                "the daemon does not erase its keychain yet: stop it and erase without it (security device erase)")
         }
     }
 

@@ -1,0 +1,39 @@
+import Foundation
+import KeychainCore
+import KeychainStorage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// "Erase All Content and Settings", as an iPhone does it: the device scenario a test scripts with
+/// `security device erase`.
+extension Keychain {
+    /// Whether `eraseAllContentAndSettings` was called on this object: it serves nothing more, and the
+    /// directory is opened again for the new keychain.
+    public var isErased: Bool { erased.load(ordering: .acquiring) }
+
+    /// Erases every item, the keybag and the device root. The next open of the directory makes a new
+    /// keychain under a new root: a backup made before no longer brings back `ThisDeviceOnly` items,
+    /// and a device-bound one (`--no-password`) restores nothing. The app registry of a daemon stays:
+    /// it is the daemon's configuration, not the keychain's content.
+    ///
+    /// In this order: the items (in one transaction), then the keybag, then the root. A process killed
+    /// in between leaves no item for an old keybag to open; killed between the keybag and the root, the
+    /// new keychain is made under the old root (the one window where the root survives an erase).
+    public func eraseAllContentAndSettings() throws {
+        try perform {
+            try pool.writeTransaction { connection in try ItemStore(connection: connection).deleteAll() }
+            erased.store(true, ordering: .releasing)
+            keybag.lock()
+            keybag.restart()
+            sessionUnlock?.remove()
+            for path in [(directory as NSString).appendingPathComponent("keybag"), deviceRootPath] {
+                guard unlink(path) == 0 || errno == ENOENT else {
+                    throw KeychainError.ioError("cannot remove \(path): \(String(cString: strerror(errno)))")
+                }
+            }
+            pool.closeIdleConnections()
+        }
+    }
+}
