@@ -323,4 +323,18 @@ final class BackupTests: EngineTestCase {
         XCTAssertEqual(report.notForThisDevice, 3, "the root changed: ThisDeviceOnly items are another device's")
         assertError(.decode("")) { _ = try fresh.restoreBackup(from: deviceBound, password: nil) }
     }
+
+    func testABackupIsTheKeychainAtOneMoment() throws {
+        for index in 0..<3 { _ = try keychain.add(password("svc", "a\(index)"), client: client) }
+        // Another client writes while the backup is being made: the backup holds the moment it began.
+        let summary = try keychain.createBackup(at: backupPath, password: backupPassword) { done, _ in
+            guard done == 1 else { return }
+            _ = try? self.keychain.add(self.password("svc", "late"), client: self.client)
+            try? self.keychain.delete(self.password("svc", "a2", secret: nil), client: self.client)
+        }
+        XCTAssertEqual(summary.itemCount, 3)
+        let other = try open(directory: directory + "-other")
+        _ = try other.restoreBackup(from: backupPath, password: backupPassword)
+        XCTAssertEqual(try accounts(in: other), ["a0", "a1", "a2"])
+    }
 }

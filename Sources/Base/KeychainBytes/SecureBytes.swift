@@ -43,7 +43,13 @@ public final class SecureBytes: @unchecked Sendable {
     where Bytes.Element == UInt8 {
         let count = bytes.count
         let buffer = Self.allocate(count, pinned: pinned)
-        _ = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]).initializeMemory(as: UInt8.self, from: bytes)
+        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
+        // One copy of contiguous bytes (Data, arrays, buffers) rather than a byte-at-a-time walk of the
+        // collection, which every secret read from a row or a frame would pay.
+        let copied: Void? = bytes.withContiguousStorageIfAvailable { source in
+            target.copyMemory(from: UnsafeRawBufferPointer(source))
+        }
+        if copied == nil { _ = target.initializeMemory(as: UInt8.self, from: bytes) }
         self.init(adopting: buffer, count: count, pinned: pinned)
     }
 

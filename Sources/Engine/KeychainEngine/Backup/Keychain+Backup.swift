@@ -93,6 +93,10 @@ extension Keychain {
             if let key = try? keybag.classKey(for: protection) { localKeys[protection] = key }
         }
         try pool.withConnection { connection in
+            // One read transaction: the backup is the keychain at one moment (the log's snapshot), whatever
+            // other clients write while it is made.
+            try connection.execute("BEGIN")
+            defer { try? connection.execute("COMMIT") }
             let store = ItemStore(connection: connection)
             let total = try ItemClass.allCases.reduce(0) {
                 $0 + (try store.rowIDs(itemClass: $1.rawValue, tombstone: false)).count
