@@ -168,4 +168,42 @@ final class BackupCommandTests: XCTestCase {
         XCTAssertEqual(try cli.run("find-generic-password", "-a", "here", "-s", "svc").status, 44)
         XCTAssertEqual(try cli.run("device", "reboot").status, 0)
     }
+
+    /// A file-size limit during a backup or a restore: errSecDiskFull (or the database's write error),
+    /// no partial backup file, and a keychain as it was.
+    func testAFileSizeLimitLeavesNoPartialBackupAndNoHalfRestoredKeychain() throws {
+        let cli = CommandRunner()
+        let work = cli.home + "-limit"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let file = work + "/big.skbk"
+        do {
+            let keychain = try Keychain(directory: cli.home)
+            try keychain.add(contentsOf: items("old", count: 2000), client: client)
+            keychain.closeIdleConnections()
+        }
+        // ulimit -f counts blocks of 512 bytes in dash: 128 KiB, room for the database's shared-memory
+        // file and far less than a backup of 2,000 items.
+        let limited = try cli.run(
+            program: "/bin/sh", ["-c", "ulimit -f 256; exec \"$0\" backup create \"$1\"", cli.executable, file],
+            input: "pw\n")
+        XCTAssertEqual(limited.status, Int32(UInt32(bitPattern: -34) & 0xff), limited.stderr)
+        XCTAssertTrue(limited.stderr.contains("SecKeychainCopyBackup"), limited.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: work), [], "no backup, no partial file")
+
+        // A good backup of other items, restored under a limit the database outgrows: rolled back.
+        let source = cli.home + "-limit-source"
+        defer { try? FileManager.default.removeItem(atPath: source) }
+        do {
+            let keychain = try Keychain(directory: source)
+            try keychain.add(contentsOf: items("new", count: 2000), client: client)
+            _ = try keychain.createBackup(at: file, password: SecureBytes(copying: Array("pw".utf8)))
+            keychain.closeIdleConnections()
+        }
+        let restore = try cli.run(
+            program: "/bin/sh", ["-c", "ulimit -f 256; exec \"$0\" backup restore \"$1\"", cli.executable, file],
+            input: "pw\n")
+        XCTAssertNotEqual(restore.status, 0, restore.stdout)
+        XCTAssertEqual(try accounts(in: cli.home), Set((0..<2000).map { "old-\($0)" }), "the keychain as it was")
+    }
 }
