@@ -111,6 +111,7 @@ final class BackupCommandTests: XCTestCase {
         let made = try cli.run("backup", "create", file, input: "pw\n")
         XCTAssertEqual(made.status, 0, made.stderr)
         XCTAssertEqual(made.stdout, "backup written to \(file): 2 items\n")
+        XCTAssertEqual(made.stderr, "", "no progress bar when standard error is not a terminal")
         let info = try cli.run("backup", "info", file)
         XCTAssertTrue(info.stdout.contains("items: 2 (genp 2)"), info.stdout)
         XCTAssertTrue(info.stdout.contains("by protection: ak 1, dku 1"), info.stdout)
@@ -205,5 +206,28 @@ final class BackupCommandTests: XCTestCase {
             input: "pw\n")
         XCTAssertNotEqual(restore.status, 0, restore.stdout)
         XCTAssertEqual(try accounts(in: cli.home), Set((0..<2000).map { "old-\($0)" }), "the keychain as it was")
+    }
+
+    /// On a terminal, a backup and a restore draw a progress bar on standard error.
+    func testAProgressBarIsDrawnOnATerminal() throws {
+        let script = "/usr/bin/script"
+        guard FileManager.default.isExecutableFile(atPath: script) else {
+            throw XCTSkip("util-linux's script, which gives the command a terminal, is not installed")
+        }
+        let cli = CommandRunner()
+        let file = cli.home + "-bar.skbk"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        for account in ["a", "b", "c"] {
+            XCTAssertEqual(try cli.run("add-generic-password", "-a", account, "-s", "svc", "-w", "x").status, 0)
+        }
+        let run = try cli.run(
+            program: script, ["-qec", "\"\(cli.executable)\" backup create \"\(file)\" --no-password", "/dev/null"])
+        XCTAssertEqual(run.status, 0, run.stdout)
+        XCTAssertTrue(run.stdout.contains("backing up ["), run.stdout)
+        XCTAssertTrue(run.stdout.contains("100% 3/3"), run.stdout)
+        let restore = try cli.run(
+            program: script, ["-qec", "\"\(cli.executable)\" backup restore \"\(file)\"", "/dev/null"])
+        XCTAssertEqual(restore.status, 0, restore.stdout)
+        XCTAssertTrue(restore.stdout.contains("restoring [") && restore.stdout.contains("100% 3/3"), restore.stdout)
     }
 }

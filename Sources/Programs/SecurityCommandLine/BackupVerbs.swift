@@ -50,7 +50,13 @@ struct BackupVerbs {
         }
         let summary: BackupSummary
         do {
-            summary = try session.keychain().createBackup(at: path, password: password, passcode: passcode)
+            if let keychain = try embeddedKeychain(unlockingWith: passcode) {
+                let bar = ProgressBar(label: "backing up")
+                defer { bar.finish() }
+                summary = try keychain.createBackup(at: path, password: password, progress: bar.show)
+            } else {
+                summary = try session.keychain().createBackup(at: path, password: password, passcode: passcode)
+            }
         } catch {
             throw Failure.from(error, function: Functions.create)
         }
@@ -78,7 +84,13 @@ struct BackupVerbs {
         }
         let report: RestoreReport
         do {
-            report = try session.keychain().restoreBackup(from: path, password: password, passcode: passcode)
+            if let keychain = try embeddedKeychain(unlockingWith: passcode) {
+                let bar = ProgressBar(label: "restoring")
+                defer { bar.finish() }
+                report = try keychain.restoreBackup(from: path, password: password, progress: bar.show)
+            } else {
+                report = try session.keychain().restoreBackup(from: path, password: password, passcode: passcode)
+            }
         } catch {
             throw Failure.from(error, function: Functions.restore)
         }
@@ -136,6 +148,16 @@ struct BackupVerbs {
         return passcode
     }
 
+    /// The embedded keychain, unlocked with `passcode` when one is given, when this process serves its
+    /// own keychain and draws a progress bar (standard error is a terminal): the engine reports its
+    /// progress to this process only. Nil otherwise: the request goes through the keychain service.
+    private func embeddedKeychain(unlockingWith passcode: SecureBytes?) throws -> Keychain? {
+        guard isatty(STDERR_FILENO) == 1, KeychainServices.daemonSocketInUse() == nil else { return nil }
+        let keychain = try EmbeddedKeychain.current()
+        if let passcode { try keychain.unlock(passcode: passcode) }
+        return keychain
+    }
+
     /// A new backup password: typed twice on a terminal, else one line of standard input.
     private func newBackupPassword() throws(Failure) -> SecureBytes {
         if Terminal.inputIsTerminal {
@@ -157,5 +179,32 @@ struct BackupVerbs {
 
     private static func list(_ counts: [String: Int]) -> String {
         counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+    }
+}
+
+/// A progress bar on standard error, redrawn at most once a percent: `label [#####     ] 42% 4200/10000`.
+final class ProgressBar {
+    private let label: String
+    private var lastPercent = -1
+    private var drawn = false
+
+    init(label: String) { self.label = label }
+
+    func show(_ done: Int, _ total: Int) {
+        guard total > 0 else { return }
+        let percent = min(100, done * 100 / total)
+        guard percent != lastPercent else { return }
+        lastPercent = percent
+        let width = 30
+        let filled = width * percent / 100
+        let bar = String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled)
+        FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(percent)% \(done)/\(total)".utf8))
+        drawn = true
+    }
+
+    /// Ends the bar's line, if one was drawn.
+    func finish() {
+        if drawn { FileHandle.standardError.write(Data("\n".utf8)) }
+        drawn = false
     }
 }
