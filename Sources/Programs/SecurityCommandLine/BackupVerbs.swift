@@ -148,14 +148,16 @@ struct BackupVerbs {
         return passcode
     }
 
-    /// The embedded keychain, unlocked with `passcode` when one is given, when this process serves its
-    /// own keychain and draws a progress bar (standard error is a terminal): the engine reports its
-    /// progress to this process only. Nil otherwise: the request goes through the keychain service.
+    /// The keychain this process serves itself (the embedded one), unlocked with `passcode` when one is
+    /// given, when a progress bar is drawn (standard error is a terminal): the engine reports progress
+    /// to its own process only. Nil otherwise, and for a daemon or any other service: the request then
+    /// goes through the keychain service.
     private func embeddedKeychain(unlockingWith passcode: SecureBytes?) throws -> Keychain? {
-        guard isatty(STDERR_FILENO) == 1, KeychainServices.daemonSocketInUse() == nil else { return nil }
-        let keychain = try EmbeddedKeychain.current()
-        if let passcode { try keychain.unlock(passcode: passcode) }
-        return keychain
+        guard isatty(STDERR_FILENO) == 1, let service = try session.keychain() as? InProcessKeychainService else {
+            return nil
+        }
+        if let passcode { try service.keychain.unlock(passcode: passcode) }
+        return service.keychain
     }
 
     /// A new backup password: typed twice on a terminal, else one line of standard input.
