@@ -86,7 +86,7 @@ let package = Package(
             path: "Sources/Engine/KeychainAuthenticators"
         ),
         .target(
-            name: "KeychainWire", dependencies: ["KeychainBytes", "KeychainCore", "KeychainCrypto"],
+            name: "KeychainWire", dependencies: ["CProcessControl", "KeychainBytes", "KeychainCore", "KeychainCrypto"],
             path: "Sources/Service/KeychainWire"),
         .target(
             name: "KeychainDaemon",

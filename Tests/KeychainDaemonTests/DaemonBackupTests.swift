@@ -23,13 +23,13 @@ final class DaemonBackupTests: XCTestCase {
 
         // Any other process of the user, without the passcode: refused, and no file is made.
         XCTAssertThrowsError(
-            try daemon.service().createBackup(at: file, password: SecureBytesHelper.bytes("pw"), passcode: nil)
+            try daemon.service().createBackup(to: .path(file), password: SecureBytesHelper.bytes("pw"), passcode: nil)
         ) { error in
             XCTAssertEqual((error as? KeychainError)?.code, .authenticationFailed)
         }
         XCTAssertThrowsError(
             try daemon.service().createBackup(
-                at: file, password: SecureBytesHelper.bytes("pw"), passcode: SecureBytesHelper.bytes("0000"))
+                to: .path(file), password: SecureBytesHelper.bytes("pw"), passcode: SecureBytesHelper.bytes("0000"))
         ) { error in
             XCTAssertEqual((error as? KeychainError)?.code, .authenticationFailed)
         }
@@ -69,5 +69,68 @@ final class DaemonBackupTests: XCTestCase {
         XCTAssertEqual(erase.status, Int32(UInt32(bitPattern: -4) & 0xff), erase.output)
         XCTAssertEqual(try ClientPrograms.run(security, ["unlock-keychain", "-p", "2468"], daemon: daemon).status, 0)
         XCTAssertEqual(try ClientPrograms.run(app, ["read", "new", "me"], daemon: daemon).output, "after")
+    }
+
+    /// In system mode the command makes the file as its user and passes it to the daemon, which opens
+    /// nothing itself; another user's keychain is another device.
+    func testInSystemModeTheFileIsTheUsersAndAnotherUsersKeychainIsAnotherDevice() throws {
+        guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
+        let daemon = try TestDaemon(arguments: ["--system"])
+        let programs = try ClientPrograms()
+        let app = try programs.app("app")
+        let security = ClientPrograms.built("security")
+        let (alice, bob): (uid_t, uid_t) = (65534, 65533)
+        let shared = programs.directory + "/shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        chmod(programs.directory, 0o755)
+        chmod(shared, 0o1777)
+        func run(_ arguments: [String], as user: uid_t, input: String? = nil) throws -> (status: Int32, output: String)
+        {
+            try ClientPrograms.run(security, arguments, daemon: daemon, input: input, user: user)
+        }
+        XCTAssertEqual(try run(["set-keychain-password", "-p", "1111"], as: alice).status, 0)
+        let register = [
+            "app", "register", app, "--application-identifier", "TEAM.a", "--access-group", "TEAM.a", "-p", "1111",
+        ]
+        XCTAssertEqual(try run(register, as: alice).status, 0)
+        XCTAssertEqual(
+            try ClientPrograms.run(
+                app, ["put", "mail", "alice", "alice-secret", "", "ak"], daemon: daemon, user: alice
+            )
+            .output, "status 0")
+        XCTAssertEqual(
+            try ClientPrograms.run(
+                app, ["put", "device", "alice", "device-secret", "", "aku"], daemon: daemon, user: alice
+            )
+            .output, "status 0")
+
+        // Without the passcode: refused. With it: the file is Alice's, made by her command.
+        let file = shared + "/alice.skbk"
+        XCTAssertNotEqual(try run(["backup", "create", file], as: alice, input: "\npw\n").status, 0)
+        let made = try run(["backup", "create", file, "-p", "1111"], as: alice, input: "pw\n")
+        XCTAssertEqual(made.status, 0, made.output)
+        var info = stat()
+        XCTAssertEqual(stat(file, &info), 0)
+        XCTAssertEqual(info.st_uid, alice, "the command made the file, not the daemon")
+        XCTAssertEqual(info.st_mode & 0o777, 0o600)
+        let deviceBound = shared + "/alice-device.skbk"
+        XCTAssertEqual(try run(["backup", "create", deviceBound, "--no-password", "-p", "1111"], as: alice).status, 0)
+
+        // Bob, given copies of both: the device-bound one restores nothing (his keychain is another
+        // device); the other needs its password, and brings only the migrating items.
+        XCTAssertEqual(try run(["set-keychain-password", "-p", "2222"], as: bob).status, 0)
+        for name in ["alice.skbk", "alice-device.skbk"] {
+            let copy = shared + "/bob-" + name
+            try FileManager.default.copyItem(atPath: shared + "/" + name, toPath: copy)
+            chown(copy, bob, bob)
+        }
+        let bound = try run(["backup", "restore", shared + "/bob-alice-device.skbk", "-p", "2222"], as: bob)
+        XCTAssertEqual(bound.status, Int32(UInt32(bitPattern: -26275) & 0xff), bound.output)
+        let wrong = try run(["backup", "restore", shared + "/bob-alice.skbk", "-p", "2222"], as: bob, input: "guess\n")
+        XCTAssertEqual(wrong.status, 51, wrong.output)
+        let restored = try run(["backup", "restore", shared + "/bob-alice.skbk", "-p", "2222"], as: bob, input: "pw\n")
+        XCTAssertEqual(restored.status, 0, restored.output)
+        XCTAssertTrue(restored.output.contains("restored 1 items"), restored.output)
+        XCTAssertTrue(restored.output.contains("not restored: 1 ThisDeviceOnly"), restored.output)
     }
 }

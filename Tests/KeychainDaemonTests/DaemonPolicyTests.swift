@@ -135,10 +135,13 @@ final class DaemonPolicyTests: XCTestCase {
             code { () throws(KeychainError) in
                 try daemon.perform(.addIdentity(certificate: ["class": .string("cert")], key: nil), from: tool)
             }, .authenticationFailed)
-        let identities: [String: ItemValue] = ["class": .string("idnt"), "r_Ref": .bool(true)]
-        XCTAssertEqual(
-            code { () throws(KeychainError) in try daemon.perform(.copyMatching(query: identities), from: tool) },
-            .authenticationFailed)
+        // Even for attributes alone: the search reads both halves' items.
+        for returning in ["r_Ref", "r_Attributes"] {
+            let identities: [String: ItemValue] = ["class": .string("idnt"), returning: .bool(true)]
+            XCTAssertEqual(
+                code { () throws(KeychainError) in try daemon.perform(.copyMatching(query: identities), from: tool) },
+                .authenticationFailed, returning)
+        }
         // Attributes alone reveal no secret: searched without asking (and there is nothing to find).
         let attributes: [String: ItemValue] = ["class": .string("genp"), "r_Attributes": .bool(true)]
         XCTAssertEqual(
@@ -227,12 +230,17 @@ final class DaemonPolicyTests: XCTestCase {
         XCTAssertEqual(try decide(system, .setPasscode(new: passcode, current: nil), by: root).get(), .none)
         XCTAssertEqual(try decide(system, .lock, by: user).get(), .none)
         // A backup and a restore prove the passcode where there is one; a system daemon serves neither yet.
-        let backup = KeychainAdminRequest.createBackup(path: "/b", password: nil, passcode: nil)
-        let restore = KeychainAdminRequest.restoreBackup(path: "/b", password: nil, passcode: passcode)
+        let backup = KeychainAdminRequest.createBackup(file: .path("/b"), password: nil, passcode: nil)
+        let restore = KeychainAdminRequest.restoreBackup(file: .path("/b"), password: nil, passcode: passcode)
         XCTAssertEqual(refusal(decide(userMode, backup, by: user)), .authenticationFailed)
         XCTAssertEqual(try decide(userMode, backup, by: user, passcodeSet: false).get(), .none)
         XCTAssertEqual(try decide(userMode, restore, by: user).get(), .passcodeCheck)
-        XCTAssertEqual(refusal(decide(system, restore, by: root)), .unimplemented)
+        // A system daemon opens no file for anyone, root included; a passed one needs a user's passcode.
+        XCTAssertEqual(refusal(decide(system, restore, by: root)), .invalidParameter)
+        let passed = KeychainAdminRequest.restoreBackup(file: .descriptor(3), password: nil, passcode: passcode)
+        XCTAssertEqual(try decide(system, passed, by: root, passcodeSet: false).get(), .none)
+        XCTAssertEqual(try decide(system, passed, by: user).get(), .passcodeCheck)
+        XCTAssertEqual(refusal(decide(system, passed, by: user, passcodeSet: false)), .authenticationFailed)
         XCTAssertEqual(try decide(system, .restart, by: user).get(), .none)
         XCTAssertEqual(
             refusal(decide(userMode, .eraseAllContentAndSettings(passcode: passcode), by: user)), .unimplemented)
@@ -265,6 +273,15 @@ final class DaemonPolicyTests: XCTestCase {
             try exchange(.keychain(.status), id: 7).get(),
             .status(try XCTUnwrap(daemon.tenant(for: getuid()).keychain.status)))
         XCTAssertEqual(try exchange(.keychain(.add(attributes: item)), id: 8).get(), .result(nil))
+        // A descriptor passed with a request that names none is closed by the daemon, never kept.
+        var stray: [Int32] = [-1, -1]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &stray), 0)
+        try client.writeFrame(WireCodec.frame(.status, id: 11), passing: stray[0], stall: .seconds(5))
+        close(stray[0])
+        XCTAssertEqual(try WireCodec.answer(from: try client.readFrame(idle: .seconds(5), stall: .seconds(5))).id, 11)
+        XCTAssertEqual(send(stray[1], "x", 1, Int32(MSG_NOSIGNAL)), -1, "no one holds the other end any more")
+        XCTAssertEqual(errno, EPIPE)
+        close(stray[1])
         // A control in its own kind of frame, answered on the same connection.
         guard case .biometry(let sensor) = try exchange(.admin(.biometry(.enroll)), id: 10).get() else {
             return XCTFail("no sensor status")

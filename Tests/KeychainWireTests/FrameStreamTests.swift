@@ -69,4 +69,34 @@ final class FrameStreamTests: XCTestCase {
         }
         XCTAssertGreaterThanOrEqual(ContinuousClock.now - start, .milliseconds(100))
     }
+
+    /// A descriptor passed beside a frame (SCM_RIGHTS) arrives with it, as a descriptor of the reader's
+    /// own on the same open file; one passed with each piece of a frame is kept once, the rest closed.
+    func testADescriptorPassedBesideAFrameArrivesWithIt() throws {
+        let (writer, reader) = try pair()
+        defer {
+            close(writer.descriptor)
+            close(reader.descriptor)
+        }
+        var ends: [Int32] = [0, 0]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends), 0)
+        defer { close(ends[1]) }
+        let frame = WireCodec.frame(
+            .restoreBackup(file: .descriptor(ends[0]), password: nil, passcode: nil), id: 5)
+        try writer.writeFrame(frame, passing: ends[0], stall: .seconds(5))
+        close(ends[0])
+        let received = try reader.readFrame(idle: .seconds(5), stall: .seconds(5))
+        let decoded = try WireCodec.request(from: received)
+        XCTAssertEqual(decoded.request.passedDescriptor, -1, "the number is not sent: the receiver puts its own in")
+        let passed = reader.takePassedDescriptors()
+        XCTAssertEqual(passed.count, 1)
+        guard let descriptor = passed.first else { return }
+        XCTAssertEqual(reader.takePassedDescriptors(), [], "taken once")
+        XCTAssertEqual(send(ends[1], "x", 1, Int32(MSG_NOSIGNAL)), 1)
+        var byte: UInt8 = 0
+        XCTAssertEqual(recv(descriptor, &byte, 1, 0), 1)
+        XCTAssertEqual(byte, UInt8(ascii: "x"))
+        XCTAssertEqual(fcntl(descriptor, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC, "close-on-exec")
+        close(descriptor)
+    }
 }

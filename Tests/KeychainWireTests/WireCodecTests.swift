@@ -60,8 +60,10 @@ final class WireCodecTests: XCTestCase {
             .biometry(.enroll), .biometry(.unenroll), .biometry(.answer(.cancel)), .biometry(.standingAnswer(.match)),
             .biometry(.standingAnswer(nil)), .biometry(.status), .companion(.enroll), .companion(.answer(.match)),
             .companion(.status),
-            .createBackup(path: "/b.skbk", password: SecureBytes(copying: [1, 2]), passcode: nil),
-            .restoreBackup(path: "/b.skbk", password: nil, passcode: SecureBytes(copying: [3])),
+            .createBackup(file: .path("/b.skbk"), password: SecureBytes(copying: [1, 2]), passcode: nil),
+            .restoreBackup(file: .path("/b.skbk"), password: nil, passcode: SecureBytes(copying: [3])),
+            .createBackup(file: .descriptor(-1), password: nil, passcode: nil),
+            .restoreBackup(file: .descriptor(-1), password: SecureBytes(copying: [5]), passcode: nil),
             .restart, .eraseAllContentAndSettings(passcode: nil),
             .eraseAllContentAndSettings(passcode: SecureBytes(copying: [4])),
         ]

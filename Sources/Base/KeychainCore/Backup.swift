@@ -75,3 +75,15 @@ public struct RestoreReport: Sendable, Equatable {
         self.keptLocal = keptLocal
     }
 }
+
+/// Where a backup is written or read.
+public enum BackupFile: Sendable, Equatable {
+    /// A file the keychain service opens by its path: the embedded keychain, or a user's daemon, which
+    /// runs as the user. A system daemon takes none: it would open the file as itself.
+    case path(String)
+    /// A file the caller opened itself: through a daemon it travels beside the request's frame (a
+    /// descriptor passed over the socket), so the daemon reads or writes it without opening anything
+    /// on the caller's behalf. For a backup, a new empty file the caller renames into place afterwards;
+    /// the caller keeps and closes its own descriptor.
+    case descriptor(Int32)
+}

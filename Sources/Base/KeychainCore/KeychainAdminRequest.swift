@@ -41,14 +41,14 @@ public enum KeychainAdminRequest: Sendable {
     /// root go, and the next use makes a new keychain under a new root. `passcode` is the keychain's,
     /// needed when it has one, as an iPhone asks for it.
     case eraseAllContentAndSettings(passcode: SecureBytes?)
-    /// Writes a backup of the keychain to the file at `path` (`security backup create`): with a
+    /// Writes a backup of the keychain to `file` (`security backup create`): with a
     /// `password`, one that restores onto another keychain (its `ThisDeviceOnly` classes only onto
     /// this one); without, one that restores only here. `passcode` is the keychain's, checked like an
     /// unlock first; a daemon needs it whenever the keychain has one. Answers `.backup`.
-    case createBackup(path: String, password: SecureBytes?, passcode: SecureBytes?)
-    /// Restores the backup at `path` into the keychain (`security backup restore`), all or nothing;
+    case createBackup(file: BackupFile, password: SecureBytes?, passcode: SecureBytes?)
+    /// Restores the backup in `file` into the keychain (`security backup restore`), all or nothing;
     /// `passcode` as for `createBackup`. Answers `.restore`.
-    case restoreBackup(path: String, password: SecureBytes?, passcode: SecureBytes?)
+    case restoreBackup(file: BackupFile, password: SecureBytes?, passcode: SecureBytes?)
 
     /// The request's name, for logs and tests; never its values.
     public var name: String {

@@ -209,17 +209,19 @@ extension KeychainService {
     }
 
     /// `.createBackup`: what the backup holds.
-    public func createBackup(at path: String, password: SecureBytes?, passcode: SecureBytes?) throws -> BackupSummary {
-        let request = KeychainAdminRequest.createBackup(path: path, password: password, passcode: passcode)
+    public func createBackup(to file: BackupFile, password: SecureBytes?, passcode: SecureBytes?) throws
+        -> BackupSummary
+    {
+        let request = KeychainAdminRequest.createBackup(file: file, password: password, passcode: passcode)
         guard case .backup(let summary) = try administer(request) else { throw unexpected(request.name) }
         return summary
     }
 
     /// `.restoreBackup`: what the restore did.
-    public func restoreBackup(from path: String, password: SecureBytes?, passcode: SecureBytes?) throws
+    public func restoreBackup(from file: BackupFile, password: SecureBytes?, passcode: SecureBytes?) throws
         -> RestoreReport
     {
-        let request = KeychainAdminRequest.restoreBackup(path: path, password: password, passcode: passcode)
+        let request = KeychainAdminRequest.restoreBackup(file: file, password: password, passcode: passcode)
         guard case .restore(let report) = try administer(request) else { throw unexpected(request.name) }
         return report
     }

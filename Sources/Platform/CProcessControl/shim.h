@@ -142,3 +142,62 @@ static inline long process_control_unix_peer_inode(int fd) {
     }
     return -1;
 }
+
+#ifndef MSG_CMSG_CLOEXEC
+#define MSG_CMSG_CLOEXEC 0x40000000
+#endif
+
+// Descriptors passed over a Unix socket (SCM_RIGHTS): how a client hands the daemon a file it opened
+// itself, so that the daemon never opens a path on its behalf. CMSG_* are macros, which Swift cannot use.
+
+/// Sends `length` bytes at `buffer` on `socket`, with the descriptor `fd` beside them. Returns the bytes
+/// sent, or -1.
+static inline long process_control_send_descriptor(int socket, const void *buffer, unsigned long length, int fd,
+                                                   int flags) {
+    struct iovec data = { (void *)buffer, length };
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int))]; } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof control.space;
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(header), &fd, sizeof(int));
+    return (long)sendmsg(socket, &message, flags);
+}
+
+/// Receives up to `length` bytes into `buffer` from `socket`. A descriptor that came beside them is put
+/// in `*fd` (close-on-exec); any more than one, or a truncated set, is closed at once. `*fd` is -1 when
+/// none came. Returns the bytes received (0 at the end of the stream), or -1.
+static inline long process_control_receive(int socket, void *buffer, unsigned long length, int flags, int *fd) {
+    *fd = -1;
+    struct iovec data = { buffer, length };
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int) * 4)]; } control;
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof control.space;
+    long received = (long)recvmsg(socket, &message, flags | MSG_CMSG_CLOEXEC);
+    if (received < 0) return -1;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        int count = (int)((header->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int index = 0; index < count; index++) {
+            int passed;
+            memcpy(&passed, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
+            if (*fd < 0 && !(message.msg_flags & MSG_CTRUNC)) {
+                *fd = passed;
+            } else {
+                close(passed);
+            }
+        }
+    }
+    return received;
+}

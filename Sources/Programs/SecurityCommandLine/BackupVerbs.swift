@@ -54,8 +54,20 @@ struct BackupVerbs {
                 let bar = ProgressBar(label: "backing up")
                 defer { bar.finish() }
                 summary = try keychain.createBackup(at: path, password: password, progress: bar.show)
+            } else if KeychainServices.daemonSocketInUse() != nil {
+                // The daemon opens no file for this command: the command makes the file, as its user,
+                // and passes it over the socket; it goes into place only once the backup is complete.
+                let target = try BackupTarget(path: path)
+                do {
+                    summary = try session.keychain().createBackup(
+                        to: .descriptor(target.descriptor), password: password, passcode: passcode)
+                    try target.commit()
+                } catch {
+                    target.abandon()
+                    throw error
+                }
             } else {
-                summary = try session.keychain().createBackup(at: path, password: password, passcode: passcode)
+                summary = try session.keychain().createBackup(to: .path(path), password: password, passcode: passcode)
             }
         } catch {
             throw Failure.from(error, function: Functions.create)
@@ -88,8 +100,17 @@ struct BackupVerbs {
                 let bar = ProgressBar(label: "restoring")
                 defer { bar.finish() }
                 report = try keychain.restoreBackup(from: path, password: password, progress: bar.show)
+            } else if KeychainServices.daemonSocketInUse() != nil {
+                // Opened by the command, as its user, and passed to the daemon.
+                let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+                guard descriptor >= 0 else {
+                    throw KeychainError.ioError("cannot open \(path): \(String(cString: strerror(errno)))")
+                }
+                defer { close(descriptor) }
+                report = try session.keychain().restoreBackup(
+                    from: .descriptor(descriptor), password: password, passcode: passcode)
             } else {
-                report = try session.keychain().restoreBackup(from: path, password: password, passcode: passcode)
+                report = try session.keychain().restoreBackup(from: .path(path), password: password, passcode: passcode)
             }
         } catch {
             throw Failure.from(error, function: Functions.restore)

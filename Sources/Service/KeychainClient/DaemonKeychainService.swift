@@ -42,7 +42,7 @@ public final class DaemonKeychainService: KeychainService {
         var sent = false
         if connection.wasKept {
             do {
-                try connection.stream.writeFrame(frame, stall: .seconds(1))
+                try connection.stream.writeFrame(frame, passing: request.passedDescriptor, stall: .seconds(1))
                 sent = true
             } catch .closed {
                 // A kept connection the daemon has closed since (it restarted, or timed the connection
@@ -55,7 +55,7 @@ public final class DaemonKeychainService: KeychainService {
             }
         }
         do {
-            if !sent { try connection.stream.writeFrame(frame, stall: .seconds(1)) }
+            if !sent { try connection.stream.writeFrame(frame, passing: request.passedDescriptor, stall: .seconds(1)) }
             answer = try connection.stream.readFrame(idle: answerTimeout, stall: .seconds(1))
         } catch {
             connection.close()

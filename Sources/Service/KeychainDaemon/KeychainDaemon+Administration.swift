@@ -43,14 +43,14 @@ extension KeychainDaemon {
                 "registered \(app.executablePath) as \(app.applicationIdentifier)\(app.trustsPathOnly ? " (development: trusted by path)" : "")\(app.isGeneralPurposeTool ? " (a general-purpose tool: its reads and changes ask the user)" : "") for uid \(tenant.uid), by pid \(caller.pid)"
             )
             return .done
-        case .createBackup(let path, let password, let passcode):
+        case .createBackup(let file, let password, let passcode):
             try checkPasscode(passcode, if: requirement, in: tenant)
-            let summary = try engine { try tenant.keychain.createBackup(at: try absolute(path), password: password) }
+            let summary = try engine { try tenant.keychain.createBackup(to: try absolute(file), password: password) }
             DaemonLog.info("backup of uid \(tenant.uid) written by pid \(caller.pid): \(summary.itemCount) items")
             return .backup(summary)
-        case .restoreBackup(let path, let password, let passcode):
+        case .restoreBackup(let file, let password, let passcode):
             try checkPasscode(passcode, if: requirement, in: tenant)
-            let report = try engine { try tenant.keychain.restoreBackup(from: try absolute(path), password: password) }
+            let report = try engine { try tenant.keychain.restoreBackup(from: try absolute(file), password: password) }
             DaemonLog.info(
                 "backup restored into the keychain of uid \(tenant.uid) by pid \(caller.pid): \(report.restored) items")
             return .restore(report)
@@ -64,17 +64,29 @@ extension KeychainDaemon {
         case .biometry(.status), .companion(.status): break
         case .biometry(let command), .companion(let command):
             DaemonLog.info("\(request.name) \(command) by pid \(caller.pid) uid \(caller.uid)")
+        case .unlockForSession:
+            // Served as an unlock (it holds for every client anyway), and logged as one.
+            DaemonLog.info("unlock by pid \(caller.pid) uid \(caller.uid)")
         default: DaemonLog.info("\(request.name) by pid \(caller.pid) uid \(caller.uid)")
         }
         return answer
     }
 
-    /// A file the caller names: by an absolute path, since the daemon does not share its directory.
-    private func absolute(_ path: String) throws -> String {
-        guard path.hasPrefix("/") else {
-            throw KeychainError.invalidParameter("the daemon takes a backup file by its absolute path")
+    /// A file the caller names: by an absolute path, since the daemon does not share its directory, or
+    /// by the descriptor it passed (which the server put in).
+    private func absolute(_ file: BackupFile) throws -> BackupFile {
+        switch file {
+        case .path(let path):
+            guard path.hasPrefix("/") else {
+                throw KeychainError.invalidParameter("the daemon takes a backup file by its absolute path")
+            }
+            return file
+        case .descriptor(let descriptor):
+            guard descriptor >= 0 else {
+                throw KeychainError.invalidParameter("the backup file's descriptor did not come with the request")
+            }
+            return file
         }
-        return path
     }
 
     /// The passcode a control carries, checked like an unlock when the policy asks for it.

@@ -1,3 +1,4 @@
+import CProcessControl
 import Foundation
 import KeychainBytes
 import KeychainCrypto
@@ -38,7 +39,20 @@ public final class FrameStream {
     private static let pollers = Atomic<Int>(0)
     private static let pollerLimit = max(1, ProcessInfo.processInfo.activeProcessorCount - 1)
 
-    deinit { buffer.withUnsafeMutableBytes { SecureMemory.wipe($0) } }
+    /// Descriptors the peer passed beside its bytes (SCM_RIGHTS), in order, not yet taken.
+    private var passed: [Int32] = []
+
+    deinit {
+        buffer.withUnsafeMutableBytes { SecureMemory.wipe($0) }
+        for descriptor in passed { close(descriptor) }
+    }
+
+    /// The descriptors that came with the bytes read so far, handed over to the caller (who closes
+    /// them). A frame carries at most one: the daemon takes them after each frame it reads.
+    public func takePassedDescriptors() -> [Int32] {
+        defer { passed = [] }
+        return passed
+    }
 
     /// Takes over a connected socket, turning it blocking.
     public init(descriptor: Int32) {
@@ -154,9 +168,12 @@ public final class FrameStream {
         }
     }
 
-    /// Writes a whole frame; `stall` bounds each wait for the peer to take more bytes.
-    public func writeFrame(_ frame: Data, stall: Duration) throws(Failure) {
-        try Self.typed { try frame.withUnsafeBytes { buffer in try write(buffer, stall: stall) } }
+    /// Writes a whole frame; `stall` bounds each wait for the peer to take more bytes. `passing`, a
+    /// descriptor this process opened, goes beside the frame's first bytes (the peer gets its own copy).
+    public func writeFrame(_ frame: Data, passing descriptor: Int32? = nil, stall: Duration) throws(Failure) {
+        try Self.typed {
+            try frame.withUnsafeBytes { buffer in try write(buffer, passing: descriptor, stall: stall) }
+        }
     }
 
     /// Buffer access rethrows untyped errors; every error thrown inside is a `Failure`.
@@ -174,15 +191,23 @@ public final class FrameStream {
         }
     }
 
-    private func write(_ buffer: UnsafeRawBufferPointer, stall: Duration) throws(Failure) {
+    private func write(_ buffer: UnsafeRawBufferPointer, passing: Int32?, stall: Duration) throws(Failure) {
         guard let base = buffer.baseAddress else { return }
         if sendTimeout != stall {
             setTimeout(SO_SNDTIMEO, stall)
             sendTimeout = stall
         }
         var offset = 0
+        var passing = passing
         while offset < buffer.count {
-            let written = send(descriptor, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+            let written: Int
+            if let descriptorToPass = passing {
+                written = process_control_send_descriptor(
+                    descriptor, base + offset, UInt(buffer.count - offset), descriptorToPass, Int32(MSG_NOSIGNAL))
+                if written > 0 { passing = nil }
+            } else {
+                written = send(descriptor, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+            }
             if written > 0 {
                 offset += written
             } else if written < 0, errno == EINTR {
@@ -221,7 +246,7 @@ public final class FrameStream {
             receiveTimeout = .some(wait)
         }
         while true {
-            let count = recv(descriptor, base, buffer.count, 0)
+            let count = receiveKeepingDescriptors(base, buffer.count, 0)
             if count > 0 { return count }
             if count == 0 { throw frameStarted ? .broken(0) : .closed }
             if errno == EAGAIN || errno == EWOULDBLOCK { throw .timedOut }
@@ -239,7 +264,7 @@ public final class FrameStream {
         defer { Self.pollers.wrappingSubtract(1, ordering: .acquiringAndReleasing) }
         let deadline = ContinuousClock.now + pollBeforeSleeping
         repeat {
-            let received = recv(descriptor, base, count, Int32(MSG_DONTWAIT))
+            let received = receiveKeepingDescriptors(base, count, Int32(MSG_DONTWAIT))
             if received > 0 { return received }
             if received == 0 { throw .closed }
             if errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
@@ -248,6 +273,17 @@ public final class FrameStream {
             sched_yield()
         } while ContinuousClock.now < deadline
         return nil
+    }
+
+    /// `recv`, keeping any descriptor that came with the bytes for `takePassedDescriptors`.
+    private func receiveKeepingDescriptors(_ base: UnsafeMutableRawPointer, _ count: Int, _ flags: Int32) -> Int {
+        var passedDescriptor: Int32 = -1
+        let received = process_control_receive(descriptor, base, UInt(count), flags, &passedDescriptor)
+        // One at a time: a peer sending one with every byte cannot make this end hold many.
+        if passedDescriptor >= 0 {
+            if passed.isEmpty { passed.append(passedDescriptor) } else { close(passedDescriptor) }
+        }
+        return received
     }
 
     private func setTimeout(_ option: Int32, _ timeout: Duration?) {

@@ -102,6 +102,10 @@ private enum AuthenticationSubjectTag: UInt8 {
     case policy = 1
     case accessControl
 }
+private enum BackupFileTag: UInt8 {
+    case path = 1
+    case descriptor
+}
 private enum SensorCommandTag: UInt8 {
     case enroll = 1
     case unenroll, answer, standingAnswer, status
@@ -249,16 +253,27 @@ private struct PayloadWriter {
         case .eraseAllContentAndSettings(let passcode):
             adminTag(.eraseAllContentAndSettings)
             writer.optional(passcode) { $0.secret($1) }
-        case .createBackup(let path, let password, let passcode):
+        case .createBackup(let file, let password, let passcode):
             adminTag(.createBackup)
-            string(path)
+            backupFile(file)
             writer.optional(password) { $0.secret($1) }
             writer.optional(passcode) { $0.secret($1) }
-        case .restoreBackup(let path, let password, let passcode):
+        case .restoreBackup(let file, let password, let passcode):
             adminTag(.restoreBackup)
-            string(path)
+            backupFile(file)
             writer.optional(password) { $0.secret($1) }
             writer.optional(passcode) { $0.secret($1) }
+        }
+    }
+
+    /// A path, or the mark of a descriptor that travels beside the frame (its number means nothing to
+    /// the peer, and is not sent).
+    private mutating func backupFile(_ file: BackupFile) {
+        switch file {
+        case .path(let path):
+            writer.byte(BackupFileTag.path.rawValue)
+            string(path)
+        case .descriptor: writer.byte(BackupFileTag.descriptor.rawValue)
         }
     }
 
@@ -464,9 +479,10 @@ private struct PayloadReader {
         case .restart: return .restart
         case .eraseAllContentAndSettings: return .eraseAllContentAndSettings(passcode: try optionalSecret())
         case .createBackup:
-            return .createBackup(path: try string(), password: try optionalSecret(), passcode: try optionalSecret())
+            return .createBackup(file: try backupFile(), password: try optionalSecret(), passcode: try optionalSecret())
         case .restoreBackup:
-            return .restoreBackup(path: try string(), password: try optionalSecret(), passcode: try optionalSecret())
+            return .restoreBackup(
+                file: try backupFile(), password: try optionalSecret(), passcode: try optionalSecret())
         }
     }
 
@@ -577,6 +593,16 @@ private struct PayloadReader {
             return .sign(hash: Hash.allCases[index], input: input, data: try bytes())
         case .sharedSecret?: return .sharedSecret(peerPublicKey: try bytes())
         case nil: throw WireError("unknown enclave key operation \(raw)")
+        }
+    }
+
+    /// A path, or `.descriptor(-1)`: the receiver puts in the descriptor that came beside the frame.
+    private mutating func backupFile() throws(WireError) -> BackupFile {
+        let raw = try byte()
+        switch BackupFileTag(rawValue: raw) {
+        case .path?: return .path(try string())
+        case .descriptor?: return .descriptor(-1)
+        case nil: throw WireError("unknown backup file \(raw)")
         }
     }
 

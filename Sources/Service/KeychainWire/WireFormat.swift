@@ -43,6 +43,27 @@ public enum WireRequest: Sendable {
         case .admin(let request): request.name
         }
     }
+
+    /// The descriptor this request carries beside its frame, if it names one.
+    public var passedDescriptor: Int32? {
+        switch self {
+        case .admin(.createBackup(.descriptor(let descriptor), _, _)),
+            .admin(.restoreBackup(.descriptor(let descriptor), _, _)):
+            descriptor
+        default: nil
+        }
+    }
+
+    /// The request with the descriptor that came beside its frame put in (a decoded one holds -1).
+    public func receiving(_ descriptor: Int32) -> WireRequest {
+        switch self {
+        case .admin(.createBackup(.descriptor, let password, let passcode)):
+            .admin(.createBackup(file: .descriptor(descriptor), password: password, passcode: passcode))
+        case .admin(.restoreBackup(.descriptor, let password, let passcode)):
+            .admin(.restoreBackup(file: .descriptor(descriptor), password: password, passcode: passcode))
+        default: self
+        }
+    }
 }
 
 /// Why bytes were refused: the connection they came on is not to be trusted any further.

@@ -11,13 +11,15 @@ import KeychainSystem
 /// `path` once complete and synced. Nothing is ever written through a link or into a directory at
 /// `path`: the rename replaces a link itself, and fails on a directory; in a sticky directory such as
 /// /tmp it fails on another user's file or link, which stays as it was.
-final class BackupTarget {
-    let path: String
+public final class BackupTarget {
+    public let path: String
     let temporary: String
-    let descriptor: Int32
+    /// The new file, open for writing (0600, created exclusively, never through a link).
+    public let descriptor: Int32
     private var done = false
 
-    init(path given: String) throws {
+    /// Creates the temporary file beside `path`.
+    public init(path given: String) throws {
         guard !given.isEmpty else { throw KeychainError.invalidParameter("no backup file was named") }
         path = given
         var info = stat()
@@ -38,7 +40,7 @@ final class BackupTarget {
     }
 
     /// Puts the complete file at `path`.
-    func commit() throws {
+    public func commit() throws {
         close(descriptor)
         guard rename(temporary, path) == 0 else {
             let reason = String(cString: strerror(errno))
@@ -51,7 +53,7 @@ final class BackupTarget {
     }
 
     /// Removes the partial file.
-    func abandon() {
+    public func abandon() {
         guard !done else { return }
         close(descriptor)
         unlink(temporary)
@@ -67,13 +69,25 @@ final class BackupSource {
     let descriptor: Int32
     let size: Int
 
-    init(path: String) throws {
-        descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+    convenience init(path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard descriptor >= 0 else {
             throw errno == ENOENT
                 ? KeychainError.invalidParameter("\(path) does not exist")
                 : KeychainError.ioError("cannot open \(path): \(String(cString: strerror(errno)))")
         }
+        try self.init(owning: descriptor, name: path)
+    }
+
+    /// A copy of a descriptor someone else opened (and keeps).
+    convenience init(duplicating given: Int32) throws {
+        let descriptor = fcntl(given, F_DUPFD_CLOEXEC, 0)
+        guard descriptor >= 0 else { throw KeychainError.invalidParameter("the backup file's descriptor is not open") }
+        try self.init(owning: descriptor, name: "the backup file")
+    }
+
+    private init(owning descriptor: Int32, name path: String) throws {
+        self.descriptor = descriptor
         var info = stat()
         guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
             Glibc.close(descriptor)

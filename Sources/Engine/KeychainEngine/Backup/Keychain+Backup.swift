@@ -28,7 +28,30 @@ extension Keychain {
         at path: String, password: SecureBytes?, passwordFunction: PasscodeFunction? = nil,
         progress: ((_ done: Int, _ total: Int) -> Void)? = nil
     ) throws -> BackupSummary {
+        let target = try BackupTarget(path: path)
+        do {
+            let summary = try createBackup(
+                into: target.descriptor, password: password, passwordFunction: passwordFunction, progress: progress)
+            try target.commit()
+            return summary
+        } catch {
+            target.abandon()
+            throw error
+        }
+    }
+
+    /// Writes a backup into `descriptor`, a new empty regular file opened for writing: what a daemon does
+    /// with the file its caller opened and passed over the socket. The caller renames it into place
+    /// (and removes it when this throws); the descriptor stays the caller's.
+    public func createBackup(
+        into descriptor: Int32, password: SecureBytes?, passwordFunction: PasscodeFunction? = nil,
+        progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws -> BackupSummary {
         try perform {
+            var info = stat()
+            guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size == 0 else {
+                throw KeychainError.invalidParameter("a backup is written into a new, empty regular file")
+            }
             let function = passwordFunction ?? BackupKeybag.minimumPasswordFunction
             guard BackupKeybag.isAcceptable(function) else {
                 throw KeychainError.invalidParameter(
@@ -45,15 +68,24 @@ extension Keychain {
             }
             let (backupKeybag, header) = try BackupKeybag.make(
                 password: password, function: function, keybag: keybag, now: clock.now())
-            let output = try BackupTarget(path: path)
-            do {
-                let counts = try writeBackup(to: output, keybag: backupKeybag, header: header, progress: progress)
-                try output.commit()
-                return counts.summary(of: header)
-            } catch {
-                output.abandon()
-                throw error
-            }
+            let counts = try writeBackup(to: descriptor, keybag: backupKeybag, header: header, progress: progress)
+            return counts.summary(of: header)
+        }
+    }
+
+    /// A backup to `file`: by its path, or into a descriptor the caller opened.
+    public func createBackup(to file: BackupFile, password: SecureBytes?) throws -> BackupSummary {
+        switch file {
+        case .path(let path): try createBackup(at: path, password: password)
+        case .descriptor(let descriptor): try createBackup(into: descriptor, password: password)
+        }
+    }
+
+    /// A restore from `file`: by its path, or from a descriptor the caller opened.
+    public func restoreBackup(from file: BackupFile, password: SecureBytes?) throws -> RestoreReport {
+        switch file {
+        case .path(let path): try restoreBackup(from: path, password: password)
+        case .descriptor(let descriptor): try restoreBackup(fromDescriptor: descriptor, password: password)
         }
     }
 
@@ -80,10 +112,10 @@ extension Keychain {
     }
 
     private func writeBackup(
-        to target: BackupTarget, keybag backupKeybag: BackupKeybag, header: BackupHeader,
+        to descriptor: Int32, keybag backupKeybag: BackupKeybag, header: BackupHeader,
         progress: ((Int, Int) -> Void)?
     ) throws -> BackupCounts {
-        let output = BackupOutput(descriptor: target.descriptor)
+        let output = BackupOutput(descriptor: descriptor)
         try output.startAuthenticating(with: try backupKeybag.macKey(), header: header.encoded())
         var counts = BackupCounts()
         // Every class key is taken once, now: a lock landing during the backup (another client's,

@@ -22,7 +22,23 @@ extension Keychain {
     public func restoreBackup(
         from path: String, password: SecureBytes?, progress: ((_ done: Int, _ total: Int) -> Void)? = nil
     ) throws -> RestoreReport {
-        try perform {
+        try restoreBackup(from: try BackupSource(path: path), password: password, progress: progress)
+    }
+
+    /// Restores the backup in `descriptor`, a regular file opened for reading: what a daemon does with
+    /// the file its caller opened and passed over the socket. The descriptor stays the caller's.
+    public func restoreBackup(
+        fromDescriptor descriptor: Int32, password: SecureBytes?,
+        progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws -> RestoreReport {
+        try restoreBackup(from: try BackupSource(duplicating: descriptor), password: password, progress: progress)
+    }
+
+    private func restoreBackup(
+        from file: BackupSource, password: SecureBytes?, progress: ((_ done: Int, _ total: Int) -> Void)?
+    ) throws -> RestoreReport {
+        defer { file.close() }
+        return try perform {
             let status = keybag.status
             if status.passcodeSet, status.lockState != .unlocked {
                 throw KeychainError.interactionNotAllowed("the keychain is locked: unlock it to restore into it")
@@ -33,8 +49,6 @@ extension Keychain {
             for protection in ProtectionClass.allCases {
                 if let key = try? keybag.classKey(for: protection) { localKeys[protection] = key }
             }
-            let file = try BackupSource(path: path)
-            defer { file.close() }
             let (header, _) = try BackupHeader.read(from: file.input())
             let backupKeybag = try BackupKeybag.open(header, password: password, keybag: keybag)
             let now = clock.now()

@@ -23,11 +23,15 @@ struct IdentityQuery {
     }
 
     init(_ dictionary: [String: ItemValue], for operation: ItemOperation) throws {
-        returnsReference = dictionary["r_Ref"] == .bool(true)
-        returnsAttributes = dictionary["r_Attributes"] == .bool(true)
+        // Read as every query's return keys are: a boolean or a number, anything else errSecParam.
+        func flag(_ name: String) throws -> Bool {
+            try dictionary[name].map { try AttributeCodec.boolean($0, key: name) } ?? false
+        }
+        returnsReference = try flag("r_Ref")
+        returnsAttributes = try flag("r_Attributes")
         switch operation {
         case .copyMatching:
-            if dictionary["r_Data"] == .bool(true) || dictionary["r_PersistentRef"] == .bool(true) {
+            if try flag("r_Data") || flag("r_PersistentRef") {
                 throw KeychainError.unimplemented("an identity's data and persistent reference are not returned yet")
             }
             limit = try Self.limit(dictionary["m_Limit"])
@@ -72,13 +76,18 @@ struct IdentityQuery {
         }
     }
 
-    /// The certificates that may be identities, every one of them, with what the join needs.
+    /// The certificates that may be identities, every one of them, with what the join needs: their
+    /// attributes, and their data and persistent reference only when identity objects are made.
     func certificateSearch(returning: Bool) -> [String: ItemValue] {
         var terms = certificateTerms
         terms["class"] = .string("cert")
         terms["m_Limit"] = .string("m_LimitAll")
         if returning {
-            for name in ["r_Data", "r_Attributes", "r_PersistentRef"] { terms[name] = .bool(true) }
+            terms["r_Attributes"] = .bool(true)
+            if returnsReference {
+                terms["r_Data"] = .bool(true)
+                terms["r_PersistentRef"] = .bool(true)
+            }
         }
         return terms
     }
@@ -92,8 +101,10 @@ struct IdentityQuery {
         terms["klbl"] = .data(hash)
         if returning {
             terms["r_Attributes"] = .bool(true)
-            terms["r_PersistentRef"] = .bool(true)
-            if readingKey { terms["r_Data"] = .bool(true) }
+            if readingKey {
+                terms["r_PersistentRef"] = .bool(true)
+                terms["r_Data"] = .bool(true)
+            }
         }
         return terms
     }

@@ -23,8 +23,15 @@ extension Keychain {
             if let key {
                 switch try Addition.parse(key) {
                 case .item(let keyQuery):
-                    guard keyQuery.itemClass == .key else {
-                        throw KeychainError.invalidParameter("an identity's key is a kSecClassKey item")
+                    // The two halves make an identity: a private key whose label is the certificate's
+                    // key hash (what the join pairs them by).
+                    guard keyQuery.itemClass == .key,
+                        keyQuery.attributes["kcls"] == .integer(1) || keyQuery.attributes["kcls"] == .string("1"),
+                        let hash = certificateQuery.attributes["pkhh"], keyQuery.attributes["klbl"] == hash
+                    else {
+                        throw KeychainError.invalidParameter(
+                            "an identity's key is the private kSecClassKey item whose label is its certificate's key hash"
+                        )
                     }
                     keyRow = try prepareAdd(keyQuery, client: client).row
                 case .enclaveKeyToken(let token, let attributes):

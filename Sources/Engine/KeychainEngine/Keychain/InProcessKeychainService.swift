@@ -59,12 +59,12 @@ public struct InProcessKeychainService: KeychainService {
                 try keychain.unlock(passcode: passcode)
             }
             try keychain.eraseAllContentAndSettings()
-        case .createBackup(let path, let password, let passcode):
+        case .createBackup(let file, let password, let passcode):
             if let passcode { try keychain.unlock(passcode: passcode) }
-            return .backup(try keychain.createBackup(at: path, password: password))
-        case .restoreBackup(let path, let password, let passcode):
+            return .backup(try keychain.createBackup(to: file, password: password))
+        case .restoreBackup(let file, let password, let passcode):
             if let passcode { try keychain.unlock(passcode: passcode) }
-            return .restore(try keychain.restoreBackup(from: path, password: password))
+            return .restore(try keychain.restoreBackup(from: file, password: password))
         case .registerApp, .listApps, .removeApp:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")

@@ -25,11 +25,14 @@ enum IdentityItems {
         guard case .array(let pairs) = answer else {
             throw KeychainError.internalError("the keychain answered an identity search with something else")
         }
-        let shaped = try pairs.map { pair throws -> AnyObject in
+        // A pair that does not make an identity object is left out, as one bad item in a shared group
+        // must not hide every other.
+        let shaped = pairs.compactMap { pair -> AnyObject? in
             guard case .array(let halves) = pair, halves.count == 2, case .dictionary(let certificate) = halves[0],
                 case .dictionary(let key) = halves[1]
-            else { throw KeychainError.internalError("the keychain answered an identity without its two items") }
-            let identity = wantRef ? try makeIdentity(certificate: certificate, key: key, options: query) : nil
+            else { return nil }
+            let identity = wantRef ? try? makeIdentity(certificate: certificate, key: key, options: query) : nil
+            if wantRef, identity == nil { return nil }
             if !wantAttributes, let identity { return identity }
             var attributes = certificate
             attributes["v_Data"] = nil

@@ -27,8 +27,10 @@ struct StateChangePolicy: Sendable {
         switch request {
         case .lock, .unlock, .unlockForSession, .removePasscode, .setEraseAfterFailedAttempts, .listApps,
             .biometry(.status), .companion(.status), .restart:
-            // Each needs the passcode of the caller's own keychain where it has one (the keybag checks
-            // it), or only reads; the registry needs no registration to be listed.
+            // Each acts on the caller's own keychain only: an unlock and the passcode changes need its
+            // passcode (the keybag checks it), lock and restart only take keys out of memory until the
+            // passcode is given again, and the rest only read; the registry needs no registration to be
+            // listed.
             return .none
         case .setPasscode:
             return firstPasscodeOnlyOnAnEmptyKeychain(for: caller) ? .firstPasscodeOnlyOnAnEmptyKeychain : .none
@@ -39,8 +41,8 @@ struct StateChangePolicy: Sendable {
             return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: registration.passcode != nil)
         case .removeApp(_, let passcode):
             return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
-        case .createBackup(_, _, let passcode), .restoreBackup(_, _, let passcode):
-            return try backup(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
+        case .createBackup(let file, _, let passcode), .restoreBackup(let file, _, let passcode):
+            return try backup(file, by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
         case .eraseAllContentAndSettings:
             // The daemon would have to close the keychain it serves and open the new one under every
             // connection; until it does, the erase is the embedded keychain's.
@@ -54,14 +56,20 @@ struct StateChangePolicy: Sendable {
     /// app's secrets under a backup password of its choosing, or plant items in another app's group.
     /// So the keychain's passcode is proved first (checked like an unlock, under the same delays). A
     /// keychain without a passcode has nothing to prove with; its files, and the device root beside
-    /// them, are the user's to read anyway. A system daemon writes and reads files as its own user, not
-    /// the caller: it serves neither yet.
-    private func backup(by caller: any PeerIdentity, passcodeSet: Bool, passcodeGiven: Bool) throws(KeychainError)
-        -> Requirement
+    /// them, are the user's to read anyway. A system daemon opens no file for its caller (it would open
+    /// it as its own user): the caller passes the one it opened; and there, as for the registry, a user
+    /// other than root proves a passcode the keychain must have, since its files are not the user's.
+    private func backup(_ file: BackupFile, by caller: any PeerIdentity, passcodeSet: Bool, passcodeGiven: Bool)
+        throws(KeychainError) -> Requirement
     {
         if mode == .system {
-            throw KeychainError.unimplemented(
-                "a system daemon does not make or restore backups yet: it would open the file as itself, not as you")
+            if case .path = file {
+                throw KeychainError.invalidParameter(
+                    "a system daemon opens no file for its caller: pass the file you opened (the security command does)"
+                )
+            }
+            return try passcodeProof(
+                by: caller, passcodeSet: passcodeSet, passcodeGiven: passcodeGiven, subject: "a backup or a restore")
         }
         guard passcodeSet else { return .none }
         guard passcodeGiven else {
@@ -87,14 +95,23 @@ struct StateChangePolicy: Sendable {
     private func registryChange(by caller: any PeerIdentity, passcodeSet: Bool, passcodeGiven: Bool)
         throws(KeychainError) -> Requirement
     {
-        if mode == .user || caller.uid == 0 { return .none }
+        if mode == .user { return .none }
+        return try passcodeProof(
+            by: caller, passcodeSet: passcodeSet, passcodeGiven: passcodeGiven, subject: "changing the app registry")
+    }
+
+    /// In system mode: root freely; any other user with the passcode of a keychain that has one.
+    private func passcodeProof(by caller: any PeerIdentity, passcodeSet: Bool, passcodeGiven: Bool, subject: String)
+        throws(KeychainError) -> Requirement
+    {
+        if caller.uid == 0 { return .none }
         guard passcodeSet else {
             throw KeychainError.authenticationFailed(
-                "in system mode a registry changes only with the keychain's passcode: set one first (security set-keychain-password), or ask root"
+                "in system mode \(subject) needs the keychain's passcode: set one first (security set-keychain-password), or ask root"
             )
         }
         guard passcodeGiven else {
-            throw KeychainError.authenticationFailed("changing the app registry needs the keychain's passcode")
+            throw KeychainError.authenticationFailed("\(subject) needs the keychain's passcode")
         }
         return .passcodeCheck
     }

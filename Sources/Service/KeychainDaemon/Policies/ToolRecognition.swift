@@ -27,6 +27,10 @@ struct ToolRecognition: Sendable {
         switch request {
         case .copyMatching(let query):
             // Any value at all counts: the parser decides what is true, and asking too often is safe.
+            // An identity search that returns anything reads its certificates' and keys' items.
+            if query["class"] == .string("idnt") {
+                return ["r_Data", "r_Ref", "r_Attributes", "r_PersistentRef"].contains { query[$0] != nil }
+            }
             return query["r_Data"] != nil || query["r_Ref"] != nil
         case .useEnclaveKey, .add, .addIdentity, .update, .delete, .generateEnclaveKey: return true
         default: return false

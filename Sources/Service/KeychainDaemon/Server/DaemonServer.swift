@@ -237,12 +237,25 @@ public final class DaemonServer: Sendable {
             }
             // The frame may carry a passcode or a secret: wiped once decoded or refused.
             defer { frame.resetBytes(in: 0..<frame.count) }
-            let decoded: (id: UInt32, request: WireRequest)
+            // A descriptor passed beside the frame is the caller's file for this request (a backup or a
+            // restore): put in where the request names one, closed in every other case.
+            let passed = stream.takePassedDescriptors()
+            var opened: Int32?
+            defer { if let opened { close(opened) } }
+            var decoded: (id: UInt32, request: WireRequest)
             do {
                 decoded = try WireCodec.request(from: frame)
             } catch {
+                for descriptor in passed { close(descriptor) }
                 refuse(caller, stream, error)
                 return
+            }
+            if decoded.request.passedDescriptor != nil, let descriptor = passed.first {
+                decoded.request = decoded.request.receiving(descriptor)
+                opened = descriptor
+                for extra in passed.dropFirst() { close(extra) }
+            } else {
+                for descriptor in passed { close(descriptor) }
             }
             if caller.hasChangedExecutable {
                 DaemonLog.warning(
