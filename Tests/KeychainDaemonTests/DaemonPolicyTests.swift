@@ -247,6 +247,21 @@ final class DaemonPolicyTests: XCTestCase {
         XCTAssertEqual(try decide(system, .listApps, by: user, passcodeSet: false).get(), .none)
     }
 
+    /// An answer larger than a client may decode is replaced by a failure that says so, not sent for the
+    /// client to refuse as a broken daemon.
+    func testAnAnswerOverTheProtocolsLimitsIsAFailureThatSaysSo() throws {
+        let many = ItemResult.array((0..<5000).map { .data(Data("item-\($0)-0123456789".utf8)) })
+        let reply = DaemonServer.deliverable(WireCodec.frame(.success(.result(many)), id: 4), id: 4)
+        let decoded = try WireCodec.answer(from: reply)
+        XCTAssertEqual(decoded.id, 4)
+        guard case .failure(let error) = decoded.answer else { return XCTFail("the oversized answer was sent") }
+        XCTAssertEqual(error.code, .invalidParameter)
+        XCTAssertTrue(error.reason.contains("kSecMatchLimit"), error.reason)
+        let few = ItemResult.array((0..<3000).map { .data(Data("item-\($0)-0123456789".utf8)) })
+        let fine = WireCodec.frame(.success(.result(few)), id: 5)
+        XCTAssertEqual(DaemonServer.deliverable(fine, id: 5), fine, "an answer within the limits goes as it is")
+    }
+
     /// The connection loop itself over a socket pair: frames in, answers out, a bad frame closes it.
     func testTheDaemonServesFramesOverASocketPair() throws {
         let daemon = try daemon()

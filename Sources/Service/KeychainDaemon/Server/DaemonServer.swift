@@ -266,7 +266,7 @@ public final class DaemonServer: Sendable {
             handling.add(1, ordering: .relaxed)
             let answer = daemon.handle(decoded.request, from: caller)
             handling.subtract(1, ordering: .relaxed)
-            var reply = WireCodec.frame(answer, id: decoded.id)
+            var reply = Self.deliverable(WireCodec.frame(answer, id: decoded.id), id: decoded.id)
             defer { reply.resetBytes(in: 0..<reply.count) }
             do {
                 try stream.writeFrame(reply, stall: configuration.stallTimeout)
@@ -275,6 +275,25 @@ public final class DaemonServer: Sendable {
                 return
             }
             if stopping.load(ordering: .acquiring) { return }
+        }
+    }
+
+    /// The reply, or, when it holds more than the protocol lets a client decode (more values or entries
+    /// than its limits: a search of thousands of items at once), a failure that says so. The client would
+    /// otherwise refuse the answer and take the daemon for broken. Only large replies are checked.
+    static func deliverable(_ reply: Data, id: UInt32) -> Data {
+        guard reply.count > 64 << 10 else { return reply }
+        do {
+            _ = try WireCodec.answer(from: reply)
+            return reply
+        } catch {
+            var refused = reply
+            refused.resetBytes(in: 0..<refused.count)
+            return WireCodec.frame(
+                .failure(
+                    .invalidParameter(
+                        "the answer is more than the daemon's protocol carries (\(error.reason)): ask for fewer items (kSecMatchLimit)"
+                    )), id: id)
         }
     }
 
