@@ -262,6 +262,73 @@ final class DaemonPolicyTests: XCTestCase {
         XCTAssertEqual(DaemonServer.deliverable(fine, id: 5), fine, "an answer within the limits goes as it is")
     }
 
+    /// A descriptor that comes with a request naming none ends the connection, and the daemon closes it.
+    func testADescriptorARequestDoesNotNameEndsTheConnectionAndIsClosed() throws {
+        let daemon = try daemon()
+        let server = try DaemonServer(daemon: daemon)
+        var ends: [Int32] = [-1, -1]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends), 0)
+        let serverEnd = ends[0]
+        let finished = DispatchSemaphore(value: 0)
+        let caller = StatedPeer(running: app)
+        let thread = Thread {
+            server.serveFrames(on: serverEnd, as: caller)
+            finished.signal()
+        }
+        thread.start()
+        let client = FrameStream(descriptor: ends[1])
+        var stray: [Int32] = [-1, -1]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &stray), 0)
+        try client.writeFrame(WireCodec.frame(.status, id: 11), passing: stray[0], stall: .seconds(5))
+        close(stray[0])
+        guard
+            case .failure(let error) = try WireCodec.answer(
+                from: try client.readFrame(idle: .seconds(5), stall: .seconds(5))
+            ).answer
+        else { return XCTFail("a request with a stray descriptor was served") }
+        XCTAssertTrue(error.reason.contains("descriptors"), error.reason)
+        XCTAssertEqual(finished.wait(timeout: .now() + 10), .success, "the connection was not closed")
+        // The reaper closes it on its own thread: give it the moment it takes.
+        var closed = false
+        for _ in 0..<100 where !closed {
+            closed = send(stray[1], "x", 1, Int32(MSG_NOSIGNAL)) == -1 && errno == EPIPE
+            if !closed { usleep(10_000) }
+        }
+        XCTAssertTrue(closed, "the daemon still holds the descriptor")
+        close(stray[1])
+        close(ends[0])
+        close(ends[1])
+        server.stop(deadline: .seconds(1))
+    }
+
+    /// What a passed file must be before the daemon touches it.
+    func testAPassedFileMustBeTheCallersRegularFileOpenAsTheRequestNeeds() throws {
+        let caller = StatedPeer(running: app)
+        let path = directory + "/passed.skbk"
+        let writable = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        XCTAssertGreaterThanOrEqual(writable, 0)
+        defer { close(writable) }
+        let create = WireRequest.admin(.createBackup(file: .descriptor(writable), password: nil, passcode: nil))
+        let restore = WireRequest.admin(.restoreBackup(file: .descriptor(writable), password: nil, passcode: nil))
+        XCTAssertNotNil(PassedFile.fileSystem(of: writable))
+        XCTAssertNoThrow(try PassedFile.check(writable, for: create, from: caller).get())
+        XCTAssertThrowsError(try PassedFile.check(writable, for: restore, from: caller).get(), "not open for reading")
+        let other = StatedPeer(uid: 4242, running: app)
+        XCTAssertThrowsError(try PassedFile.check(writable, for: create, from: other).get(), "not the caller's")
+        XCTAssertEqual(write(writable, "x", 1), 1)
+        XCTAssertThrowsError(try PassedFile.check(writable, for: create, from: caller).get(), "not empty")
+        let readable = open(path, O_RDONLY | O_CLOEXEC)
+        defer { close(readable) }
+        XCTAssertNoThrow(try PassedFile.check(readable, for: restore, from: caller).get())
+        let proc = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+        defer { close(proc) }
+        XCTAssertEqual(PassedFile.fileSystem(of: proc), "proc")
+        XCTAssertThrowsError(try PassedFile.check(proc, for: restore, from: caller).get(), "a pseudo-file system")
+        let folder = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { close(folder) }
+        XCTAssertThrowsError(try PassedFile.check(folder, for: restore, from: caller).get(), "not a regular file")
+    }
+
     /// The connection loop itself over a socket pair: frames in, answers out, a bad frame closes it.
     func testTheDaemonServesFramesOverASocketPair() throws {
         let daemon = try daemon()
@@ -288,15 +355,6 @@ final class DaemonPolicyTests: XCTestCase {
             try exchange(.keychain(.status), id: 7).get(),
             .status(try XCTUnwrap(daemon.tenant(for: getuid()).keychain.status)))
         XCTAssertEqual(try exchange(.keychain(.add(attributes: item)), id: 8).get(), .result(nil))
-        // A descriptor passed with a request that names none is closed by the daemon, never kept.
-        var stray: [Int32] = [-1, -1]
-        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &stray), 0)
-        try client.writeFrame(WireCodec.frame(.status, id: 11), passing: stray[0], stall: .seconds(5))
-        close(stray[0])
-        XCTAssertEqual(try WireCodec.answer(from: try client.readFrame(idle: .seconds(5), stall: .seconds(5))).id, 11)
-        XCTAssertEqual(send(stray[1], "x", 1, Int32(MSG_NOSIGNAL)), -1, "no one holds the other end any more")
-        XCTAssertEqual(errno, EPIPE)
-        close(stray[1])
         // A control in its own kind of frame, answered on the same connection.
         guard case .biometry(let sensor) = try exchange(.admin(.biometry(.enroll)), id: 10).get() else {
             return XCTFail("no sensor status")

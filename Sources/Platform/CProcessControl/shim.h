@@ -171,13 +171,15 @@ static inline long process_control_send_descriptor(int socket, const void *buffe
     return (long)sendmsg(socket, &message, flags);
 }
 
-/// Receives up to `length` bytes into `buffer` from `socket`. A descriptor that came beside them is put
-/// in `*fd` (close-on-exec); any more than one, or a truncated set, is closed at once. `*fd` is -1 when
-/// none came. Returns the bytes received (0 at the end of the stream), or -1.
-static inline long process_control_receive(int socket, void *buffer, unsigned long length, int flags, int *fd) {
-    *fd = -1;
+/// Receives up to `length` bytes into `buffer` from `socket`. The descriptors that came beside them
+/// (close-on-exec) are put in `fds`, at most `capacity`, their number in `*count`; room is made for the
+/// kernel's most in one message (253), so that it drops none itself (it would release them on this
+/// thread). Returns the bytes received (0 at the end of the stream), or -1.
+static inline long process_control_receive(int socket, void *buffer, unsigned long length, int flags, int *fds,
+                                           int capacity, int *count) {
+    *count = 0;
     struct iovec data = { buffer, length };
-    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int) * 4)]; } control;
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int) * 253)]; } control;
     struct msghdr message;
     memset(&message, 0, sizeof message);
     message.msg_iov = &data;
@@ -188,12 +190,12 @@ static inline long process_control_receive(int socket, void *buffer, unsigned lo
     if (received < 0) return -1;
     for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
         if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-        int count = (int)((header->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        for (int index = 0; index < count; index++) {
+        int inMessage = (int)((header->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int index = 0; index < inMessage; index++) {
             int passed;
             memcpy(&passed, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
-            if (*fd < 0 && !(message.msg_flags & MSG_CTRUNC)) {
-                *fd = passed;
+            if (*count < capacity) {
+                fds[(*count)++] = passed;
             } else {
                 close(passed);
             }

@@ -56,7 +56,12 @@ public final class DaemonKeychainService: KeychainService {
         }
         do {
             if !sent { try connection.stream.writeFrame(frame, passing: request.passedDescriptor, stall: .seconds(1)) }
-            answer = try connection.stream.readFrame(idle: answerTimeout, stall: .seconds(1))
+            // A backup or a restore takes as long as the keychain is large: no deadline for its answer
+            // (the daemon is there; it took the request).
+            answer = try connection.stream.readFrame(
+                idle: request.passedDescriptor == nil ? answerTimeout : nil, stall: .seconds(1))
+            // Nothing a daemon passes back is used.
+            for descriptor in connection.stream.takePassedDescriptors() { DescriptorReaper.close(descriptor) }
         } catch {
             connection.close()
             throw KeychainError.notAvailable("the keychain daemon at \(socketPath) \(Self.explain(error))")

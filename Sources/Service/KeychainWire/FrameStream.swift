@@ -44,7 +44,7 @@ public final class FrameStream {
 
     deinit {
         buffer.withUnsafeMutableBytes { SecureMemory.wipe($0) }
-        for descriptor in passed { close(descriptor) }
+        for descriptor in passed { DescriptorReaper.close(descriptor) }
     }
 
     /// The descriptors that came with the bytes read so far, handed over to the caller (who closes
@@ -275,15 +275,20 @@ public final class FrameStream {
         return nil
     }
 
-    /// `recv`, keeping any descriptor that came with the bytes for `takePassedDescriptors`.
+    /// `recv`, keeping the first descriptor that came with the bytes for `takePassedDescriptors`; the
+    /// rest go to `DescriptorReaper`.
     private func receiveKeepingDescriptors(_ base: UnsafeMutableRawPointer, _ count: Int, _ flags: Int32) -> Int {
-        var passedDescriptor: Int32 = -1
-        let received = process_control_receive(descriptor, base, UInt(count), flags, &passedDescriptor)
-        // One at a time: a peer sending one with every byte cannot make this end hold many.
-        if passedDescriptor >= 0 {
-            if passed.isEmpty { passed.append(passedDescriptor) } else { close(passedDescriptor) }
+        // On the stack: every read of the daemon and its clients comes here.
+        withUnsafeTemporaryAllocation(of: Int32.self, capacity: 253) { descriptors in
+            var received: Int32 = 0
+            let bytes = process_control_receive(
+                descriptor, base, UInt(count), flags, descriptors.baseAddress, 253, &received)
+            // One at a time: a peer sending one with every byte cannot make this end hold many.
+            for passedDescriptor in descriptors.prefix(Int(received)) {
+                if passed.isEmpty { passed.append(passedDescriptor) } else { DescriptorReaper.close(passedDescriptor) }
+            }
+            return bytes
         }
-        return received
     }
 
     private func setTimeout(_ option: Int32, _ timeout: Duration?) {
@@ -296,5 +301,18 @@ public final class FrameStream {
             if value.tv_sec == 0 && value.tv_usec == 0 { value.tv_usec = 1 }
         }
         _ = setsockopt(descriptor, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<timeval>.size))
+    }
+}
+
+/// Closes descriptors another process passed, away from the thread that received them: closing one can
+/// wait for as long as its sender likes (a socket set to linger, a file of a FUSE mount that never
+/// answers the flush), and a connection's thread must never. One thread closes them all, in order; a
+/// sender that stalls it makes later descriptors wait for it (the daemon's descriptors, not its threads).
+public enum DescriptorReaper {
+    private static let queue = DispatchQueue(label: "swift-keychain descriptor reaper")
+
+    public static func close(_ descriptor: Int32) {
+        guard descriptor >= 0 else { return }
+        queue.async { _ = Glibc.close(descriptor) }
     }
 }

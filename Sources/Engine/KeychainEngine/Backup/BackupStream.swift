@@ -52,6 +52,8 @@ final class BackupOutput {
                 if errno == EINTR { continue }
                 throw Self.failure(errno, "writing")
             }
+            // A file system that takes nothing and reports no error would loop here for ever.
+            guard count > 0 else { throw KeychainError.ioError("writing the backup file made no progress") }
             offset += count
         }
         written += buffer.count

@@ -239,23 +239,30 @@ public final class DaemonServer: Sendable {
             defer { frame.resetBytes(in: 0..<frame.count) }
             // A descriptor passed beside the frame is the caller's file for this request (a backup or a
             // restore): put in where the request names one, closed in every other case.
+            // Closed by the reaper thread: a close can wait as long as the sender likes.
             let passed = stream.takePassedDescriptors()
             var opened: Int32?
-            defer { if let opened { close(opened) } }
+            defer { if let opened { DescriptorReaper.close(opened) } }
             var decoded: (id: UInt32, request: WireRequest)
             do {
                 decoded = try WireCodec.request(from: frame)
             } catch {
-                for descriptor in passed { close(descriptor) }
+                for descriptor in passed { DescriptorReaper.close(descriptor) }
                 refuse(caller, stream, error)
                 return
             }
-            if decoded.request.passedDescriptor != nil, let descriptor = passed.first {
+            // Exactly one descriptor for a request that names one, none for any other: our client never
+            // does otherwise, so anything else is a client to stop listening to.
+            guard (decoded.request.passedDescriptor != nil) == (passed.count == 1), passed.count <= 1 else {
+                for descriptor in passed { DescriptorReaper.close(descriptor) }
+                refuse(caller, stream, WireError("a request came with descriptors it does not name"))
+                return
+            }
+            var checkedFile: Result<Void, KeychainError> = .success(())
+            if let descriptor = passed.first {
                 decoded.request = decoded.request.receiving(descriptor)
                 opened = descriptor
-                for extra in passed.dropFirst() { close(extra) }
-            } else {
-                for descriptor in passed { close(descriptor) }
+                checkedFile = PassedFile.check(descriptor, for: decoded.request, from: caller)
             }
             if caller.hasChangedExecutable {
                 DaemonLog.warning(
@@ -264,7 +271,13 @@ public final class DaemonServer: Sendable {
                 return
             }
             handling.add(1, ordering: .relaxed)
-            let answer = daemon.handle(decoded.request, from: caller)
+            // A passed file that will not do is refused before any policy runs (a passcode is not asked for
+            // a request that cannot be served).
+            let answer: Result<KeychainAnswer, KeychainError>
+            switch checkedFile {
+            case .success: answer = daemon.handle(decoded.request, from: caller)
+            case .failure(let error): answer = .failure(error)
+            }
             handling.subtract(1, ordering: .relaxed)
             var reply = Self.deliverable(WireCodec.frame(answer, id: decoded.id), id: decoded.id)
             defer { reply.resetBytes(in: 0..<reply.count) }
