@@ -64,11 +64,22 @@ final class DaemonBackupTests: XCTestCase {
         XCTAssertEqual(try ClientPrograms.run(security, ["device", "reboot"], daemon: daemon).status, 0)
         XCTAssertEqual(try daemon.service().status().lockState, .beforeFirstUnlock)
         XCTAssertEqual(try ClientPrograms.run(app, ["read", "new", "me"], daemon: daemon).output, "status -25308")
-        // An erase is not served by the daemon yet, and changes nothing.
+        // An erase through the daemon: the passcode first; then every item, the registry and the root go.
+        let refused = try ClientPrograms.run(security, ["device", "erase", "-y"], daemon: daemon, input: "")
+        XCTAssertNotEqual(refused.status, 0, refused.output)
+        XCTAssertThrowsError(try daemon.service().eraseAllContentAndSettings(passcode: nil)) { error in
+            XCTAssertEqual((error as? KeychainError)?.code, .authenticationFailed)
+        }
         let erase = try ClientPrograms.run(security, ["device", "erase", "-y", "-p", "2468"], daemon: daemon)
-        XCTAssertEqual(erase.status, Int32(UInt32(bitPattern: -4) & 0xff), erase.output)
-        XCTAssertEqual(try ClientPrograms.run(security, ["unlock-keychain", "-p", "2468"], daemon: daemon).status, 0)
-        XCTAssertEqual(try ClientPrograms.run(app, ["read", "new", "me"], daemon: daemon).output, "after")
+        XCTAssertEqual(erase.status, 0, erase.output)
+        XCTAssertEqual(try daemon.service().status().lockState, .noPasscode, "a new keychain")
+        XCTAssertEqual(try ClientPrograms.run(app, ["read", "new", "me"], daemon: daemon).output, "status -34018")
+        try daemon.register(executable: app, identifier: "TEAM.a", groups: ["TEAM.a"])
+        XCTAssertEqual(try ClientPrograms.run(app, ["read", "new", "me"], daemon: daemon).output, "status -25300")
+        // The backup made before brings the migrating items back onto the new device.
+        let again = try ClientPrograms.run(security, ["backup", "restore", file], daemon: daemon, input: "pw\n")
+        XCTAssertEqual(again.status, 0, again.output)
+        XCTAssertEqual(try ClientPrograms.run(app, ["read", "mail", "me"], daemon: daemon).output, "kept-secret")
     }
 
     /// In system mode the command makes the file as its user and passes it to the daemon, which opens

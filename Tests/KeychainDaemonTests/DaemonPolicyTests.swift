@@ -243,7 +243,16 @@ final class DaemonPolicyTests: XCTestCase {
         XCTAssertEqual(refusal(decide(system, passed, by: user, passcodeSet: false)), .authenticationFailed)
         XCTAssertEqual(try decide(system, .restart, by: user).get(), .none)
         XCTAssertEqual(
-            refusal(decide(userMode, .eraseAllContentAndSettings(passcode: passcode), by: user)), .unimplemented)
+            try decide(userMode, .eraseAllContentAndSettings(passcode: passcode), by: user).get(), .passcodeCheck)
+        XCTAssertEqual(
+            refusal(decide(userMode, .eraseAllContentAndSettings(passcode: nil), by: user)), .authenticationFailed)
+        XCTAssertEqual(
+            try decide(userMode, .eraseAllContentAndSettings(passcode: nil), by: user, passcodeSet: false).get(), .none)
+        XCTAssertEqual(
+            refusal(decide(system, .eraseAllContentAndSettings(passcode: nil), by: user, passcodeSet: false)),
+            .authenticationFailed)
+        XCTAssertEqual(
+            try decide(system, .eraseAllContentAndSettings(passcode: nil), by: root, passcodeSet: false).get(), .none)
         XCTAssertEqual(try decide(system, .listApps, by: user, passcodeSet: false).get(), .none)
     }
 

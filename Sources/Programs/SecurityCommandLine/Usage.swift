@@ -272,7 +272,7 @@ enum Usage {
                 erase    "Erase All Content and Settings": every item, the keybag and the device root are
                          deleted, and the next use makes a new keychain under a new root, so that no backup
                          made before brings ThisDeviceOnly items back. Asks for the passcode when one is set,
-                         and to confirm (-y without a terminal). Not through the daemon yet
+                         and to confirm (-y without a terminal). Through the daemon, the app registry goes too
                 restore  the same as backup restore
             """
         ),

@@ -27,8 +27,12 @@ extension KeychainDaemon {
             // The daemon's unlock already holds for every client until the keychain locks.
             try engine { try tenant.keychain.unlock(passcode: passcode) }
             answer = .done
+        case .eraseAllContentAndSettings(let passcode):
+            try checkPasscode(passcode, if: requirement, in: tenant)
+            try erase(tenant)
+            answer = .done
         case .lock, .unlock, .setPasscode, .removePasscode, .setEraseAfterFailedAttempts, .biometry, .companion,
-            .restart, .eraseAllContentAndSettings:
+            .restart:
             answer = try engine {
                 try InProcessKeychainService(keychain: tenant.keychain, client: ClientIdentity(accessGroups: []))
                     .administer(request)

@@ -86,6 +86,21 @@ public final class KeychainDaemon: Sendable {
         }
     }
 
+    /// "Erase All Content and Settings" of one keychain: its items, keybag and device root (the engine's
+    /// erase), and its app registry, as an iPhone's erase removes its apps. The slot is emptied, so the
+    /// next request opens the new keychain; requests still running on the old one are refused by it.
+    func erase(_ tenant: Tenant) throws(KeychainError) {
+        try engine { try tenant.keychain.eraseAllContentAndSettings() }
+        let registry = (tenant.keychain.directory as NSString).appendingPathComponent(AppRegistry.fileName)
+        guard unlink(registry) == 0 || errno == ENOENT else {
+            throw KeychainError.ioError("cannot remove the app registry: \(String(cString: strerror(errno)))")
+        }
+        if let slot = tenants.withLock({ $0[tenant.uid] }) {
+            slot.tenant.withLock { opened in if opened === tenant { opened = nil } }
+        }
+        DaemonLog.info("erased the keychain of uid \(tenant.uid): items, keybag, device root and app registry")
+    }
+
     /// The system bus, when biometry comes from fprintd.
     private var fprintdBus: String? { configuration.useFprintd ? DBusConnection.systemBusAddress : nil }
 

@@ -15,8 +15,8 @@ extension Keychain {
 
     /// Erases every item, the keybag and the device root. The next open of the directory makes a new
     /// keychain under a new root: a backup made before no longer brings back `ThisDeviceOnly` items,
-    /// and a device-bound one (`--no-password`) restores nothing. The app registry of a daemon stays:
-    /// it is the daemon's configuration, not the keychain's content.
+    /// and a device-bound one (`--no-password`) restores nothing. (A daemon removes its app registry
+    /// too, as an iPhone's erase removes its apps.)
     ///
     /// In this order: the items (in one transaction), then the keybag, then the root. A process killed
     /// in between leaves no item for an old keybag to open; killed between the keybag and the root, the
@@ -34,6 +34,8 @@ extension Keychain {
                 }
             }
             pool.closeIdleConnections()
+            // The directory is no longer this object's: the next open, in this process too, claims it.
+            ownerLock.withLock { $0 = nil }
         }
     }
 }

@@ -62,7 +62,8 @@ public final class Keychain: Sendable {
     let authentication: AuthenticationBroker
     private let digestCache: Mutex<(SecureBytes, ItemDigests)?> = Mutex(nil)
     /// Held for as long as this keychain is open.
-    private let ownerLock: OwnerLock
+    /// Released by an erase, so that the directory's new keychain can be opened by this process.
+    let ownerLock: Mutex<OwnerLock?>
     /// Where an unlock is held for the login session (embedded only).
     let sessionUnlock: SessionUnlock?
     /// The device root's file, which an erase removes.
@@ -87,8 +88,8 @@ public final class Keychain: Sendable {
         }
         self.directory = directory
         switch options.owner {
-        case .sharedWithOtherProcesses: ownerLock = try OwnerLock.share(directory: directory)
-        case .daemon(let holder): ownerLock = try OwnerLock.claim(directory: directory, holder: holder)
+        case .sharedWithOtherProcesses: ownerLock = Mutex(try OwnerLock.share(directory: directory))
+        case .daemon(let holder): ownerLock = Mutex(try OwnerLock.claim(directory: directory, holder: holder))
         }
         databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
         clock = options.clock

@@ -43,11 +43,19 @@ struct StateChangePolicy: Sendable {
             return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
         case .createBackup(let file, _, let passcode), .restoreBackup(let file, _, let passcode):
             return try backup(file, by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
-        case .eraseAllContentAndSettings:
-            // The daemon would have to close the keychain it serves and open the new one under every
-            // connection; until it does, the erase is the embedded keychain's.
-            throw KeychainError.unimplemented(
-                "the daemon does not erase its keychain yet: stop it and erase without it (security device erase)")
+        case .eraseAllContentAndSettings(let passcode):
+            // Everything goes, every app's items and the registry: as for a backup, the passcode first
+            // where there is one (in system mode, one the keychain must have).
+            if mode == .system {
+                return try passcodeProof(
+                    by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil,
+                    subject: "erasing the keychain")
+            }
+            guard passcodeSet else { return .none }
+            guard passcode != nil else {
+                throw KeychainError.authenticationFailed("erasing the keychain needs its passcode")
+            }
+            return .passcodeCheck
         }
     }
 
