@@ -230,4 +230,51 @@ final class BackupCommandTests: XCTestCase {
         XCTAssertEqual(restore.status, 0, restore.stdout)
         XCTAssertTrue(restore.stdout.contains("restoring [") && restore.stdout.contains("100% 3/3"), restore.stdout)
     }
+
+    /// Another user plants a link (or a directory) at the backup's name in a shared sticky directory:
+    /// the command writes through neither, leaves no partial file, and the link's target is untouched.
+    func testALinkOrDirectoryPlantedByAnotherUserIsNeverWrittenThrough() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
+            throw XCTSkip("needs root and setpriv to act as two users")
+        }
+        let (planter, victim): (uid_t, uid_t) = (65534, 65533)
+        let cli = CommandRunner()
+        let shared = cli.home + "-shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        chmod(shared, 0o1777)
+        let home = shared + "/victim-home"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false)
+        chown(home, victim, victim)
+        chmod(home, 0o700)
+        let target = shared + "/victims-file"
+        try Data("untouched".utf8).write(to: URL(fileURLWithPath: target))
+        chown(target, victim, victim)
+        let link = shared + "/backup.skbk"
+        XCTAssertEqual(symlink(target, link), 0)
+        lchown(link, planter, planter)
+        let directory = shared + "/dir.skbk"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        chown(directory, planter, planter)
+
+        cli.extraEnvironment["KEYCHAIN_HOME"] = home
+        func asVictim(_ arguments: [String], input: String? = nil) throws -> CommandResult {
+            try cli.run(
+                program: "/usr/bin/setpriv",
+                ["--reuid=\(victim)", "--regid=\(victim)", "--clear-groups", "--", cli.executable] + arguments,
+                input: input)
+        }
+        XCTAssertEqual(try asVictim(["add-generic-password", "-a", "me", "-s", "svc", "-w", "secret"]).status, 0)
+        let throughLink = try asVictim(["backup", "create", link, "--no-password"])
+        XCTAssertNotEqual(throughLink.status, 0, throughLink.stdout)
+        XCTAssertTrue(throughLink.stderr.contains("cannot put the backup at"), throughLink.stderr)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: target)), Data("untouched".utf8))
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: link), target, "the link stays")
+        let intoDirectory = try asVictim(["backup", "create", directory, "--no-password"])
+        XCTAssertNotEqual(intoDirectory.status, 0, intoDirectory.stdout)
+        XCTAssertTrue(intoDirectory.stderr.contains("is a directory"), intoDirectory.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), [])
+        let left = try FileManager.default.contentsOfDirectory(atPath: shared).filter { $0.contains(".partial-") }
+        XCTAssertEqual(left, [], "no partial file")
+    }
 }
