@@ -277,4 +277,54 @@ final class BackupCommandTests: XCTestCase {
         let left = try FileManager.default.contentsOfDirectory(atPath: shared).filter { $0.contains(".partial-") }
         XCTAssertEqual(left, [], "no partial file")
     }
+
+    /// A restore while another process writes: the restore is one transaction, which the writer waits
+    /// for or goes before. Every item of the backup is there afterwards, whole, and every item the other
+    /// process added is either there, whole, or was replaced with the rest of the keychain's own.
+    func testARestoreRacingAnotherClientsWritesLeavesEveryItemWhole() throws {
+        let cli = CommandRunner()
+        let source = cli.home + "-race-source"
+        let file = cli.home + "-race.skbk"
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: file)
+        }
+        do {
+            let keychain = try Keychain(directory: source)
+            try keychain.add(contentsOf: items("new", count: 1000), client: client)
+            _ = try keychain.createBackup(at: file, password: SecureBytes(copying: Array("pw".utf8)))
+            keychain.closeIdleConnections()
+        }
+        let writer = try Keychain(directory: cli.home)
+        defer { writer.closeIdleConnections() }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: cli.executable)
+        process.arguments = ["backup", "restore", file]
+        process.environment = cli.environment
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        input.fileHandleForWriting.write(Data("pw\n".utf8))
+        var written = 0
+        while process.isRunning, written < 2000 {
+            try writer.add(contentsOf: items("racer-\(written)", count: 1), client: client)
+            written += 1
+        }
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        XCTAssertGreaterThan(written, 0)
+        let found = try accounts(in: cli.home)
+        XCTAssertTrue(Set((0..<1000).map { "new-\($0)" }).isSubset(of: found), "every restored item")
+        // Whatever is listed opens, secret and all: no row was left half-written.
+        let reader = try Keychain(directory: cli.home)
+        defer { reader.closeIdleConnections() }
+        for account in found {
+            let query: [String: ItemValue] = [
+                "class": .string("genp"), "svce": .string("restore"), "acct": .string(account), "r_Data": .bool(true),
+            ]
+            XCTAssertNotNil(try reader.copyMatching(query, client: client)?.bytes, account)
+        }
+    }
 }
