@@ -33,15 +33,24 @@ struct BackupBenchmark {
                 "\(function)", rate, cores, passcode))
     }
 
-    private func measure(_ size: Int) throws {
-        let home = directory + "/backup-\(size)"
-        let keychain = try Keychain(directory: home)
-        defer {
-            keychain.closeIdleConnections()
-            try? FileManager.default.removeItem(atPath: home)
+    /// Restores a backup of `sizes[0]` items five times, and nothing else, for a profiler.
+    func profileRestore() {
+        do {
+            let home = directory + "/profile"
+            let keychain = try filled(home, size: sizes.first ?? 1_000)
+            defer { keychain.closeIdleConnections() }
+            let file = directory + "/profile.skbk"
+            _ = try keychain.createBackup(at: file, password: nil)
+            for _ in 0..<5 { _ = try keychain.restoreBackup(from: file, password: nil) }
+        } catch {
+            fail("restore profile: \(error)")
         }
+    }
+
+    /// A keychain of `size` items, added in chunks so that making it does not set the memory peak.
+    private func filled(_ home: String, size: Int) throws -> Keychain {
+        let keychain = try Keychain(directory: home)
         let client = ClientIdentity(accessGroups: ["TEAM.bench"])
-        // Added in chunks, so that making the keychain does not set the memory peak measured below.
         var next = 0
         while next < size {
             let chunk = (next..<min(size, next + 1_000)).map { index -> [String: ItemValue] in
@@ -52,6 +61,16 @@ struct BackupBenchmark {
             }
             try keychain.add(contentsOf: chunk, client: client)
             next += chunk.count
+        }
+        return keychain
+    }
+
+    private func measure(_ size: Int) throws {
+        let home = directory + "/backup-\(size)"
+        let keychain = try filled(home, size: size)
+        defer {
+            keychain.closeIdleConnections()
+            try? FileManager.default.removeItem(atPath: home)
         }
         let file = directory + "/backup-\(size).skbk"
         defer { try? FileManager.default.removeItem(atPath: file) }

@@ -41,6 +41,8 @@ struct Options {
     var engineAddThreads: Int?
     /// Only measure backup and restore.
     var backupOnly = false
+    /// Only restore a backup of this many items, five times, for a profiler.
+    var profileRestore: Int?
     /// The numbers of items backed up and restored.
     var backupSizes = [1_000, 100_000]
 
@@ -64,6 +66,7 @@ struct Options {
           --daemon-only          only securityd (and the embedded command it is compared with)
           --backup-only          only backup and restore, and the backup password's offline guess rate
           --backup-sizes N,N,... the numbers of items backed up and restored (default 1000,100000)
+          --profile-restore N    only restore a backup of N items, five times, for a profiler
           --profile-lookups N    only N engine lookups on 1,000 items, for a profiler
           --profile-secitem N    only N SecItemCopyMatching lookups on 1,000 items, for a profiler
           --profile-daemon N     only N lookups through securityd, for a profiler
@@ -100,6 +103,7 @@ struct Options {
             case "--sizes": sizes = counts(after: argument)
             case "--backup-sizes": backupSizes = counts(after: argument)
             case "--backup-only": backupOnly = true
+            case "--profile-restore": profileRestore = count(after: argument)
             case "--samples": samples = count(after: argument)
             case "--command-samples": commandSamples = count(after: argument)
             case "--write-samples": writeSamples = count(after: argument)
@@ -276,6 +280,12 @@ if let lookups = options.profileDaemon {
     exit(0)
 }
 
+if let items = options.profileRestore {
+    try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    BackupBenchmark(sizes: [items], directory: root).profileRestore()
+    try? FileManager.default.removeItem(atPath: root)
+    exit(0)
+}
 if options.backupOnly {
     try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     BackupBenchmark(sizes: options.backupSizes, directory: root).run()
