@@ -57,6 +57,7 @@ final class WireCodecTests: XCTestCase {
                     trustPathOnly: true, passcode: SecureBytes(copying: [7]), generalPurposeTool: true,
                     allowInterpreter: true, approvalReuseSeconds: 30)),
             .listApps, .removeApp(executablePath: "/usr/bin/app", passcode: nil),
+            .removeApp(executablePath: "/usr/bin/app", passcode: SecureBytes(copying: [6]), deletingItems: true),
             .biometry(.enroll), .biometry(.unenroll), .biometry(.answer(.cancel)), .biometry(.standingAnswer(.match)),
             .biometry(.standingAnswer(nil)), .biometry(.status), .companion(.enroll), .companion(.answer(.match)),
             .companion(.status),

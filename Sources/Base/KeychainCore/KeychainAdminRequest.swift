@@ -29,7 +29,9 @@ public enum KeychainAdminRequest: Sendable {
     case listApps
     /// Removes the entry of an executable; a system daemon asks a user other than root for the
     /// keychain's passcode, as it does to register.
-    case removeApp(executablePath: String, passcode: SecureBytes?)
+    /// With `deletingItems`, the items of every access group no other registered app keeps go with it
+    /// (the iOS 10.3 beta's rule; never the default: iOS keeps an uninstalled app's items).
+    case removeApp(executablePath: String, passcode: SecureBytes?, deletingItems: Bool = false)
     /// The simulated biometric sensor (`security biometry`).
     case biometry(BiometryCommand)
     /// The simulated companion device (`security companion`): enrolled means paired.

@@ -166,8 +166,8 @@ extension KeychainService {
     }
 
     /// `.removeApp`.
-    public func removeApp(executablePath: String, passcode: SecureBytes?) throws {
-        _ = try administer(.removeApp(executablePath: executablePath, passcode: passcode))
+    public func removeApp(executablePath: String, passcode: SecureBytes?, deletingItems: Bool = false) throws {
+        _ = try administer(.removeApp(executablePath: executablePath, passcode: passcode, deletingItems: deletingItems))
     }
 
     /// `.authenticate`: a failed evaluation is an outcome with its failure, not a thrown error.

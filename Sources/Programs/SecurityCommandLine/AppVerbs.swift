@@ -133,7 +133,7 @@ struct AppVerbs {
     private func remove(_ rawArguments: [CommandArgument]) throws(Failure) {
         let arguments: Arguments
         do {
-            arguments = try Arguments(rawArguments, takingValue: ["p"])
+            arguments = try Arguments(rawArguments, takingValue: ["p"], long: ["delete-items"])
         } catch {
             throw .usage(verb: "app", message: error.message)
         }
@@ -141,8 +141,9 @@ struct AppVerbs {
             throw .usage(verb: "app", message: "app remove takes one executable")
         }
         let path = absolute(executable)
+        let deletingItems = arguments.has(long: "delete-items")
         try withPasscodeIfAsked(arguments.bytes("p").map { SecureBytes(copying: $0) }) { service, passcode in
-            try service.removeApp(executablePath: path, passcode: passcode)
+            try service.removeApp(executablePath: path, passcode: passcode, deletingItems: deletingItems)
         }
     }
 

@@ -223,7 +223,7 @@ enum Usage {
             Usage: app register <executable> --application-identifier ID [--access-group G]... [--development]
                                 [--tool] [--allow-interpreter] [--approval-reuse SECONDS] [-p passcode]
                    app list
-                   app remove <executable> [-p passcode]
+                   app remove <executable> [--delete-items] [-p passcode]
                 The daemon (securityd) gives a registered executable its access groups (the first is the default;
                 without any, the application identifier); any other executable gets errSecMissingEntitlement.
                 The daemon hashes the executable: a changed binary is no longer the registered app.
@@ -236,6 +236,8 @@ enum Usage {
                                every script of the user would be this app; its reads ask the user
                 --approval-reuse S
                                how long a tool's approval holds in one terminal session (default 300; 0: ask each time)
+                --delete-items with app remove: also delete the items of every access group no other registered
+                               app has (iOS keeps an uninstalled app's items; this is the iOS 10.3 beta's rule)
                 -p             the keychain's passcode, which a system daemon asks of a user (prompted on a terminal)
             """
         ),

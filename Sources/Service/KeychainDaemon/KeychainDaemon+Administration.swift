@@ -58,10 +58,20 @@ extension KeychainDaemon {
             DaemonLog.info(
                 "backup restored into the keychain of uid \(tenant.uid) by pid \(caller.pid): \(report.restored) items")
             return .restore(report)
-        case .removeApp(let path, let passcode):
+        case .removeApp(let path, let passcode, let deletingItems):
             try checkPasscode(passcode, if: requirement, in: tenant)
+            let before = try registryEntries(of: tenant)
             try engine { try tenant.registry.remove(executablePath: path) }
             DaemonLog.info("removed \(path) from the registry of uid \(tenant.uid), by pid \(caller.pid)")
+            if deletingItems {
+                // The groups the removed entry granted that no remaining entry grants: their items go.
+                let removed = Set(before.filter { $0.executablePath == path }.flatMap { $0.identity.accessGroups })
+                let kept = Set(try registryEntries(of: tenant).flatMap { $0.identity.accessGroups })
+                let groups = removed.subtracting(kept).sorted()
+                try engine { try deleteItems(inGroups: groups, of: tenant) }
+                DaemonLog.info(
+                    "deleted the items of \(groups.count) access groups left without an app, uid \(tenant.uid)")
+            }
             return .done
         }
         switch request {
@@ -74,6 +84,20 @@ extension KeychainDaemon {
         default: DaemonLog.info("\(request.name) by pid \(caller.pid) uid \(caller.uid)")
         }
         return answer
+    }
+
+    /// Every item of these access groups, in every class, synchronizable or not (leaving the tombstones
+    /// a synchronizable item's deletion leaves).
+    private func deleteItems(inGroups groups: [String], of tenant: Tenant) throws {
+        for group in groups {
+            let client = ClientIdentity(accessGroups: [group])
+            for itemClass in ["genp", "inet", "cert", "keys"] {
+                do {
+                    try tenant.keychain.delete(
+                        ["class": .string(itemClass), "agrp": .string(group), "sync": .string("syna")], client: client)
+                } catch let error as KeychainError where error.code == .itemNotFound {}
+            }
+        }
     }
 
     /// A file the caller names: by an absolute path, since the daemon does not share its directory, or

@@ -239,10 +239,11 @@ private struct PayloadWriter {
             writer.flag(registration.allowInterpreter)
             writer.unsigned(UInt32(clamping: max(registration.approvalReuseSeconds, 0)))
         case .listApps: adminTag(.listApps)
-        case .removeApp(let path, let passcode):
+        case .removeApp(let path, let passcode, let deletingItems):
             adminTag(.removeApp)
             string(path)
             writer.optional(passcode) { $0.secret($1) }
+            writer.flag(deletingItems)
         case .biometry(let command):
             adminTag(.biometry)
             sensorCommand(command)
@@ -473,7 +474,8 @@ private struct PayloadReader {
                     trustPathOnly: try flag(), passcode: try optionalSecret(), generalPurposeTool: try flag(),
                     allowInterpreter: try flag(), approvalReuseSeconds: Int(try unsigned())))
         case .listApps: return .listApps
-        case .removeApp: return .removeApp(executablePath: try string(), passcode: try optionalSecret())
+        case .removeApp:
+            return .removeApp(executablePath: try string(), passcode: try optionalSecret(), deletingItems: try flag())
         case .biometry: return .biometry(try sensorCommand())
         case .companion: return .companion(try sensorCommand())
         case .restart: return .restart
