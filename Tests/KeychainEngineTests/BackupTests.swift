@@ -318,6 +318,13 @@ final class BackupTests: EngineTestCase {
 
         let fresh = try open()
         XCTAssertEqual(try accounts(in: fresh), [], "every item went")
+        // The erased object writes nothing over the new keychain's keybag (an unlock or a passcode
+        // change still running on it when the erase landed).
+        let keybagPath = directory + "/keybag"
+        let newKeybag = try Data(contentsOf: URL(fileURLWithPath: keybagPath))
+        XCTAssertThrowsError(try keychain.setPasscode(SecureBytes(copying: Array("1234".utf8)), current: nil))
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: keybagPath)), newKeybag)
+        XCTAssertFalse(fresh.status.passcodeSet)
         let report = try fresh.restoreBackup(from: backupPath, password: backupPassword)
         XCTAssertEqual(report.restored, 4, "the migrating classes")
         XCTAssertEqual(report.notForThisDevice, 3, "the root changed: ThisDeviceOnly items are another device's")

@@ -175,6 +175,18 @@ public final class Keybag: Sendable {
         try root.unwrap(wrapped, context: Data("swift-keychain device-bound key v1".utf8) + context)
     }
 
+    /// Set by `retire()`: this keybag's file is gone and a new keychain may have written its own.
+    private let retired = Atomic<Bool>(false)
+
+    /// Stops this keybag for good, for an erase: it forgets every key and writes nothing more.
+    public func retire() {
+        retired.store(true, ordering: .releasing)
+        state.withLock { state in
+            for protectionClass in ProtectionClass.allCases { state.keys[protectionClass] = nil }
+            state.unlockedOnce = false
+        }
+    }
+
     /// Locks: class-A keys leave memory. Without a passcode there is nothing to lock.
     public func lock() {
         state.withLock { state in
@@ -425,6 +437,9 @@ public final class Keybag: Sendable {
 
     /// Writes the file; the caller holds the file lock.
     private func store(_ file: KeybagFile) throws {
+        // A retired keybag (its keychain erased) writes nothing more: an unlock still running on it
+        // must not put the old keybag back over the new keychain's.
+        if retired.load(ordering: .acquiring) { throw KeybagError.io("the keychain was erased") }
         try SecureFiles.writeAtomically(try file.encoded(root: root), to: path)
         let identity = SecureFiles.identity(of: path)
         let newBag = state.withLock { $0.file.identifier != file.identifier }

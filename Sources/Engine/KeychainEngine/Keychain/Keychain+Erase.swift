@@ -25,8 +25,7 @@ extension Keychain {
         try perform {
             try pool.writeTransaction { connection in try ItemStore(connection: connection).deleteAll() }
             erased.store(true, ordering: .releasing)
-            keybag.lock()
-            keybag.restart()
+            keybag.retire()
             sessionUnlock?.remove()
             for path in [(directory as NSString).appendingPathComponent("keybag"), deviceRootPath] {
                 guard unlink(path) == 0 || errno == ENOENT else {
