@@ -36,6 +36,21 @@ final class BackupCommandTests: XCTestCase {
             })
     }
 
+    /// `security backup restore file` started in the background, its password given on standard input.
+    private func startRestore(of file: String, by cli: CommandRunner) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: cli.executable)
+        process.arguments = ["backup", "restore", file]
+        process.environment = cli.environment
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        input.fileHandleForWriting.write(Data("pw\n".utf8))
+        return process
+    }
+
     /// A restore killed with SIGKILL at any moment leaves the keychain as it was or fully restored,
     /// never a mix: the restore is one transaction, and SQLite rolls an unfinished one back.
     func testARestoreKilledAtAnyMomentLeavesTheOldKeychainOrTheRestoredOne() throws {
@@ -73,16 +88,7 @@ final class BackupCommandTests: XCTestCase {
         var generator = SystemRandomNumberGenerator()
         for round in 0..<10 {
             try freshHome()
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: cli.executable)
-            process.arguments = ["backup", "restore", file]
-            process.environment = cli.environment
-            let input = Pipe()
-            process.standardInput = input
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            input.fileHandleForWriting.write(Data("pw\n".utf8))
+            let process = try startRestore(of: file, by: cli)
             // Anywhere from the start to a little past the end of a whole restore; every other round in
             // its last part, where the transaction runs (the password's derivation comes first).
             let earliest = round % 2 == 0 ? 0.02 : duration * 0.6
@@ -297,16 +303,7 @@ final class BackupCommandTests: XCTestCase {
         }
         let writer = try Keychain(directory: cli.home)
         defer { writer.closeIdleConnections() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: cli.executable)
-        process.arguments = ["backup", "restore", file]
-        process.environment = cli.environment
-        let input = Pipe()
-        process.standardInput = input
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        input.fileHandleForWriting.write(Data("pw\n".utf8))
+        let process = try startRestore(of: file, by: cli)
         var written = 0
         while process.isRunning, written < 2000 {
             try writer.add(contentsOf: items("racer-\(written)", count: 1), client: client)
