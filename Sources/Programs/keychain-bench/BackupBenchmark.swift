@@ -85,12 +85,22 @@ struct BackupBenchmark {
         resetPeakMemory()
         let restore = try time { _ = try keychain.restoreBackup(from: file, password: nil) }
         let restorePeak = peakMemory()
+        // The same backup onto a new, empty keychain of the same device (its root): the floor's own case,
+        // with no local items to remove first.
+        let fresh = try Keychain(
+            directory: home + "-new", options: KeychainOptions(deviceRootPath: home + "/device-root"))
+        defer {
+            fresh.closeIdleConnections()
+            try? FileManager.default.removeItem(atPath: home + "-new")
+        }
+        let restoreNew = try time { _ = try fresh.restoreBackup(from: file, password: nil) }
         print(
             String(
                 format:
-                    "  %7d items: backup %@ (%.0f items/s, %.2f× its floor of %@, peak RSS %d MiB); restore %@ (%.0f items/s, %.2f× its floor of %@, peak RSS %d MiB) (targets ≤ 3×, < 64 MiB)",
+                    "  %7d items: backup %@ (%.0f items/s, %.2f× its floor of %@, peak RSS %d MiB); restore %@ (%.0f items/s, %.2f× its floor of %@, peak RSS %d MiB), onto an empty keychain %@ (%.2f×) (targets ≤ 3×, < 64 MiB)",
                 size, format(backup), Double(size) / backup, backup / readFloor, format(readFloor), backupPeak >> 20,
-                format(restore), Double(size) / restore, restore / insertFloor, format(insertFloor), restorePeak >> 20))
+                format(restore), Double(size) / restore, restore / insertFloor, format(insertFloor), restorePeak >> 20,
+                format(restoreNew), restoreNew / insertFloor))
     }
 
     private func time(_ body: () throws -> Void) throws -> Double {
