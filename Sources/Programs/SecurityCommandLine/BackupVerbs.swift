@@ -8,14 +8,6 @@ import Security
 struct BackupVerbs {
     let session: Session
 
-    /// A keychain error with its reason always: unlike the item verbs, which say what macOS says, these
-    /// have no macOS message to match, and the reason (a directory given as the file, a backup of
-    /// another device) is what the user needs.
-    private static func failure(_ error: any Error, function: String) -> Failure {
-        guard let error = error as? KeychainError else { return Failure.from(error, function: function) }
-        return .keychain(error.osStatus, function: function, detail: error.reason)
-    }
-
     private enum Functions {
         static let create = "SecKeychainCopyBackup"
         static let restore = "SecKeychainRestoreBackup"
@@ -78,7 +70,7 @@ struct BackupVerbs {
                 summary = try session.keychain().createBackup(to: .path(path), password: password, passcode: passcode)
             }
         } catch {
-            throw Self.failure(error, function: Functions.create)
+            throw Failure.withReason(error, function: Functions.create)
         }
         var line = "backup written to \(path): \(summary.itemCount) items"
         if summary.deviceBound { line += " (no password: it restores only onto this keychain)" }
@@ -92,7 +84,7 @@ struct BackupVerbs {
         do {
             summary = try Keychain.backupSummary(of: path)
         } catch {
-            throw Self.failure(error, function: Functions.restore)
+            throw Failure.withReason(error, function: Functions.restore)
         }
         let passcode = try keychainPasscode(arguments)
         var password: SecureBytes?
@@ -121,7 +113,7 @@ struct BackupVerbs {
                 report = try session.keychain().restoreBackup(from: .path(path), password: password, passcode: passcode)
             }
         } catch {
-            throw Self.failure(error, function: Functions.restore)
+            throw Failure.withReason(error, function: Functions.restore)
         }
         print("restored \(report.restored) items from \(path)")
         if report.notForThisDevice > 0 {
@@ -140,7 +132,7 @@ struct BackupVerbs {
         do {
             summary = try Keychain.backupSummary(of: path)
         } catch {
-            throw Self.failure(error, function: Functions.info)
+            throw Failure.withReason(error, function: Functions.info)
         }
         let created = ISO8601DateFormatter().string(from: summary.created)
         var lines = [

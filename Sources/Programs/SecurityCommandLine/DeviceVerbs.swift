@@ -8,14 +8,6 @@ import Security
 struct DeviceVerbs {
     let session: Session
 
-    /// A keychain error with its reason always: unlike the item verbs, which say what macOS says, these
-    /// have no macOS message to match, and the reason (a directory given as the file, a backup of
-    /// another device) is what the user needs.
-    private static func failure(_ error: any Error, function: String) -> Failure {
-        guard let error = error as? KeychainError else { return Failure.from(error, function: function) }
-        return .keychain(error.osStatus, function: function, detail: error.reason)
-    }
-
     private enum Functions {
         static let reboot = "SecKeychainRestart"
         static let erase = "SecKeychainErase"
@@ -39,7 +31,7 @@ struct DeviceVerbs {
         do {
             try session.keychain().restart()
         } catch {
-            throw Self.failure(error, function: Functions.reboot)
+            throw Failure.withReason(error, function: Functions.reboot)
         }
     }
 
@@ -70,7 +62,7 @@ struct DeviceVerbs {
         do {
             try session.keychain().eraseAllContentAndSettings(passcode: passcode)
         } catch {
-            throw Self.failure(error, function: Functions.erase)
+            throw Failure.withReason(error, function: Functions.erase)
         }
         print("erased: the next use of the keychain makes a new one, under a new device root")
     }

@@ -79,6 +79,16 @@ extension Failure {
     }
 }
 
+extension Failure {
+    /// A keychain error with its reason always, for verbs that have no macOS message to match (backup,
+    /// device): the reason (a directory given as the file, a backup of another device) is what the user
+    /// needs.
+    static func withReason(_ error: any Error, function: String) -> Failure {
+        guard let error = error as? KeychainError else { return from(error, function: function) }
+        return .keychain(error.osStatus, function: function, detail: error.reason)
+    }
+}
+
 /// Apple's function names in macOS's messages, so scripts that match on them keep working.
 enum Function {
     static let add = "SecKeychainItemCreateFromContent (<default>)"

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainCore
 import KeychainCrypto
 import KeychainSystem
@@ -30,7 +31,7 @@ public final class BackupTarget {
         // The name's start only (a name may be up to 255 bytes, and the suffix needs room), then random
         // bytes that nobody can guess to plant a file in the way.
         let name = String(decoding: Array((given as NSString).lastPathComponent.utf8.prefix(200)), as: UTF8.self)
-        let random = try Random.bytes(8).map { String(format: "%02x", $0) }.joined()
+        let random = Hex.encode(try Random.bytes(8))
         temporary = (directory.isEmpty ? "" : directory + "/") + ".\(name).partial-\(random)"
         descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {

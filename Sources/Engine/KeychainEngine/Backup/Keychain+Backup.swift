@@ -89,6 +89,17 @@ extension Keychain {
         }
     }
 
+    /// Every class key available now, taken once for a whole backup or restore: a lock that lands
+    /// meanwhile (another client's, through the daemon) then changes nothing of it, rather than leaving
+    /// items out or unreadable halfway.
+    func availableClassKeys() -> [ProtectionClass: SecureBytes] {
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for protection in ProtectionClass.allCases {
+            if let key = try? keybag.classKey(for: protection) { keys[protection] = key }
+        }
+        return keys
+    }
+
     /// The least the backup password is stretched with (scrypt; see `BackupKeybag`).
     public static var backupPasswordFunction: PasscodeFunction { BackupKeybag.minimumPasswordFunction }
 
@@ -118,12 +129,7 @@ extension Keychain {
         let output = BackupOutput(descriptor: descriptor)
         try output.startAuthenticating(with: try backupKeybag.macKey(), header: header.encoded())
         var counts = BackupCounts()
-        // Every class key is taken once, now: a lock landing during the backup (another client's,
-        // through the daemon) changes nothing of it, rather than leaving items out halfway.
-        var localKeys: [ProtectionClass: SecureBytes] = [:]
-        for protection in ProtectionClass.allCases {
-            if let key = try? keybag.classKey(for: protection) { localKeys[protection] = key }
-        }
+        let localKeys = availableClassKeys()
         try pool.withConnection { connection in
             // One read transaction: the backup is the keychain at one moment (the log's snapshot), whatever
             // other clients write while it is made.

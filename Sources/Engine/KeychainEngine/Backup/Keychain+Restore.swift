@@ -43,12 +43,7 @@ extension Keychain {
             if status.passcodeSet, status.lockState != .unlocked {
                 throw KeychainError.interactionNotAllowed("the keychain is locked: unlock it to restore into it")
             }
-            // Every class key is taken now, once: a lock that lands during the restore (another client's,
-            // through the daemon) then changes nothing of it, rather than making items unreadable halfway.
-            var localKeys: [ProtectionClass: SecureBytes] = [:]
-            for protection in ProtectionClass.allCases {
-                if let key = try? keybag.classKey(for: protection) { localKeys[protection] = key }
-            }
+            let localKeys = availableClassKeys()
             let (header, _) = try BackupHeader.read(from: file.input())
             let backupKeybag = try BackupKeybag.open(header, password: password, keybag: keybag)
             let now = clock.now()

@@ -44,18 +44,9 @@ struct StateChangePolicy: Sendable {
         case .createBackup(let file, _, let passcode), .restoreBackup(let file, _, let passcode):
             return try backup(file, by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
         case .eraseAllContentAndSettings(let passcode):
-            // Everything goes, every app's items and the registry: as for a backup, the passcode first
-            // where there is one (in system mode, one the keychain must have).
-            if mode == .system {
-                return try passcodeProof(
-                    by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil,
-                    subject: "erasing the keychain")
-            }
-            guard passcodeSet else { return .none }
-            guard passcode != nil else {
-                throw KeychainError.authenticationFailed("erasing the keychain needs its passcode")
-            }
-            return .passcodeCheck
+            // Everything goes, every app's items and the registry: decided as a backup is.
+            return try wholeKeychainChange(
+                by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil, subject: "erasing the keychain")
         }
     }
 
@@ -76,13 +67,25 @@ struct StateChangePolicy: Sendable {
                     "a system daemon opens no file for its caller: pass the file you opened (the security command does)"
                 )
             }
+        }
+        return try wholeKeychainChange(
+            by: caller, passcodeSet: passcodeSet, passcodeGiven: passcodeGiven, subject: "a backup or a restore")
+    }
+
+    /// What a request that reads or changes every access group at once needs: the passcode where the
+    /// keychain has one; in system mode, as for the registry, one the keychain must have (root aside).
+    private func wholeKeychainChange(
+        by caller: any PeerIdentity, passcodeSet: Bool, passcodeGiven: Bool, subject: String
+    )
+        throws(KeychainError) -> Requirement
+    {
+        if mode == .system {
             return try passcodeProof(
-                by: caller, passcodeSet: passcodeSet, passcodeGiven: passcodeGiven, subject: "a backup or a restore")
+                by: caller, passcodeSet: passcodeSet, passcodeGiven: passcodeGiven, subject: subject)
         }
         guard passcodeSet else { return .none }
         guard passcodeGiven else {
-            throw KeychainError.authenticationFailed(
-                "a backup or a restore through the daemon needs the keychain's passcode")
+            throw KeychainError.authenticationFailed("\(subject) needs the keychain's passcode")
         }
         return .passcodeCheck
     }
