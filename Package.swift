@@ -10,8 +10,10 @@ import PackageDescription
 //              KeychainStorage      SQLite: connections, cached statements, the item schema
 //              KeychainSystem       the operating system: safe files, the owner lock, process protection
 //              KeychainDBus         a small D-Bus client (systemd-logind's session lock, fprintd)
+//              KeychainTPM          tpm2-tss ESYS (libtss2-dev): salted sessions, sealing, NV counters, lockout
 //   Engine/    KeychainKeybag       device root, class keys, passcode, lock state
 //              KeychainEngine       item semantics: parsing, search, sealing, access groups; the in-process service
+//              KeychainTPMRoot      the device root in a TPM (the daemon's; embedded processes do not link it)
 //              KeychainAuthenticators  behind the engine's protocols: the simulated sensor, fprintd, pinentry
 //   Service/   KeychainWire         requests and answers as the daemon's frames
 //              KeychainDaemon       securityd: the socket, who is calling (kernel + app registry), one lock state
@@ -52,6 +54,11 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CTSS2", path: "Sources/Platform/CTSS2",
+            pkgConfig: "tss2-esys",
+            providers: [.apt(["libtss2-dev"])]
+        ),
         // Header-only: fixed-argument forms of prctl, which Swift cannot call (it is variadic).
         .systemLibrary(name: "CProcessControl", path: "Sources/Platform/CProcessControl"),
         .target(name: "KeychainBytes", path: "Sources/Base/KeychainBytes"),
@@ -64,6 +71,7 @@ let package = Package(
             name: "KeychainSystem", dependencies: ["KeychainBytes", "KeychainCore", "CProcessControl"],
             path: "Sources/Platform/KeychainSystem"),
         .target(name: "KeychainDBus", dependencies: ["KeychainBytes"], path: "Sources/Platform/KeychainDBus"),
+        .target(name: "KeychainTPM", dependencies: ["KeychainBytes", "CTSS2"], path: "Sources/Platform/KeychainTPM"),
         .target(
             name: "KeychainKeybag",
             dependencies: ["KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainSystem"],
@@ -76,6 +84,14 @@ let package = Package(
                 "KeychainDBus",
             ],
             path: "Sources/Engine/KeychainEngine"
+        ),
+        .target(
+            name: "KeychainTPMRoot",
+            dependencies: [
+                "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainSystem", "KeychainKeybag", "KeychainEngine",
+                "KeychainTPM",
+            ],
+            path: "Sources/Engine/KeychainTPMRoot"
         ),
         .target(
             name: "KeychainAuthenticators",
@@ -150,6 +166,12 @@ let package = Package(
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainBytes", "KeychainCrypto"]),
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainBytes", "KeychainCore"]),
         .testTarget(name: "KeychainDBusTests", dependencies: ["KeychainDBus"]),
+        .testTarget(
+            name: "KeychainTPMTests",
+            dependencies: [
+                "KeychainTPM", "KeychainTPMRoot", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainKeybag",
+                "KeychainEngine", "KeychainTestSupport",
+            ]),
         .testTarget(
             name: "KeychainWireTests",
             dependencies: ["KeychainWire", "KeychainBytes", "KeychainCore", "KeychainCrypto"]),

@@ -388,15 +388,20 @@ final class KeybagTests: XCTestCase {
         let salt = file.passcode?.salt ?? Data()
         let stretched = try KeyDerivation.pbkdf2(
             password: SecureBytes(copying: Array("1234".utf8)), salt: salt, iterations: 1_000)
-        let passcodeKey = try root.entangle(stretched)
+        let passcodeKey = try root.entangle(stretched, binding: Data(), generation: 0)
         let classA = try bag.classKey(for: .whenUnlocked)
-        for (protectionClass, wrapped) in file.classKeys where wrapped.passcodeProtected {
+        let indexKey = bag.indexKey
+        // Before format 3 the root wrapped the keys outside the passcode itself.
+        for (protectionClass, wrapped) in file.classKeys {
             let key = protectionClass == .whenUnlocked ? classA : try bag.classKey(for: protectionClass)
-            file.classKeys[protectionClass]?.blob = try AESGCM.seal(
-                key, key: passcodeKey,
-                authenticating: KeybagFile.context(
-                    keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: true))
+            let context = KeybagFile.context(
+                keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: wrapped.passcodeProtected)
+            file.classKeys[protectionClass]?.blob =
+                wrapped.passcodeProtected
+                ? try AESGCM.seal(key, key: passcodeKey, authenticating: context)
+                : try root.wrap(key, context: context)
         }
+        file.indexKey = try root.wrap(indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
         var writer = ByteWriter()
         writer.writeRaw(KeybagFile.magic)
         writer.write(UInt8(1))
@@ -420,6 +425,10 @@ final class KeybagTests: XCTestCase {
 
         let old = try keybag(root: root)
         XCTAssertEqual(old.status.lockState, .beforeFirstUnlock)
+        XCTAssertTrue(old.indexKey.constantTimeEquals(indexKey))
+        XCTAssertTrue(try old.classKey(for: .always).constantTimeEquals(bag.classKey(for: .always)))
+        let opened = try KeybagFile.decode(Data(contentsOf: URL(fileURLWithPath: directory + "/keybag")), root: root)
+        XCTAssertFalse(opened.isLegacy, "opening a keybag of format 1 upgrades it to a keybag secret")
         XCTAssertThrowsError(try old.unlock(passcode: "0000"))
         try old.unlock(passcode: "1234")
         XCTAssertTrue(try old.classKey(for: .whenUnlocked).constantTimeEquals(classA))
@@ -456,15 +465,27 @@ final class SpyRoot: DeviceRoot, @unchecked Sendable {
     func wrap(_ key: SecureBytes, context: Data) throws -> Data { try inner.wrap(key, context: context) }
     func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes { try inner.unwrap(wrapped, context: context) }
     func authenticate(_ data: Data) throws -> Data { try inner.authenticate(data) }
+    var summary: String { inner.summary }
+    var anchor: (any KeybagAnchor)? { nil }
+    func retire() throws {}
+    func sealKeybagSecret(_ secret: SecureBytes, generation: UInt64) throws -> Data {
+        try inner.sealKeybagSecret(secret, generation: generation)
+    }
+    func openKeybagSecret(_ sealed: Data, generation: UInt64) throws -> SecureBytes {
+        try inner.openKeybagSecret(sealed, generation: generation)
+    }
+    func bindPasscode(_ passcodeKey: SecureBytes, generation: UInt64) throws -> PasscodeBinding {
+        try inner.bindPasscode(passcodeKey, generation: generation)
+    }
 
-    func entangle(_ passcodeKey: SecureBytes) throws -> SecureBytes {
+    func entangle(_ passcodeKey: SecureBytes, binding: Data, generation: UInt64) throws -> SecureBytes {
         if let contents = FileManager.default.contents(atPath: keybagPath),
             let file = try? KeybagFile.decode(contents, root: inner)
         {
             lock.withLock { counts.append(file.failedAttempts) }
         }
         if interruptDerivation { throw KeybagError.io("interrupted") }
-        return try inner.entangle(passcodeKey)
+        return try inner.entangle(passcodeKey, binding: binding, generation: generation)
     }
 }
 

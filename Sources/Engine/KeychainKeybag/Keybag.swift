@@ -28,6 +28,8 @@ public final class Keybag: Sendable {
         var identity: FileIdentity?
         var keys: [ProtectionClass: SecureBytes]
         var indexKey: SecureBytes
+        /// The keybag's opened secret (nil only while a keybag from before format 3 is upgraded).
+        var secret: SecureBytes?
         /// A passcode-protected class has been unwrapped since start (locked, as opposed to before the
         /// first unlock, when the class-A keys are gone again).
         var unlockedOnce: Bool
@@ -55,17 +57,29 @@ public final class Keybag: Sendable {
         let loaded = try SecureFiles.withDirectoryLock(directory) { () throws -> (KeybagFile, FileIdentity?) in
             SecureFiles.removeStaleTemporaries(of: path)
             if let contents = try SecureFiles.read(path) {
-                return (try KeybagFile.decode(contents, root: root), SecureFiles.identity(of: path))
+                var file = try KeybagFile.decode(contents, root: root)
+                if file.isLegacy {
+                    file = try Keybag.upgrade(file, root: root)
+                    try Keybag.write(&file, to: path, root: root)
+                } else {
+                    try Keybag.checkAnchor(file, root: root)
+                }
+                return (file, SecureFiles.identity(of: path))
             }
-            let file = try Keybag.makeFile(root: root)
-            try SecureFiles.writeAtomically(try file.encoded(root: root), to: path)
+            var file = try Keybag.makeFile(root: root, after: nil)
+            try Keybag.write(&file, to: path, root: root)
             return (file, SecureFiles.identity(of: path))
         }
         let file = loaded.0
-        let (indexKey, keys) = try Keybag.rootWrappedKeys(of: file, root: root)
+        let opened = try Keybag.rootWrappedKeys(of: file, root: root)
         state = Mutex(
-            State(file: file, identity: loaded.1, keys: keys, indexKey: indexKey, unlockedOnce: false))
+            State(
+                file: file, identity: loaded.1, keys: opened.classKeys, indexKey: opened.indexKey,
+                secret: opened.secret, unlockedOnce: false))
     }
+
+    /// Names the device root, for `show-keychain-info`.
+    public var deviceRootSummary: String { root.summary }
 
     // MARK: Keys
 
@@ -187,6 +201,15 @@ public final class Keybag: Sendable {
         }
     }
 
+    /// Revokes what the device root keeps for this keychain (see `DeviceRoot.retire`), for an erase.
+    public func retireRoot() throws {
+        do {
+            try root.retire()
+        } catch {
+            throw KeybagError.deviceRootUnavailable("the device root could not be retired: \(error)")
+        }
+    }
+
     /// Locks: class-A keys leave memory. Without a passcode there is nothing to lock.
     public func lock() {
         state.withLock { state in
@@ -291,19 +314,27 @@ public final class Keybag: Sendable {
             file.failedAttempts += 1
             file.lastAttempt = now
             try record(file)
+            file = state.withLock { $0.file }
 
-            let passcodeKey = try derivePasscodeKey(passcode, parameters)
+            let passcodeKey: SecureBytes
             let probeClass = ProtectionClass.whenUnlocked
             guard let probe = file.classKeys[probeClass] else { throw KeybagError.corrupt("keybag lacks class A") }
             do {
+                // A hardware root checks the passcode here, counting a wrong one in the chip.
+                passcodeKey = try derivePasscodeKey(passcode, parameters, file: file)
                 _ = try Keybag.unwrapWithPasscode(probe, probeClass, file: file, passcodeKey: passcodeKey)
+            } catch KeybagError.deviceRootLockedOut(let seconds) {
+                // The chip checked nothing: the attempt is not one.
+                file.failedAttempts -= 1
+                try record(file)
+                throw KeybagError.deviceRootLockedOut(retryAfter: seconds)
             } catch KeybagError.wrongPasscode {
                 if Keybag.isDueForErase(file) { try erase() }
                 throw KeybagError.wrongPasscode(failedAttempts: Int(file.failedAttempts))
             }
             file.failedAttempts = 0
             try record(file)
-            return try body(file, passcodeKey)
+            return try body(state.withLock { $0.file }, passcodeKey)
         }
     }
 
@@ -329,7 +360,7 @@ public final class Keybag: Sendable {
     private func erase() throws -> Never {
         var itemsLeft: (any Error)?
         do { try deleteItems() } catch { itemsLeft = error }
-        try store(Keybag.makeFile(root: root))
+        try store(Keybag.makeFile(root: root, after: state.withLock { $0.file }))
         if let itemsLeft { throw KeybagError.wipedLeavingItems("\(itemsLeft)") }
         throw KeybagError.wiped
     }
@@ -346,9 +377,14 @@ public final class Keybag: Sendable {
 
     /// Re-wraps every class key for a new passcode (or none), keeping the keys themselves, so no item
     /// needs re-encrypting. Must hold the file lock, with every class key unwrappable.
+    ///
+    /// The keybag moves to a new generation with a new secret: once it is written, a root with an
+    /// anchor revokes the old generation, so a copy of the old keybag opens nothing with the old
+    /// passcode (or with none).
     private func rewrap(
         file: KeybagFile, currentPasscodeKey: SecureBytes?, newPasscode: SecureBytes?, function: PasscodeFunction?
     ) throws {
+        let currentSecret = state.withLock { $0.secret }
         var keys: [ProtectionClass: SecureBytes] = [:]
         for (protectionClass, wrapped) in file.classKeys {
             if wrapped.passcodeProtected {
@@ -356,33 +392,41 @@ public final class Keybag: Sendable {
                 keys[protectionClass] = try Keybag.unwrapWithPasscode(
                     wrapped, protectionClass, file: file, passcodeKey: currentPasscodeKey)
             } else {
-                keys[protectionClass] = try Keybag.unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
+                keys[protectionClass] = try Keybag.unwrapUnderKeybag(
+                    wrapped.blob, Keybag.classContext(file, protectionClass, passcodeProtected: false),
+                    secret: currentSecret, root: root)
             }
         }
+        let indexKey = state.withLock { $0.indexKey }
         var updated = file
         updated.classKeys = [:]
+        updated.generation = try Keybag.nextGeneration(after: file, root: root)
+        let secret = try SecureBytes(randomCount: AESGCM.keySize, pinned: true)
+        updated.keybagSecret = try root.sealKeybagSecret(secret, generation: updated.generation)
+        updated.indexKey = try AESGCM.seal(
+            indexKey, key: secret, authenticating: KeybagFile.indexKeyContext(keybag: updated.identifier))
+        var passcodeKey: SecureBytes?
         if let newPasscode, let function {
-            let parameters = KeybagFile.PasscodeParameters(salt: try Random.bytes(16), function: function)
-            updated.passcode = parameters
+            var parameters = KeybagFile.PasscodeParameters(salt: try Random.bytes(16), function: function)
             if keys[.whenPasscodeSetThisDeviceOnly] == nil {
                 keys[.whenPasscodeSetThisDeviceOnly] = try SecureBytes(randomCount: AESGCM.keySize, pinned: true)
             }
-            let passcodeKey = try derivePasscodeKey(newPasscode, parameters)
-            for (protectionClass, key) in keys {
-                updated.classKeys[protectionClass] = try Keybag.wrap(
-                    key, protectionClass, passcodeKey: protectionClass.isPasscodeProtected ? passcodeKey : nil,
-                    file: updated, root: root)
-            }
+            let stretched = try function.derive(newPasscode, salt: parameters.salt)
+            let bound = try root.bindPasscode(stretched, generation: updated.generation)
+            parameters.binding = bound.binding
+            updated.passcode = parameters
+            passcodeKey = bound.entangled
         } else {
             updated.passcode = nil
             keys[.whenPasscodeSetThisDeviceOnly] = nil
-            for (protectionClass, key) in keys {
-                updated.classKeys[protectionClass] = try Keybag.wrap(
-                    key, protectionClass, passcodeKey: nil, file: updated, root: root)
-            }
+        }
+        for (protectionClass, key) in keys {
+            let protected = protectionClass.isPasscodeProtected && passcodeKey != nil
+            updated.classKeys[protectionClass] = try Keybag.wrap(
+                key, protectionClass, passcodeKey: protected ? passcodeKey : nil, file: updated, secret: secret)
         }
         updated.failedAttempts = 0
-        try store(updated)
+        try store(updated, secret: secret)
         state.withLock { state in
             state.keys = keys
             state.unlockedOnce = newPasscode != nil
@@ -417,8 +461,10 @@ public final class Keybag: Sendable {
             throw KeybagError.io("keybag \(path) has disappeared")
         }
         let file = try KeybagFile.decode(contents, root: root)
+        try Keybag.checkAnchor(file, root: root)
         let identity = SecureFiles.identity(of: path)
-        let (indexKey, rootKeys) = try Keybag.rootWrappedKeys(of: file, root: root)
+        let opened = try Keybag.rootWrappedKeys(of: file, root: root)
+        let (indexKey, rootKeys) = (opened.indexKey, opened.classKeys)
         state.withLock { state in
             if state.file.identifier != file.identifier {
                 state.keys = [:]
@@ -431,50 +477,121 @@ public final class Keybag: Sendable {
             state.file = file
             state.identity = identity
             state.indexKey = indexKey
+            state.secret = opened.secret
         }
         return file
     }
 
-    /// Writes the file; the caller holds the file lock.
-    private func store(_ file: KeybagFile) throws {
+    /// Writes the file; the caller holds the file lock. `secret` is the keybag's secret when the file
+    /// has a new one (a new generation).
+    private func store(_ file: KeybagFile, secret: SecureBytes? = nil) throws {
         // A retired keybag (its keychain erased) writes nothing more: an unlock still running on it
         // must not put the old keybag back over the new keychain's.
         if retired.load(ordering: .acquiring) { throw KeybagError.io("the keychain was erased") }
-        try SecureFiles.writeAtomically(try file.encoded(root: root), to: path)
+        var file = file
+        try Keybag.write(&file, to: path, root: root)
         let identity = SecureFiles.identity(of: path)
         let newBag = state.withLock { $0.file.identifier != file.identifier }
         if newBag {
             // Erased: nothing held is valid any more; load the new root-wrapped keys.
-            let (indexKey, keys) = try Keybag.rootWrappedKeys(of: file, root: root)
+            let opened = try Keybag.rootWrappedKeys(of: file, root: root)
             state.withLock { state in
                 state = State(
-                    file: file, identity: identity, keys: keys, indexKey: indexKey, unlockedOnce: false)
+                    file: file, identity: identity, keys: opened.classKeys, indexKey: opened.indexKey,
+                    secret: opened.secret, unlockedOnce: false)
             }
         } else {
             state.withLock { state in
                 state.file = file
                 state.identity = identity
+                if let secret { state.secret = secret }
             }
         }
     }
 
-    /// The keys the device root alone opens: the index key and every class key not under the passcode.
-    private static func rootWrappedKeys(of file: KeybagFile, root: any DeviceRoot) throws
-        -> (indexKey: SecureBytes, classKeys: [ProtectionClass: SecureBytes])
-    {
-        let indexKey = try root.unwrap(file.indexKey, context: KeybagFile.indexKeyContext(keybag: file.identifier))
-            .pinnedCopy()
-        var keys: [ProtectionClass: SecureBytes] = [:]
-        for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
-            keys[protectionClass] = try unwrapWithRoot(wrapped, protectionClass, file: file, root: root)
-        }
-        return (indexKey, keys)
+    /// Writes `file` with the next write count, then commits that count (and a new generation) to the
+    /// root's anchor. Killed in between, the file is one ahead of the anchor, which the next open
+    /// accepts and commits (`checkAnchor`); an older file is refused.
+    private static func write(_ file: inout KeybagFile, to path: String, root: any DeviceRoot) throws {
+        let anchor = root.anchor
+        file.writeCount = try (anchor?.writes() ?? file.writeCount) + 1
+        try SecureFiles.writeAtomically(try file.encoded(root: root), to: path)
+        guard let anchor else { return }
+        _ = try anchor.advanceWrites()
+        if try file.generation == anchor.generation() + 1 { _ = try anchor.advanceGeneration() }
     }
 
-    private func derivePasscodeKey(_ passcode: SecureBytes, _ parameters: KeybagFile.PasscodeParameters) throws
-        -> SecureBytes
+    /// Refuses a keybag older than the root's anchor (a copy put back), and finishes a write that was
+    /// cut short after the file and before the anchor.
+    static func checkAnchor(_ file: KeybagFile, root: any DeviceRoot) throws {
+        guard let anchor = root.anchor else { return }
+        let writes = try anchor.writes()
+        if file.writeCount == writes + 1 {
+            _ = try anchor.advanceWrites()
+        } else if file.writeCount != writes {
+            throw KeybagError.rolledBack(
+                "the keybag records write \(file.writeCount) but the device root's counter is at \(writes): "
+                    + (file.writeCount < writes ? "an older copy was put back" : "the counter was replaced"))
+        }
+        let generation = try anchor.generation()
+        if file.generation == generation + 1 {
+            _ = try anchor.advanceGeneration()
+        } else if file.generation != generation {
+            throw KeybagError.rolledBack(
+                "the keybag is of generation \(file.generation) but the device root is at \(generation): "
+                    + (file.generation < generation ? "an older copy was put back" : "the counter was replaced"))
+        }
+    }
+
+    /// The generation a keybag written after `file` takes.
+    private static func nextGeneration(after file: KeybagFile?, root: any DeviceRoot) throws -> UInt64 {
+        try (root.anchor?.generation() ?? file?.generation ?? 0) + 1
+    }
+
+    /// A keybag from before format 3 under a new secret: the keys the root wrapped directly are
+    /// wrapped by the secret instead; the passcode's wrapping is unchanged.
+    static func upgrade(_ file: KeybagFile, root: any DeviceRoot) throws -> KeybagFile {
+        let opened = try rootWrappedKeys(of: file, root: root)
+        var updated = file
+        updated.generation = try nextGeneration(after: file, root: root)
+        let secret = try SecureBytes(randomCount: AESGCM.keySize)
+        updated.keybagSecret = try root.sealKeybagSecret(secret, generation: updated.generation)
+        updated.indexKey = try AESGCM.seal(
+            opened.indexKey, key: secret, authenticating: KeybagFile.indexKeyContext(keybag: file.identifier))
+        for (protectionClass, key) in opened.classKeys {
+            updated.classKeys[protectionClass] = try wrap(
+                key, protectionClass, passcodeKey: nil, file: updated, secret: secret)
+        }
+        return updated
+    }
+
+    /// The keys the device root alone opens: the keybag's secret, and under it the index key and every
+    /// class key not under the passcode.
+    private static func rootWrappedKeys(of file: KeybagFile, root: any DeviceRoot) throws
+        -> (secret: SecureBytes?, indexKey: SecureBytes, classKeys: [ProtectionClass: SecureBytes])
     {
-        try root.entangle(parameters.function.derive(passcode, salt: parameters.salt))
+        let secret =
+            file.isLegacy
+            ? nil : try root.openKeybagSecret(file.keybagSecret, generation: file.generation).pinnedCopy()
+        let indexKey = try unwrapUnderKeybag(
+            file.indexKey, KeybagFile.indexKeyContext(keybag: file.identifier), secret: secret, root: root
+        ).pinnedCopy()
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for (protectionClass, wrapped) in file.classKeys where !wrapped.passcodeProtected {
+            keys[protectionClass] = try unwrapUnderKeybag(
+                wrapped.blob, classContext(file, protectionClass, passcodeProtected: false), secret: secret,
+                root: root
+            ).pinnedCopy()
+        }
+        return (secret, indexKey, keys)
+    }
+
+    private func derivePasscodeKey(
+        _ passcode: SecureBytes, _ parameters: KeybagFile.PasscodeParameters, file: KeybagFile
+    ) throws -> SecureBytes {
+        try root.entangle(
+            parameters.function.derive(passcode, salt: parameters.salt), binding: parameters.binding,
+            generation: file.generation)
     }
 
     private static func lockState(_ state: State) -> LockState {
@@ -483,39 +600,55 @@ public final class Keybag: Sendable {
         return state.unlockedOnce ? .locked : .beforeFirstUnlock
     }
 
-    /// A fresh keybag: new random class keys (none for the passcode-only class), no passcode.
-    static func makeFile(root: any DeviceRoot) throws -> KeybagFile {
+    /// A fresh keybag of the generation after `previous` (or the first): new random class keys (none
+    /// for the passcode-only class) under a new secret, no passcode.
+    static func makeFile(root: any DeviceRoot, after previous: KeybagFile?) throws -> KeybagFile {
         var file = KeybagFile(
             identifier: try Random.bytes(16), deviceIdentifier: root.deviceIdentifier, passcode: nil,
             failedAttempts: 0, lastAttempt: .none, wipeAfterFailures: false, classKeys: [:], indexKey: Data())
+        file.generation = try nextGeneration(after: previous, root: root)
+        file.writeCount = previous?.writeCount ?? 0
+        let secret = try SecureBytes(randomCount: AESGCM.keySize)
+        file.keybagSecret = try root.sealKeybagSecret(secret, generation: file.generation)
         for protectionClass in ProtectionClass.allCases where !protectionClass.requiresPasscode {
             let key = try SecureBytes(randomCount: AESGCM.keySize)
-            file.classKeys[protectionClass] = try wrap(key, protectionClass, passcodeKey: nil, file: file, root: root)
+            file.classKeys[protectionClass] = try wrap(
+                key, protectionClass, passcodeKey: nil, file: file, secret: secret)
         }
-        file.indexKey = try root.wrap(
-            SecureBytes(randomCount: 32), context: KeybagFile.indexKeyContext(keybag: file.identifier))
+        file.indexKey = try AESGCM.seal(
+            SecureBytes(randomCount: 32), key: secret,
+            authenticating: KeybagFile.indexKeyContext(keybag: file.identifier))
         return file
     }
 
-    private static func wrap(
-        _ key: SecureBytes, _ protectionClass: ProtectionClass, passcodeKey: SecureBytes?, file: KeybagFile,
-        root: any DeviceRoot
-    ) throws -> KeybagFile.WrappedClassKey {
-        let context = KeybagFile.context(
-            keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: passcodeKey != nil)
-        if let passcodeKey {
-            return .init(passcodeProtected: true, blob: try AESGCM.seal(key, key: passcodeKey, authenticating: context))
-        }
-        return .init(passcodeProtected: false, blob: try root.wrap(key, context: context))
+    static func classContext(_ file: KeybagFile, _ protectionClass: ProtectionClass, passcodeProtected: Bool)
+        -> Data
+    {
+        KeybagFile.context(
+            keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: passcodeProtected)
     }
 
-    private static func unwrapWithRoot(
-        _ wrapped: KeybagFile.WrappedClassKey, _ protectionClass: ProtectionClass, file: KeybagFile,
-        root: any DeviceRoot
+    /// Wraps a class key under the passcode key, or else under the keybag's secret.
+    private static func wrap(
+        _ key: SecureBytes, _ protectionClass: ProtectionClass, passcodeKey: SecureBytes?, file: KeybagFile,
+        secret: SecureBytes
+    ) throws -> KeybagFile.WrappedClassKey {
+        let context = classContext(file, protectionClass, passcodeProtected: passcodeKey != nil)
+        return .init(
+            passcodeProtected: passcodeKey != nil,
+            blob: try AESGCM.seal(key, key: passcodeKey ?? secret, authenticating: context))
+    }
+
+    /// Opens a key the keybag's secret wraps (or, in a keybag from before format 3, the root itself).
+    private static func unwrapUnderKeybag(
+        _ blob: Data, _ context: Data, secret: SecureBytes?, root: any DeviceRoot
     ) throws -> SecureBytes {
-        let context = KeybagFile.context(
-            keybag: file.identifier, protectionClass: protectionClass, passcodeProtected: false)
-        return try root.unwrap(wrapped.blob, context: context).pinnedCopy()
+        guard let secret else { return try root.unwrap(blob, context: context) }
+        do {
+            return try AESGCM.openSecure(blob, key: secret, authenticating: context)
+        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
+            throw KeybagError.corrupt("a key in the keybag does not open under the keybag's secret")
+        }
     }
 
     private static func unwrapWithPasscode(

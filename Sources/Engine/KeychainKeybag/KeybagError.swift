@@ -25,6 +25,14 @@ public enum KeybagError: Error, Equatable, Sendable {
     case io(String)
     /// The passcode attempt could not be counted on disk, so it was refused without being checked.
     case attemptNotRecorded(String)
+    /// The device root cannot be used now: a TPM that is gone, cleared or replaced, a counter deleted,
+    /// or a root this process does not open. Nothing falls back to another root.
+    case deviceRootUnavailable(String)
+    /// The device root's own guess limit is in force (a TPM's dictionary-attack lockout): no passcode
+    /// is checked before `retryAfter` seconds.
+    case deviceRootLockedOut(retryAfter: Int)
+    /// The keybag is older than the device root's counters say it must be: a copy put back.
+    case rolledBack(String)
     /// The tenth failed attempt erased the keychain (only when that option is on).
     case wiped
     /// The keychain was erased, but its items could not be deleted: they are undecryptable with the new

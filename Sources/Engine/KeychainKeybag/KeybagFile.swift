@@ -10,6 +10,9 @@ struct KeybagFile: Equatable {
     struct PasscodeParameters: Equatable {
         var salt: Data
         var function: PasscodeFunction
+        /// What the device root keeps for this passcode (`DeviceRoot.bindPasscode`); empty for the
+        /// software root and before format 3.
+        var binding: Data = Data()
     }
 
     struct WrappedClassKey: Equatable {
@@ -32,10 +35,23 @@ struct KeybagFile: Equatable {
     /// The key of the searchable digests, wrapped by the root alone: class-D queries work before the
     /// first unlock, so the index must too.
     var indexKey: Data
+    /// Moves on with every passcode change and erase; the keybag's secret is sealed for it.
+    var generation: UInt64 = 0
+    /// Moves on with every write of the file; a root with an anchor keeps the same count.
+    var writeCount: UInt64 = 0
+    /// The keybag's own secret, sealed by the root for `generation` (`DeviceRoot.sealKeybagSecret`):
+    /// the key of the class keys that are not under the passcode, and of the index key. Empty in a
+    /// keybag from before format 3, whose keys the root wraps directly (upgraded when it is opened).
+    var keybagSecret = Data()
+
+    /// A keybag from before format 3.
+    var isLegacy: Bool { keybagSecret.isEmpty }
 
     static let magic = Data("SKKB".utf8)
-    /// 2: scrypt and the attempt time on both clocks. 1 (read only): PBKDF2 and a wall-clock failure time.
-    static let formatVersion: UInt8 = 2
+    /// 3: a generation, a write count and the keybag's sealed secret; the passcode's root binding.
+    /// 2 (read only): scrypt and the attempt time on both clocks. 1 (read only): PBKDF2 and a wall-clock
+    /// failure time.
+    static let formatVersion: UInt8 = 3
     static let macSize = 32
 
     private enum FunctionTag: UInt8 {
@@ -49,6 +65,9 @@ struct KeybagFile: Equatable {
         writer.write(Self.formatVersion)
         writer.writeRaw(identifier)
         writer.writeRaw(deviceIdentifier)
+        writer.write(generation)
+        writer.write(writeCount)
+        writer.writeBytes(keybagSecret)
         if let passcode {
             writer.write(UInt8(1))
             switch passcode.function {
@@ -62,6 +81,7 @@ struct KeybagFile: Equatable {
                 writer.write(p)
             }
             writer.writeBytes(passcode.salt)
+            writer.writeBytes(passcode.binding)
         } else {
             writer.write(UInt8(0))
         }
@@ -93,7 +113,7 @@ struct KeybagFile: Equatable {
         do {
             guard try reader.readRaw(4) == magic else { throw KeybagError.corrupt("not a keybag file") }
             let version: UInt8 = try reader.read()
-            guard version == formatVersion || version == 1 else {
+            guard (1...formatVersion).contains(version) else {
                 throw KeybagError.corrupt("keybag format \(version) is not supported")
             }
             let identifier = try reader.readRaw(16)
@@ -104,6 +124,15 @@ struct KeybagFile: Equatable {
                     throw KeybagError.foreignDevice("the keybag belongs to another device root")
                 }
                 throw KeybagError.corrupt("keybag integrity check failed")
+            }
+            var generation: UInt64 = 0
+            var writeCount: UInt64 = 0
+            var keybagSecret = Data()
+            if version >= 3 {
+                generation = try reader.read()
+                writeCount = try reader.read()
+                keybagSecret = try reader.readBytes()
+                guard !keybagSecret.isEmpty else { throw KeybagError.corrupt("keybag lacks its secret") }
             }
             var passcode: PasscodeParameters?
             let failedAttempts: UInt32
@@ -126,6 +155,7 @@ struct KeybagFile: Equatable {
                     case nil: throw KeybagError.corrupt("keybag names an unknown passcode function")
                     }
                     passcode = PasscodeParameters(salt: try reader.readBytes(), function: function)
+                    if version >= 3 { passcode?.binding = try reader.readBytes() }
                 }
                 failedAttempts = try reader.read()
                 lastAttempt = AttemptTime(
@@ -151,7 +181,8 @@ struct KeybagFile: Equatable {
             return KeybagFile(
                 identifier: identifier, deviceIdentifier: deviceIdentifier, passcode: passcode,
                 failedAttempts: failedAttempts, lastAttempt: lastAttempt, wipeAfterFailures: wipe,
-                classKeys: classKeys, indexKey: indexKey)
+                classKeys: classKeys, indexKey: indexKey, generation: generation, writeCount: writeCount,
+                keybagSecret: keybagSecret)
         } catch is ByteReader.Truncated {
             throw KeybagError.corrupt("keybag file is truncated")
         }

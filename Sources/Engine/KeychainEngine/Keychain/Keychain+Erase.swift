@@ -27,6 +27,8 @@ extension Keychain {
             erased.store(true, ordering: .releasing)
             keybag.retire()
             sessionUnlock?.remove()
+            // A hardware root revokes what it keeps first, so no copy of the old files opens again.
+            try keybag.retireRoot()
             for path in [(directory as NSString).appendingPathComponent("keybag"), deviceRootPath] {
                 guard unlink(path) == 0 || errno == ENOENT else {
                     throw KeychainError.ioError("cannot remove \(path): \(String(cString: strerror(errno)))")

@@ -15,7 +15,9 @@ extension Keychain {
         switch error {
         case let error as KeybagError:
             switch error {
-            case .foreignDevice(let text), .corrupt(let text), .io(let text): return text
+            case .foreignDevice(let text), .corrupt(let text), .io(let text), .deviceRootUnavailable(let text),
+                .rolledBack(let text):
+                return text
             default: return "\(error)"
             }
         case let error as StorageError: return error.description
@@ -48,6 +50,13 @@ extension Keychain {
             case .attemptNotRecorded(let cause):
                 return .ioError("the passcode attempt could not be recorded, so it was not checked: \(cause)")
             case .foreignDevice, .corrupt, .io: return unavailable("keybag: \(describe(error))")
+            case .deviceRootUnavailable(let reason): return unavailable("device root: \(reason)")
+            case .rolledBack(let reason): return unavailable("keybag refused: \(reason)")
+            case .deviceRootLockedOut(let seconds):
+                let message =
+                    "the TPM's dictionary-attack lockout is in force: no passcode is checked for up to \(seconds) s"
+                KeychainLog.error(message)
+                return .authenticationFailed(message)
             }
         case let error as StorageError:
             switch error.kind {

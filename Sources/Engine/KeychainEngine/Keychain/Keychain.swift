@@ -26,6 +26,9 @@ public struct KeychainOptions: Sendable {
     /// Who owns the directory while it is open: processes that open it themselves (embedded), any
     /// number of them, or one daemon alone (see `OwnerLock`).
     public var owner: KeychainOwner = .sharedWithOtherProcesses
+    /// What opens (and makes) the device root: the software root's file by default; the daemon's
+    /// provider opens a TPM root too (KeychainTPMRoot).
+    public var deviceRoots: any DeviceRootProvider = SoftwareDeviceRootProvider()
 
     public init(
         deviceRootPath: String? = nil, clock: any KeychainClock = SystemClock(),
@@ -120,7 +123,7 @@ public final class Keychain: Sendable {
             // A new root only for a new keychain: a copy of a keychain whose root is missing (kept
             // elsewhere) is refused as it is, with nothing written into it.
             let isNew = SecureFiles.identity(of: (directory as NSString).appendingPathComponent("keybag")) == nil
-            let root = try SoftwareDeviceRoot.load(path: rootPath, create: isNew)
+            let root = try options.deviceRoots.openRoot(path: rootPath, create: isNew)
             return try Keybag(
                 directory: directory, root: root, clock: options.clock, passcodeFunction: options.passcodeFunction,
                 deleteItems: { try deleteAllItems(databasePath: databasePath) })
@@ -156,6 +159,9 @@ public final class Keychain: Sendable {
 
     /// Lock state, failed attempts and the next allowed attempt.
     public var status: KeybagStatus { keybag.status }
+
+    /// Names the device root (software or TPM, and which), for `show-keychain-info`.
+    public var deviceRootSummary: String { keybag.deviceRootSummary }
 
     /// Unlocks with the passcode (errSecAuthFailed when wrong; errSecInteractionNotAllowed while the
     /// delay after failures runs; errSecIO when the attempt cannot be counted on disk, in which case it

@@ -4,16 +4,19 @@ import KeychainCore
 import KeychainCrypto
 
 /// The key everything in the keybag is wrapped by: the Secure Enclave's UID on iOS; here a software
-/// root key file, and later a TPM. A keybag or database copied without the root cannot be opened. With
-/// the software root, "without the root" means without its file: a copy that includes the file (the
-/// default places it in the keychain directory) opens whatever the passcode does not protect. Only a
-/// hardware root keeps its key on the device.
+/// root key file (`SoftwareDeviceRoot`) or a TPM (`TPMDeviceRoot`, in KeychainTPMRoot). A keybag or
+/// database copied without the root cannot be opened. With the software root, "without the root" means
+/// without its file: a copy that includes the file (the default places it in the keychain directory)
+/// opens whatever the passcode does not protect. Only a hardware root keeps its key on the device.
 ///
 /// Implementations never hand out the root key itself, only operations with it, so a hardware
 /// backend can keep it inside the hardware.
 public protocol DeviceRoot: Sendable {
     /// Names this root; stored in the keybag so a foreign keybag is recognised as such.
     var deviceIdentifier: Data { get }
+
+    /// One line naming the root, for `show-keychain-info` (software or TPM, and which).
+    var summary: String { get }
 
     /// Encrypts `key` under the root, bound to `context`.
     func wrap(_ key: SecureBytes, context: Data) throws -> Data
@@ -22,10 +25,63 @@ public protocol DeviceRoot: Sendable {
     /// (or not for `context`).
     func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes
 
-    /// Mixes the device secret into a passcode-derived key, so that guessing passcodes needs this
-    /// device (its root) for every guess.
-    func entangle(_ passcodeKey: SecureBytes) throws -> SecureBytes
-
     /// A MAC under the root, for the integrity of files the root vouches for (the keybag).
     func authenticate(_ data: Data) throws -> Data
+
+    /// Seals a keybag's own secret (the key its class keys are wrapped with) for keybag `generation`:
+    /// a hardware root makes it unreadable once a later generation is committed (`KeybagAnchor`), so
+    /// an old keybag copy opens nothing after a passcode change or an erase.
+    func sealKeybagSecret(_ secret: SecureBytes, generation: UInt64) throws -> Data
+
+    /// Reverses `sealKeybagSecret`; `KeybagError.rolledBack` when the generation is no longer current.
+    func openKeybagSecret(_ sealed: Data, generation: UInt64) throws -> SecureBytes
+
+    /// Binds a new passcode to this root for keybag `generation`: what `entangle` will need besides
+    /// the passcode key (empty for the software root; a hardware root keeps a secret that only the
+    /// right passcode releases, counting wrong ones itself), and the entangled key itself.
+    func bindPasscode(_ passcodeKey: SecureBytes, generation: UInt64) throws -> PasscodeBinding
+
+    /// Mixes the device secret into a passcode-derived key, so that guessing passcodes needs this
+    /// device (its root) for every guess. A hardware root checks the passcode itself and throws
+    /// `KeybagError.wrongPasscode` (or `.deviceRootLockedOut`) for a wrong one.
+    func entangle(_ passcodeKey: SecureBytes, binding: Data, generation: UInt64) throws -> SecureBytes
+
+    /// The counters a keybag of this root is bound to; nil when the root has nowhere to keep them
+    /// (the software root: a keybag put back is not noticed).
+    var anchor: (any KeybagAnchor)? { get }
+
+    /// Called before the root's file is removed by an erase: a hardware root revokes what it keeps, so
+    /// that no copy of the old files opens again.
+    func retire() throws
+}
+
+/// A passcode bound to a device root (`DeviceRoot.bindPasscode`).
+public struct PasscodeBinding: Sendable {
+    /// Stored in the keybag with the passcode's parameters.
+    public var binding: Data
+    /// What `entangle` returns for this passcode: the key of the passcode-protected class keys.
+    public var entangled: SecureBytes
+
+    public init(binding: Data, entangled: SecureBytes) {
+        self.binding = binding
+        self.entangled = entangled
+    }
+}
+
+/// Monotonic counters outside the keychain's files (a TPM's NV counters) that the keybag records, so
+/// that an older keybag put back is refused: `writes` moves on with every keybag write (the failed
+/// attempts), `generation` with every passcode change and erase (the keybag's secret).
+public protocol KeybagAnchor: Sendable {
+    func generation() throws -> UInt64
+    func writes() throws -> UInt64
+    /// Adds one and returns the new value.
+    func advanceGeneration() throws -> UInt64
+    func advanceWrites() throws -> UInt64
+}
+
+/// Opens the device root of a keychain directory: the software one by default; the daemon's knows the
+/// TPM too.
+public protocol DeviceRootProvider: Sendable {
+    /// The root whose file is at `path`; a new one when there is none and `create` is true.
+    func openRoot(path: String, create: Bool) throws -> any DeviceRoot
 }

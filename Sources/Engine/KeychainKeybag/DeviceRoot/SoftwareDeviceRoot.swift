@@ -12,6 +12,7 @@ import KeychainSystem
 /// backup that includes it. That is what the TPM backend is for.
 public final class SoftwareDeviceRoot: DeviceRoot {
     public let deviceIdentifier: Data
+    public let summary: String
     private let wrappingKey: SecureBytes
     private let entanglingKey: HMACKey
     private let authenticationKey: HMACKey
@@ -65,6 +66,7 @@ public final class SoftwareDeviceRoot: DeviceRoot {
         }
         let root = fileContents.withUnsafeBytes { SecureBytes(copying: $0[Self.headerSize...]) }
         deviceIdentifier = header.suffix(16)
+        summary = "software (\(path))"
         wrappingKey = try KeyDerivation.hkdf(key: root, info: "swift-keychain root wrap v1").pinnedCopy()
         entanglingKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root entangle v1"))
         authenticationKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root mac v1"))
@@ -82,7 +84,34 @@ public final class SoftwareDeviceRoot: DeviceRoot {
         }
     }
 
-    public func entangle(_ passcodeKey: SecureBytes) throws -> SecureBytes {
+    /// The software root keeps nothing outside its file: an old keybag copy is not noticed.
+    public var anchor: (any KeybagAnchor)? { nil }
+
+    public func retire() throws {}
+
+    /// Wrapped like any key: the software root cannot make an old generation unreadable (a copy of the
+    /// directory with its root file opens every generation it holds).
+    public func sealKeybagSecret(_ secret: SecureBytes, generation: UInt64) throws -> Data {
+        try wrap(secret, context: Self.keybagSecretContext(generation))
+    }
+
+    public func openKeybagSecret(_ sealed: Data, generation: UInt64) throws -> SecureBytes {
+        try unwrap(sealed, context: Self.keybagSecretContext(generation))
+    }
+
+    private static func keybagSecretContext(_ generation: UInt64) -> Data {
+        var writer = ByteWriter()
+        writer.writeRaw(Data("swift-keychain keybag secret v1".utf8))
+        writer.write(generation)
+        return writer.data
+    }
+
+    /// Nothing to bind: a wrong passcode shows only when the class keys do not open.
+    public func bindPasscode(_ passcodeKey: SecureBytes, generation: UInt64) throws -> PasscodeBinding {
+        PasscodeBinding(binding: Data(), entangled: try entangle(passcodeKey, binding: Data(), generation: generation))
+    }
+
+    public func entangle(_ passcodeKey: SecureBytes, binding: Data, generation: UInt64) throws -> SecureBytes {
         try SecureBytes(count: 32) { out in
             try passcodeKey.withUnsafeBytes { try entanglingKey.authenticationCode([$0], into: out) }
         }
@@ -90,5 +119,39 @@ public final class SoftwareDeviceRoot: DeviceRoot {
 
     public func authenticate(_ data: Data) throws -> Data {
         try authenticationKey.authenticationCode(data)
+    }
+
+    /// The magic that starts a software root's file, for telling the kinds of root apart.
+    public static let fileMagic = magic
+}
+
+/// Opens software roots only: a keychain whose root is a TPM is refused with the reason (the TPM is
+/// the daemon's, see docs/tpm.md).
+public struct SoftwareDeviceRootProvider: DeviceRootProvider {
+    public init() {}
+
+    public func openRoot(path: String, create: Bool) throws -> any DeviceRoot {
+        if let magic = try DeviceRootFile.magic(at: path), magic != SoftwareDeviceRoot.fileMagic {
+            if magic == DeviceRootFile.tpmMagic {
+                throw KeybagError.deviceRootUnavailable(
+                    "this keychain's device root is a TPM, which only securityd uses (start it with --tpm)")
+            }
+            throw KeybagError.corrupt("device root \(path) is not a device root file")
+        }
+        return try SoftwareDeviceRoot.load(path: path, create: create)
+    }
+}
+
+/// What every kind of root file shares: a four-byte magic naming its kind.
+public enum DeviceRootFile {
+    /// The magic of a TPM root's file.
+    public static let tpmMagic = Data("SKTR".utf8)
+
+    /// The first four bytes of the root file at `path`; nil when there is none.
+    public static func magic(at path: String) throws -> Data? {
+        let directory = try SecureFiles.trustedPath((path as NSString).deletingLastPathComponent)
+        let file = (directory as NSString).appendingPathComponent((path as NSString).lastPathComponent)
+        guard let contents = try SecureFiles.readSecret(file) else { return nil }
+        return contents.withUnsafeBytes { Data($0.prefix(4)) }
     }
 }

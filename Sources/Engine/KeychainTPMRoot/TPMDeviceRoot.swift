@@ -1,0 +1,209 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import KeychainEngine
+import KeychainKeybag
+import KeychainSystem
+import KeychainTPM
+
+/// The device root in a TPM 2.0: the Secure Enclave's part, played by the chip.
+///
+/// - The root secret is a data object sealed under the TPM's storage primary (`fixedTPM | fixedParent`):
+///   the root file holds only the sealed blob, which no other TPM (and this one after a clear) opens.
+/// - The keybag's secret is sealed with a policy on an NV counter (the generation): a passcode change
+///   or an erase moves the counter on, and the old secret, with every old keybag copy, is dead.
+/// - A passcode is the authorization of a dictionary-attack-protected object sealed for the same
+///   generation: the chip checks each guess and counts the wrong ones (`TPMLockoutPolicy`).
+/// - A second NV counter counts keybag writes, so a keybag put back (its failed attempts reset) is
+///   refused (`KeybagAnchor`).
+public final class TPMDeviceRoot: DeviceRoot {
+    public let deviceIdentifier: Data
+    public let summary: String
+    public let anchor: (any KeybagAnchor)?
+    private let tpm: TPM
+    private let file: TPMRootFile
+    private let wrappingKey: SecureBytes
+    private let authenticationKey: HMACKey
+
+    private init(tpm: TPM, file: TPMRootFile, rootSecret: SecureBytes) throws {
+        self.tpm = tpm
+        self.file = file
+        deviceIdentifier = file.deviceIdentifier
+        let identity = (try? tpm.identity()).map { " \($0.manufacturer) \($0.vendor), firmware \($0.firmware)" } ?? ""
+        summary = "TPM 2.0 (\(tpm.tcti))\(identity)"
+        anchor = TPMCounters(
+            tpm: tpm, generationHandle: file.generationCounter, writesHandle: file.writesCounter)
+        wrappingKey = try KeyDerivation.hkdf(key: rootSecret, info: "swift-keychain tpm root wrap v1").pinnedCopy()
+        authenticationKey = try HMACKey(
+            key: KeyDerivation.hkdf(key: rootSecret, info: "swift-keychain tpm root mac v1"))
+    }
+
+    /// Makes a new root in `tpm` and writes its file at `path` (which must not exist): the root
+    /// secret sealed, two NV counters defined, the lockout parameters set where the TPM lets us.
+    public static func create(tpm: TPM, path: String, lockout: TPMLockoutPolicy) throws -> TPMDeviceRoot {
+        try translating {
+            lockout.apply(to: tpm)
+            let rootSecret = try SecureBytes(randomCount: 32)
+            let sealed = try tpm.seal(
+                rootSecret, authorization: nil, policy: TPMSealPolicy(), dictionaryAttackProtected: false)
+            let generation = try defineCounter(tpm)
+            let writes: UInt32
+            do {
+                writes = try defineCounter(tpm)
+            } catch {
+                try? tpm.undefineIndex(generation)
+                throw error
+            }
+            let file = TPMRootFile(
+                deviceIdentifier: try Random.bytes(16), primaryName: tpm.primaryName, generationCounter: generation,
+                writesCounter: writes, rootSecret: sealed)
+            do {
+                guard try SecureFiles.createExclusively(SecureBytes(copying: file.encoded()), at: path) else {
+                    throw KeybagError.io("device root \(path) was created by another process at the same time")
+                }
+            } catch {
+                try? tpm.undefineIndex(generation)
+                try? tpm.undefineIndex(writes)
+                throw error
+            }
+            return try TPMDeviceRoot(tpm: tpm, file: file, rootSecret: rootSecret)
+        }
+    }
+
+    /// Opens the root whose file is `contents`: the TPM must be the one it was made in.
+    public static func load(tpm: TPM, contents: Data, path: String) throws -> TPMDeviceRoot {
+        try translating {
+            let file = try TPMRootFile.decode(contents, path: path)
+            guard ConstantTime.equal(file.primaryName, tpm.primaryName) else {
+                throw KeybagError.deviceRootUnavailable(
+                    "the TPM at \(tpm.tcti) is not the one this keychain was made in, or it was cleared since: "
+                        + "its storage key differs, so the keychain's keys are gone")
+            }
+            let rootSecret = try tpm.unseal(file.rootSecret, authorization: nil, policy: TPMSealPolicy())
+            return try TPMDeviceRoot(tpm: tpm, file: file, rootSecret: rootSecret)
+        }
+    }
+
+    private static func defineCounter(_ tpm: TPM) throws -> UInt32 {
+        for _ in 0..<16 {
+            let span = TPM.counterHandles.upperBound - TPM.counterHandles.lowerBound
+            let handle = TPM.counterHandles.lowerBound + UInt32.random(in: 0...span)
+            do {
+                _ = try tpm.defineCounter(at: handle)
+                return handle
+            } catch let error as TPMError where error.code == .alreadyDefined {
+                continue
+            }
+        }
+        throw KeybagError.deviceRootUnavailable("no free NV handle for the keychain's counters")
+    }
+
+    // MARK: DeviceRoot
+
+    public func wrap(_ key: SecureBytes, context: Data) throws -> Data {
+        try AESGCM.seal(key, key: wrappingKey, authenticating: deviceIdentifier + context)
+    }
+
+    public func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes {
+        do {
+            return try AESGCM.openSecure(wrapped, key: wrappingKey, authenticating: deviceIdentifier + context)
+        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
+            throw KeybagError.foreignDevice("a key was not wrapped by this device's root")
+        }
+    }
+
+    public func authenticate(_ data: Data) throws -> Data { try authenticationKey.authenticationCode(data) }
+
+    public func sealKeybagSecret(_ secret: SecureBytes, generation: UInt64) throws -> Data {
+        try Self.translating {
+            try tpm.seal(
+                secret, authorization: nil, policy: generationPolicy(generation, passcode: false),
+                dictionaryAttackProtected: false
+            ).encoded()
+        }
+    }
+
+    public func openKeybagSecret(_ sealed: Data, generation: UInt64) throws -> SecureBytes {
+        try Self.translating {
+            try tpm.unseal(
+                TPMSealedObject.decode(sealed), authorization: nil,
+                policy: generationPolicy(generation, passcode: false))
+        }
+    }
+
+    public func bindPasscode(_ passcodeKey: SecureBytes, generation: UInt64) throws -> PasscodeBinding {
+        try Self.translating {
+            let secret = try SecureBytes(randomCount: 32)
+            let sealed = try tpm.seal(
+                secret, authorization: passcodeKey, policy: generationPolicy(generation, passcode: true),
+                dictionaryAttackProtected: true)
+            return PasscodeBinding(binding: sealed.encoded(), entangled: try Self.mix(secret, passcodeKey))
+        }
+    }
+
+    public func entangle(_ passcodeKey: SecureBytes, binding: Data, generation: UInt64) throws -> SecureBytes {
+        try Self.translating {
+            let object = try TPMSealedObject.decode(binding)
+            let secret: SecureBytes
+            do {
+                secret = try tpm.unseal(
+                    object, authorization: passcodeKey, policy: generationPolicy(generation, passcode: true))
+            } catch let error as TPMError where error.code == .authorizationFailed {
+                throw KeybagError.wrongPasscode(failedAttempts: 0)
+            } catch let error as TPMError where error.code == .lockout {
+                // At most one recovery interval until the chip checks a passcode again.
+                let wait = (try? tpm.lockoutState()).map { Int($0.recoveryTime) } ?? 0
+                throw KeybagError.deviceRootLockedOut(retryAfter: max(wait, 1))
+            }
+            return try Self.mix(secret, passcodeKey)
+        }
+    }
+
+    public func retire() throws {
+        try Self.translating {
+            // Moved on before they go: a counter defined again later starts above every value these
+            // held, so no old policy is ever met again.
+            for handle in [file.generationCounter, file.writesCounter] {
+                _ = try? tpm.incrementCounter(handle)
+                try tpm.undefineIndex(handle)
+            }
+        }
+    }
+
+    /// The key the passcode-protected class keys are wrapped with: the chip's secret, released only
+    /// for the right passcode, keyed with the passcode key.
+    private static func mix(_ secret: SecureBytes, _ passcodeKey: SecureBytes) throws -> SecureBytes {
+        let key = try HMACKey(key: secret, pinned: false)
+        return try SecureBytes(count: 32) { out in
+            try passcodeKey.withUnsafeBytes { try key.authenticationCode([$0], into: out) }
+        }
+    }
+
+    private func generationPolicy(_ generation: UInt64, passcode: Bool) -> TPMSealPolicy {
+        TPMSealPolicy(counter: (file.generationCounter, generation), authorizationValue: passcode)
+    }
+
+    /// The TPM's errors as the keybag's: what a caller can act on, with the TPM's reason kept.
+    static func translating<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as TPMError {
+            switch error.code {
+            case .authorizationFailed: throw KeybagError.wrongPasscode(failedAttempts: 0)
+            case .lockout: throw KeybagError.deviceRootLockedOut(retryAfter: 0)
+            case .policyFailed:
+                throw KeybagError.rolledBack("the TPM refuses a key of an earlier keybag generation (\(error.reason))")
+            case .foreignObject:
+                throw KeybagError.deviceRootUnavailable(
+                    "a key sealed in the keychain was not made by this TPM, or was edited (\(error.reason))")
+            case .missing:
+                throw KeybagError.deviceRootUnavailable(
+                    "an NV counter of the keychain is gone from the TPM: deleted by another program, or the TPM was cleared (\(error.reason))"
+                )
+            case .unreachable: throw KeybagError.deviceRootUnavailable("the TPM does not answer: \(error.reason)")
+            case .alreadyDefined, .failed: throw KeybagError.deviceRootUnavailable(error.reason)
+            }
+        }
+    }
+}

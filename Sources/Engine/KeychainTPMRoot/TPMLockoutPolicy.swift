@@ -1,0 +1,39 @@
+import KeychainEngine
+import KeychainTPM
+
+/// The TPM's dictionary-attack parameters that a new TPM root sets: how many wrong passcodes the chip
+/// takes before it refuses every one, and how fast it forgives them.
+///
+/// The defaults: 32 tries, then one more every 10 minutes (144 a day, so a 6-digit passcode takes
+/// about 19 years on average even for root with the chip in hand); the lockout authorization, if
+/// guessed wrong, waits a day. The parameters are the TPM's own, shared by everything that uses it:
+/// they are set only with an empty lockout authorization (as a new TPM has), and otherwise left as
+/// the machine's owner set them (and logged). The keychain's escalating delays and its optional erase
+/// after ten failures apply on top, for every caller that does not go around the keychain's own code.
+public struct TPMLockoutPolicy: Sendable, Equatable {
+    public var maxTries: UInt32
+    /// Seconds after which the chip forgets one wrong passcode.
+    public var recoveryTime: UInt32
+    public var lockoutRecovery: UInt32
+
+    public init(maxTries: UInt32 = 32, recoveryTime: UInt32 = 600, lockoutRecovery: UInt32 = 86_400) {
+        self.maxTries = maxTries
+        self.recoveryTime = recoveryTime
+        self.lockoutRecovery = lockoutRecovery
+    }
+
+    public static let standard = TPMLockoutPolicy()
+
+    func apply(to tpm: TPM) {
+        do {
+            try tpm.setLockoutParameters(
+                maxTries: maxTries, recoveryTime: recoveryTime, lockoutRecovery: lockoutRecovery)
+        } catch {
+            let state = (try? tpm.lockoutState()).map {
+                "\($0.maxTries) tries, one forgiven every \($0.recoveryTime) s"
+            }
+            KeychainLog.error(
+                "the TPM's dictionary-attack parameters were left as they are (\(state ?? "unknown")): \(error)")
+        }
+    }
+}

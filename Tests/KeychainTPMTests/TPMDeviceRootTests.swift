@@ -1,0 +1,322 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import KeychainEngine
+import KeychainKeybag
+import KeychainTPM
+import KeychainTPMRoot
+import KeychainTestSupport
+import XCTest
+
+/// A keychain whose device root is a TPM (a swtpm of the test's own), and the attacks the software
+/// root does not stop, replayed against it.
+final class TPMDeviceRootTests: XCTestCase {
+    private var softwareTPM: SoftwareTPM!
+    private var tpm: TPM!
+    private var directory: String!
+    private let client = ClientIdentity(accessGroups: ["TEAM.app"])
+    /// Small numbers, so a test reaches the lockout and sees it lift.
+    private let lockout = TPMLockoutPolicy(maxTries: 3, recoveryTime: 2, lockoutRecovery: 2)
+
+    override func setUpWithError() throws {
+        try XCTSkipUnless(SoftwareTPM.isAvailable, "swtpm is not installed (apt-get install swtpm swtpm-tools)")
+        setenv("TSS2_LOG", "all+NONE", 1)
+        KeychainLog.setSink { _ in }
+        softwareTPM = try SoftwareTPM()
+        tpm = try TPM(tcti: softwareTPM.tcti)
+        directory = NSTemporaryDirectory() + "tpm-root-" + UUID().uuidString
+    }
+
+    override func tearDown() {
+        tpm = nil
+        softwareTPM?.stop()
+        KeychainLog.setSink(nil)
+        if let directory { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    private func open(_ directory: String? = nil, tpm: TPM? = nil) throws -> Keychain {
+        var options = KeychainOptions(passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
+        options.deviceRoots = TPMDeviceRootProvider(tpm: tpm ?? self.tpm, lockout: lockout)
+        return try Keychain(directory: directory ?? self.directory, options: options)
+    }
+
+    private func item(_ account: String, secret: String? = nil, protection: String = "ak") -> [String: ItemValue] {
+        var query: [String: ItemValue] = [
+            "class": .string("genp"), "svce": .string("tpm"), "acct": .string(account), "pdmn": .string(protection),
+        ]
+        if let secret { query["v_Data"] = .data(Data(secret.utf8)) }
+        return query
+    }
+
+    private func read(_ account: String, in keychain: Keychain, protection: String = "ak") throws -> String? {
+        var query = item(account, protection: protection)
+        query["r_Data"] = .bool(true)
+        return try keychain.copyMatching(query, client: client)?.bytes.map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    private func assertCode(
+        _ code: KeychainError.Code, _ body: () throws -> Void, containing text: String? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertThrowsError(try body(), file: file, line: line) { error in
+            let failure = error as? KeychainError
+            XCTAssertEqual(failure?.code, code, "\(error)", file: file, line: line)
+            if let text { XCTAssertTrue("\(error)".contains(text), "\(error)", file: file, line: line) }
+        }
+    }
+
+    private func copyDirectory(to target: String) throws {
+        try FileManager.default.copyItem(atPath: directory, toPath: target)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: target) }
+    }
+
+    private func replace(_ name: String, from saved: String) throws {
+        let path = directory + "/" + name
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.copyItem(atPath: saved + "/" + name, toPath: path)
+    }
+
+    func testTheRootIsSealedInTheTPMAndItemsWorkAsWithTheSoftwareRoot() throws {
+        let keychain = try open()
+        _ = try keychain.add(item("a", secret: "s3cret", protection: "ck"), client: client)
+        XCTAssertEqual(try read("a", in: keychain, protection: "ck"), "s3cret")
+        let rootFile = try Data(contentsOf: URL(fileURLWithPath: directory + "/device-root"))
+        XCTAssertEqual(rootFile.prefix(4), Data("SKTR".utf8))
+        XCTAssertTrue(keychain.deviceRootSummary.hasPrefix("TPM 2.0 (\(softwareTPM.tcti))"), keychain.deviceRootSummary)
+        // A restart of the keychain (a new process) finds the same root in the same TPM.
+        let again = try open()
+        XCTAssertEqual(try read("a", in: again, protection: "ck"), "s3cret")
+        // The embedded keychain's provider refuses a TPM root with the reason, never a silent fallback.
+        assertCode(.notAvailable, { _ = try Keychain(directory: directory) }, containing: "TPM")
+    }
+
+    func testACopyOfTheDirectoryOpensNothingOnAnotherMachine() throws {
+        let keychain = try open()
+        _ = try keychain.add(item("a", secret: "s3cret", protection: "ck"), client: client)
+        let copy = directory + "-copy"
+        try copyDirectory(to: copy)
+        let otherMachine = try SoftwareTPM()
+        defer { otherMachine.stop() }
+        let otherTPM = try TPM(tcti: otherMachine.tcti)
+        assertCode(
+            .notAvailable, { _ = try open(copy, tpm: otherTPM) }, containing: "not the one this keychain was made in")
+        // Even with the storage key's name forged, the sealed root is the first TPM's alone.
+        XCTAssertThrowsError(
+            try TPMDeviceRoot.load(
+                tpm: otherTPM,
+                contents: forgedPrimaryName(
+                    Data(contentsOf: URL(fileURLWithPath: copy + "/device-root")), otherTPM.primaryName),
+                path: copy + "/device-root"))
+    }
+
+    /// The root file with another storage-key name, as someone editing the copy would write it.
+    private func forgedPrimaryName(_ contents: Data, _ name: Data) -> Data {
+        var reader = ByteReader(contents)
+        guard let head = try? reader.readRaw(21), let old = try? reader.readBytes() else { return contents }
+        var writer = ByteWriter()
+        writer.writeRaw(head)
+        writer.writeBytes(name)
+        writer.writeRaw(contents.suffix(from: contents.startIndex + 21 + 4 + old.count))
+        return writer.data
+    }
+
+    func testAKeybagPutBackAfterWrongGuessesIsRefused() throws {
+        var keychain: Keychain? = try open()
+        try keychain?.setPasscode("1234", current: nil)
+        let saved = directory + "-saved"
+        try copyDirectory(to: saved)
+        for guess in ["0000", "1111"] {
+            assertCode(.authenticationFailed, { try keychain?.unlock(passcode: guess) })
+        }
+        XCTAssertEqual(keychain?.status.failedAttempts, 2)
+        keychain = nil
+        try replace("keybag", from: saved)
+        assertCode(.notAvailable, { _ = try open() }, containing: "an older copy was put back")
+    }
+
+    func testTheOldPasscodeOpensNothingAfterAChange() throws {
+        let keychain = try open()
+        try keychain.setPasscode("1111", current: nil)
+        _ = try keychain.add(item("a", secret: "s3cret"), client: client)
+        let before = try KeybagSnapshot(directory + "/keybag")
+        try keychain.setPasscode("2222", current: "1111")
+        // The old keybag's passcode binding, with the old passcode, straight to the root: the chip
+        // refuses it, since the generation it was sealed for has passed.
+        let root = try TPMDeviceRootProvider(tpm: tpm).openRoot(path: directory + "/device-root", create: false)
+        let stretched = try PasscodeFunction.scrypt(logN: 4, r: 1, p: 1).derive(
+            SecureBytes(copying: Array("1111".utf8)), salt: before.salt)
+        XCTAssertThrowsError(try root.entangle(stretched, binding: before.binding, generation: before.generation)) {
+            guard case KeybagError.rolledBack = $0 else { return XCTFail("\($0)") }
+        }
+        // And the old keybag's own secret is dead too: its class keys open nowhere.
+        XCTAssertThrowsError(try root.openKeybagSecret(before.secret, generation: before.generation))
+        // The new passcode works.
+        let reopened = try open()
+        try reopened.unlock(passcode: "2222")
+        XCTAssertEqual(try read("a", in: reopened), "s3cret")
+    }
+
+    func testTheChipCountsWrongPasscodesAndLocksOutAtTheStatedRate() throws {
+        let keychain = try open()
+        try keychain.setPasscode("1234", current: nil)
+        let snapshot = try KeybagSnapshot(directory + "/keybag")
+        let root = try TPMDeviceRootProvider(tpm: tpm).openRoot(path: directory + "/device-root", create: false)
+        // A guessing loop that goes around the keychain's own delays, straight to the chip.
+        var checked = 0
+        var refused = 0
+        let start = Date()
+        while Date().timeIntervalSince(start) < 5 {
+            let guess = try SecureBytes(randomCount: 32)
+            do {
+                _ = try root.entangle(guess, binding: snapshot.binding, generation: snapshot.generation)
+                XCTFail("a random key opened the passcode binding")
+            } catch KeybagError.wrongPasscode {
+                checked += 1
+            } catch KeybagError.deviceRootLockedOut(let seconds) {
+                refused += 1
+                XCTAssertEqual(seconds, 2)
+                usleep(100_000)
+            }
+        }
+        // Three tries, then one more every two seconds: at most 3 + 5 / 2 + 1 in five seconds.
+        XCTAssertGreaterThanOrEqual(checked, 3)
+        XCTAssertLessThanOrEqual(checked, 3 + 3)
+        XCTAssertGreaterThan(refused, 0)
+        // Into the lockout again (a try may have been forgiven since the loop's last one).
+        while true {
+            do {
+                _ = try root.entangle(
+                    try SecureBytes(randomCount: 32), binding: snapshot.binding, generation: snapshot.generation)
+            } catch KeybagError.wrongPasscode {
+                continue
+            } catch KeybagError.deviceRootLockedOut {
+                break
+            }
+        }
+        // In lockout even the right passcode is not checked: the keychain says so and counts nothing.
+        let failures = keychain.status.failedAttempts
+        assertCode(.authenticationFailed, { try keychain.unlock(passcode: "1234") }, containing: "lockout")
+        XCTAssertEqual(keychain.status.failedAttempts, failures)
+        sleep(3)
+        try keychain.unlock(passcode: "1234")
+    }
+
+    func testTheFilesAloneGiveAnOfflineGuesserNothingToRunAgainst() throws {
+        let keychain = try open()
+        try keychain.setPasscode("1234", current: nil)
+        let snapshot = try KeybagSnapshot(directory + "/keybag")
+        // The right passcode, stretched as the keybag says: without the chip's secret it opens no class
+        // key (the software root would entangle it with a key in its file; here that key is in the TPM).
+        let stretched = try PasscodeFunction.scrypt(logN: 4, r: 1, p: 1).derive(
+            SecureBytes(copying: Array("1234".utf8)), salt: snapshot.salt)
+        XCTAssertThrowsError(
+            try AESGCM.openSecure(snapshot.classABlob, key: stretched, authenticating: snapshot.classAContext))
+        // A software root cannot be made to read the TPM root's file.
+        XCTAssertThrowsError(try SoftwareDeviceRoot.load(path: directory + "/device-root", create: false))
+    }
+
+    func testAClearedTPMAndADeletedCounterAreNamedNotMistaken() throws {
+        let keychain = try open()
+        _ = try keychain.add(item("a", secret: "s3cret", protection: "dk"), client: client)
+        let root = try TPMRootFileSnapshot(directory + "/device-root")
+        XCTAssertEqual(try softwareTPM.tool("tpm2_nvundefine", [String(format: "0x%x", root.writesCounter)]), 0)
+        assertCode(.notAvailable, { _ = try open() }, containing: "NV counter of the keychain is gone")
+        XCTAssertEqual(try softwareTPM.tool("tpm2_clear", []), 0)
+        let afterClear = try TPM(tcti: softwareTPM.tcti)
+        assertCode(.notAvailable, { _ = try open(tpm: afterClear) }, containing: "cleared")
+    }
+
+    func testATPMThatGoesAwayGivesAStatusAndComesBack() throws {
+        let keychain = try open()
+        try keychain.setPasscode("1234", current: nil)
+        softwareTPM.kill()
+        assertCode(.notAvailable, { try keychain.unlock(passcode: "1234") }, containing: "does not answer")
+        XCTAssertEqual(keychain.status.failedAttempts, 0, "an attempt the TPM never saw is not counted")
+        try softwareTPM.start()
+        try keychain.unlock(passcode: "1234")
+        XCTAssertEqual(keychain.status.lockState, .unlocked)
+    }
+
+    func testAGarbageTCTIIsRefusedWithAReason() {
+        for tcti in ["", "garbage", "swtpm:path=/nonexistent/sock", "device:/dev/null-not-a-tpm"] {
+            XCTAssertThrowsError(try TPM(tcti: tcti)) { error in
+                XCTAssertEqual((error as? TPMError)?.code, .unreachable, "\(tcti): \(error)")
+            }
+        }
+    }
+
+    func testAnEraseIsCryptographic() throws {
+        let keychain = try open()
+        _ = try keychain.add(item("a", secret: "s3cret", protection: "dk"), client: client)
+        let saved = directory + "-saved"
+        try copyDirectory(to: saved)
+        try keychain.eraseAllContentAndSettings()
+        // The whole old directory put back: its counters are gone from the TPM, so its keys are too.
+        try FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.copyItem(atPath: saved, toPath: directory)
+        assertCode(.notAvailable, { _ = try open() })
+    }
+}
+
+/// The parts of a keybag file these tests hand to the root directly.
+private struct KeybagSnapshot {
+    var generation: UInt64
+    var salt: Data
+    var binding: Data
+    var secret: Data
+    var classABlob: Data
+    var classAContext: Data
+
+    /// Reads format 3 (see KeybagFile): the fields up to the class keys, skipping the MAC check.
+    init(_ path: String) throws {
+        var reader = ByteReader(try Data(contentsOf: URL(fileURLWithPath: path)))
+        _ = try reader.readRaw(5)
+        let identifier = try reader.readRaw(16)
+        _ = try reader.readRaw(16)
+        generation = try reader.read()
+        _ = try reader.read() as UInt64
+        secret = try reader.readBytes()
+        guard try reader.read() as UInt8 == 1, try reader.read() as UInt8 == 2 else {
+            throw TestDaemon.Failure(description: "no scrypt passcode in the keybag")
+        }
+        _ = try reader.read() as UInt8
+        _ = try reader.read() as UInt32
+        _ = try reader.read() as UInt32
+        salt = try reader.readBytes()
+        binding = try reader.readBytes()
+        _ = try reader.read() as UInt32
+        _ = try reader.read() as Double
+        _ = try reader.readRaw(16)
+        _ = try reader.read() as UInt64
+        _ = try reader.read() as UInt8
+        let count: UInt8 = try reader.read()
+        var blob = Data()
+        for _ in 0..<count {
+            let number: UInt8 = try reader.read()
+            _ = try reader.read() as UInt8
+            let wrapped = try reader.readBytes()
+            if number == 6 { blob = wrapped }
+        }
+        classABlob = blob
+        var context = Data("class-key".utf8)
+        context.append(identifier)
+        context.append(6)
+        context.append(1)
+        classAContext = context
+    }
+}
+
+/// The counters' handles from a TPM root file.
+private struct TPMRootFileSnapshot {
+    var generationCounter: UInt32
+    var writesCounter: UInt32
+
+    init(_ path: String) throws {
+        var reader = ByteReader(try Data(contentsOf: URL(fileURLWithPath: path)))
+        _ = try reader.readRaw(21)
+        _ = try reader.readBytes()
+        generationCounter = try reader.read()
+        writesCounter = try reader.read()
+    }
+}

@@ -1,0 +1,62 @@
+import KeychainBytes
+import KeychainCrypto
+import KeychainTPM
+import KeychainTestSupport
+import XCTest
+
+final class TPMTests: XCTestCase {
+    private var softwareTPM: SoftwareTPM!
+    private var tpm: TPM!
+
+    override func setUpWithError() throws {
+        try XCTSkipUnless(SoftwareTPM.isAvailable, "swtpm is not installed (apt-get install swtpm swtpm-tools)")
+        setenv("TSS2_LOG", "all+NONE", 1)
+        softwareTPM = try SoftwareTPM()
+        tpm = try TPM(tcti: softwareTPM.tcti)
+    }
+
+    override func tearDown() {
+        tpm = nil
+        softwareTPM?.stop()
+    }
+
+    func testASealedSecretComesBackOnlyWithItsAuthorization() throws {
+        let secret = try SecureBytes(randomCount: 32)
+        let passcode = SecureBytes(copying: Array("right".utf8))
+        try tpm.setLockoutParameters(maxTries: 5, recoveryTime: 1, lockoutRecovery: 1)
+        let sealed = try tpm.seal(
+            secret, authorization: passcode, policy: TPMSealPolicy(authorizationValue: true),
+            dictionaryAttackProtected: true)
+        let opened = try tpm.unseal(sealed, authorization: passcode, policy: TPMSealPolicy(authorizationValue: true))
+        XCTAssertTrue(opened.constantTimeEquals(secret))
+        XCTAssertThrowsError(
+            try tpm.unseal(
+                sealed, authorization: SecureBytes(copying: Array("wrong".utf8)),
+                policy: TPMSealPolicy(authorizationValue: true))
+        ) { error in
+            XCTAssertEqual((error as? TPMError)?.code, .authorizationFailed, "\(error)")
+        }
+        XCTAssertEqual(try tpm.lockoutState().failures, 1)
+    }
+
+    func testACounterPolicyDiesWhenTheCounterMovesOn() throws {
+        let handle = TPM.counterHandles.lowerBound + 0x1234
+        let value = try tpm.defineCounter(at: handle)
+        XCTAssertEqual(try tpm.readCounter(handle), value)
+        let secret = try SecureBytes(randomCount: 32)
+        let policy = TPMSealPolicy(counter: (handle, value))
+        let sealed = try tpm.seal(secret, authorization: nil, policy: policy, dictionaryAttackProtected: false)
+        XCTAssertTrue(try tpm.unseal(sealed, authorization: nil, policy: policy).constantTimeEquals(secret))
+        XCTAssertEqual(try tpm.incrementCounter(handle), value + 1)
+        XCTAssertThrowsError(try tpm.unseal(sealed, authorization: nil, policy: policy)) { error in
+            XCTAssertEqual((error as? TPMError)?.code, .policyFailed, "\(error)")
+        }
+        XCTAssertThrowsError(try tpm.defineCounter(at: handle)) { error in
+            XCTAssertEqual((error as? TPMError)?.code, .alreadyDefined, "\(error)")
+        }
+        try tpm.undefineIndex(handle)
+        XCTAssertThrowsError(try tpm.readCounter(handle)) { error in
+            XCTAssertEqual((error as? TPMError)?.code, .missing, "\(error)")
+        }
+    }
+}
