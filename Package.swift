@@ -108,7 +108,8 @@ let package = Package(
             name: "KeychainDaemon",
             dependencies: [
                 "CProcessControl", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainSystem", "KeychainWire",
-                "KeychainKeybag", "KeychainEngine", "KeychainAuthenticators", "KeychainDBus",
+                "KeychainKeybag", "KeychainEngine", "KeychainAuthenticators", "KeychainDBus", "KeychainTPM",
+                "KeychainTPMRoot",
             ],
             path: "Sources/Service/KeychainDaemon"
         ),
@@ -127,7 +128,10 @@ let package = Package(
             path: "Sources/Facade/LocalAuthentication"),
         .executableTarget(
             name: "securityd",
-            dependencies: ["KeychainDaemon", "KeychainDBus", "KeychainBytes", "KeychainSystem", "CProcessControl"],
+            dependencies: [
+                "KeychainDaemon", "KeychainDBus", "KeychainBytes", "KeychainSystem", "CProcessControl",
+                "KeychainTPMRoot",
+            ],
             path: "Sources/Programs/securityd"),
         .executableTarget(
             name: "keychain-bench",

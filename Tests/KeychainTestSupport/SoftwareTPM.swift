@@ -58,6 +58,11 @@ public final class SoftwareTPM: @unchecked Sendable {
         throw TestDaemon.Failure(description: "swtpm did not write its pid and socket")
     }
 
+    /// Lets `uid` reach the TPM (its directory and socket), for a daemon that runs as that user.
+    public func allow(uid: uid_t) {
+        for path in [directory, socketPath, socketPath + ".ctrl"] { chown(path, uid, uid) }
+    }
+
     /// Kills the TPM process at once (no orderly shutdown), keeping its state.
     public func kill() {
         guard pid > 0 else { return }

@@ -27,12 +27,18 @@ public struct KeybagStatus: Sendable, Equatable {
     public var nextAttemptAllowed: Date?
     /// Whether the erase after `failuresBeforeErase` failures is on.
     public var wipeAfterFailures: Bool
+    /// Names the device root the keybag is wrapped by: software (and its file) or a TPM (and which).
+    public var deviceRoot: String
 
     /// A snapshot as the keybag reports it.
-    public init(lockState: LockState, failedAttempts: Int, nextAttemptAllowed: Date?, wipeAfterFailures: Bool) {
+    public init(
+        lockState: LockState, failedAttempts: Int, nextAttemptAllowed: Date?, wipeAfterFailures: Bool,
+        deviceRoot: String = ""
+    ) {
         self.lockState = lockState
         self.failedAttempts = failedAttempts
         self.nextAttemptAllowed = nextAttemptAllowed
         self.wipeAfterFailures = wipeAfterFailures
+        self.deviceRoot = deviceRoot
     }
 }

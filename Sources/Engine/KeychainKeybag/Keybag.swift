@@ -103,7 +103,7 @@ public final class Keybag: Sendable {
             return KeybagStatus(
                 lockState: Keybag.lockState(state), failedAttempts: Int(state.file.failedAttempts),
                 nextAttemptAllowed: remaining > 0 ? Date(timeIntervalSince1970: now.wall + remaining) : nil,
-                wipeAfterFailures: state.file.wipeAfterFailures)
+                wipeAfterFailures: state.file.wipeAfterFailures, deviceRoot: root.summary)
         }
     }
 

@@ -153,6 +153,7 @@ struct StateVerbs {
         lines.append(
             "    erase after \(KeybagStatus.failuresBeforeErase) failed attempts: \(status.wipeAfterFailures ? "on" : "off")"
         )
+        if !status.deviceRoot.isEmpty { lines.append("    device root: \(status.deviceRoot)") }
         print(lines.joined(separator: "\n"))
     }
 

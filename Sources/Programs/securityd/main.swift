@@ -9,6 +9,7 @@ import KeychainCrypto
 import KeychainDBus
 import KeychainDaemon
 import KeychainSystem
+import KeychainTPMRoot
 import Synchronization
 
 #if canImport(Glibc)
@@ -19,6 +20,7 @@ let usage = """
     usage: securityd [--system] [--home DIR] [--socket PATH] [--idle-lock SECONDS] [--follow-session-lock]
                      [--pinentry PROGRAM] [--biometry simulated|fprintd] [--companion simulated] [--development]
                      [--exit-with-parent] [--stall-timeout-ms MS] [--idle-timeout-ms MS]
+                     [--tpm TCTI|none] [--tpm-lockout TRIES:SECONDS]
            securityd --help | --version | --man
 
       (default)        serve this user's keychain (KEYCHAIN_HOME, else $XDG_DATA_HOME/keychain, else
@@ -47,6 +49,12 @@ let usage = """
                        drop a connection whose frame stalls midway for MS milliseconds (default 5000)
       --idle-timeout-ms MS
                        close a connection idle between requests for MS milliseconds (default 300000)
+      --tpm TCTI       make new keychains' device roots in this TPM (a tpm2-tss TCTI string:
+                       device:/dev/tpmrm0, swtpm:path=SOCKET); none: the software root only. Default:
+                       $KEYCHAIN_TPM, else /dev/tpmrm0 when it exists. A keychain made with a TPM root
+                       opens only with its TPM (docs/tpm.md)
+      --tpm-lockout T:S  the dictionary-attack parameters a new TPM root sets: T wrong passcodes, then
+                       one more every S seconds (default 32:600)
       --help           this text
       --version        the daemon's version
       --man            this text as a manual page (roff): securityd --man > securityd.8
@@ -69,6 +77,9 @@ var useFprintd = false
 var simulatedCompanion = false
 var stall = Duration.seconds(5)
 var idle = Duration.seconds(300)
+var tpmChoice: DaemonConfiguration.TPMChoice =
+    getenv("KEYCHAIN_TPM").map { String(cString: $0) }.map { $0 == "none" ? .none : .tcti($0) } ?? .automatic
+var tpmLockout = TPMLockoutPolicy.standard
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
 while let argument = arguments.next() {
     func value() -> String {
@@ -113,6 +124,15 @@ while let argument = arguments.next() {
     case "--idle-timeout-ms":
         guard let milliseconds = Int(value()), milliseconds > 0 else { fail("--idle-timeout-ms takes a number") }
         idle = .milliseconds(milliseconds)
+    case "--tpm":
+        let tcti = value()
+        tpmChoice = tcti == "none" ? DaemonConfiguration.TPMChoice.none : .tcti(tcti)
+    case "--tpm-lockout":
+        let parts = value().split(separator: ":").map { UInt32($0) }
+        guard parts.count == 2, let tries = parts[0], let seconds = parts[1], tries > 0, seconds > 0 else {
+            fail("--tpm-lockout takes TRIES:SECONDS, two positive numbers")
+        }
+        tpmLockout = TPMLockoutPolicy(maxTries: tries, recoveryTime: seconds, lockoutRecovery: max(seconds, 600))
     case "-h", "--help":
         print(usage, terminator: "")
         exit(0)
@@ -152,6 +172,11 @@ var configuration = DaemonConfiguration(
     idleTimeout: idle, stallTimeout: stall)
 configuration.useFprintd = useFprintd
 configuration.simulatedCompanion = simulatedCompanion
+configuration.tpm = tpmChoice
+configuration.tpmLockout = tpmLockout
+// The TPM stack logs every refused command to standard error, expected ones too (a wrong passcode):
+// its errors reach the daemon's log through the keychain's own messages instead.
+if getenv("TSS2_LOG") == nil { setenv("TSS2_LOG", "all+NONE", 1) }
 
 // The signals that stop the daemon are taken by the main thread alone (sigwait below): blocked here,
 // before any other thread starts, so that every thread inherits the mask.

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainTPMRoot
 
 /// How a daemon runs: for one user, or for the whole system.
 public struct DaemonConfiguration: Sendable {
@@ -31,6 +32,18 @@ public struct DaemonConfiguration: Sendable {
     public var useFprintd = false
     /// A simulated companion device (`--companion simulated`); none otherwise.
     public var simulatedCompanion = false
+    /// The TPM new keychains get their device root in, as a TCTI string (`--tpm`, `KEYCHAIN_TPM`):
+    /// `.automatic` uses `/dev/tpmrm0` when it exists; `.none`, no TPM (software roots only).
+    public var tpm: TPMChoice = .automatic
+    /// The dictionary-attack parameters a new TPM root sets (`--tpm-lockout`).
+    public var tpmLockout = TPMLockoutPolicy.standard
+
+    /// Which TPM the daemon uses.
+    public enum TPMChoice: Sendable, Equatable {
+        case automatic
+        case none
+        case tcti(String)
+    }
     /// Honour registry entries that trust an executable by path alone (rebuilt test binaries). Never
     /// the default; `security app list` says when it is on.
     public var development: Bool

@@ -6,6 +6,8 @@ import KeychainDBus
 import KeychainEngine
 import KeychainKeybag
 import KeychainSystem
+import KeychainTPM
+import KeychainTPMRoot
 import KeychainWire
 import Synchronization
 
@@ -23,6 +25,9 @@ public final class KeychainDaemon: Sendable {
     let stateChanges: StateChangePolicy
     /// System mode: the daemon's claim on its home directory.
     private let systemHomeLock = Mutex<OwnerLock?>(nil)
+    /// Opens every tenant's device root: one connection to the TPM for all of them (a TPM without a
+    /// resource manager serves one client, with three object slots).
+    let deviceRoots: TPMDeviceRootProvider
 
     /// What a second daemon on one of these keychains is told about this one.
     private var ownerRecord: String { "securityd pid \(getpid()), socket \(configuration.socketPath)" }
@@ -33,6 +38,8 @@ public final class KeychainDaemon: Sendable {
         self.configuration = configuration
         itemAccess = ItemAccessPolicy(development: configuration.development, tools: ToolRecognition())
         stateChanges = StateChangePolicy(mode: configuration.mode, development: configuration.development)
+        deviceRoots = TPMDeviceRootProvider(
+            tpm: try Self.connectTPM(configuration.tpm), lockout: configuration.tpmLockout)
         switch configuration.mode {
         case .user:
             _ = try tenant(for: ownUID)
@@ -48,6 +55,34 @@ public final class KeychainDaemon: Sendable {
             // that a second system daemon on it stops at once rather than at its first client.
             let lock = try OwnerLock.claim(directory: home, holder: ownerRecord)
             systemHomeLock.withLock { $0 = lock }
+        }
+    }
+
+    /// The TPM chosen: a TCTI given must work (the daemon does not start without it); the kernel's
+    /// resource manager, when it exists and none was given, is used if it answers, and otherwise
+    /// new keychains get the software root (logged).
+    private static func connectTPM(_ choice: DaemonConfiguration.TPMChoice) throws -> TPM? {
+        switch choice {
+        case .none:
+            return nil
+        case .tcti(let tcti):
+            do {
+                let tpm = try TPM(tcti: tcti)
+                DaemonLog.info("device roots of new keychains in the TPM at \(tcti)")
+                return tpm
+            } catch {
+                throw KeychainError.notAvailable("cannot use the TPM at \(tcti): \(error)")
+            }
+        case .automatic:
+            guard access("/dev/tpmrm0", F_OK) == 0 else { return nil }
+            do {
+                let tpm = try TPM(tcti: "device:/dev/tpmrm0")
+                DaemonLog.info("device roots of new keychains in the TPM at /dev/tpmrm0")
+                return tpm
+            } catch {
+                DaemonLog.error("/dev/tpmrm0 exists but cannot be used (\(error)): new keychains get the software root")
+                return nil
+            }
         }
     }
 
@@ -72,13 +107,15 @@ public final class KeychainDaemon: Sendable {
                 tenant = try Tenant(
                     uid: uid, directory: configuration.home, deviceRootPath: configuration.deviceRootPath,
                     pinentryProgram: configuration.pinentryProgram, fprintdBus: fprintdBus,
-                    simulatedCompanion: configuration.simulatedCompanion, owner: ownerRecord)
+                    simulatedCompanion: configuration.simulatedCompanion, deviceRoots: deviceRoots, owner: ownerRecord)
             case .system:
                 let directory = ((configuration.home as NSString).appendingPathComponent("users") as NSString)
                     .appendingPathComponent(String(uid))
                 tenant = try Tenant(
                     uid: uid, directory: directory, deviceRootPath: nil, pinentryProgram: configuration.pinentryProgram,
-                    fprintdBus: fprintdBus, simulatedCompanion: configuration.simulatedCompanion, owner: ownerRecord)
+                    fprintdBus: fprintdBus, simulatedCompanion: configuration.simulatedCompanion,
+                    deviceRoots: deviceRoots,
+                    owner: ownerRecord)
             }
             opened = tenant
             DaemonLog.info("serving the keychain of uid \(uid) in \(tenant.keychain.directory)")

@@ -2,6 +2,7 @@ import Foundation
 import KeychainAuthenticators
 import KeychainCore
 import KeychainEngine
+import KeychainKeybag
 import Synchronization
 
 #if canImport(Glibc)
@@ -20,7 +21,7 @@ final class Tenant: Sendable {
 
     init(
         uid: uid_t, directory: String, deviceRootPath: String?, pinentryProgram: String?, fprintdBus: String?,
-        simulatedCompanion: Bool, owner: String
+        simulatedCompanion: Bool, deviceRoots: any DeviceRootProvider, owner: String
     ) throws {
         self.uid = uid
         var fprintd: (bus: String, username: String)?
@@ -34,6 +35,7 @@ final class Tenant: Sendable {
             deviceRootPath: deviceRootPath, pinentryProgram: pinentryProgram, fprintd: fprintd,
             simulatedCompanion: simulatedCompanion, idleConnections: 64)
         options.owner = .daemon(holder: owner)
+        options.deviceRoots = deviceRoots
         keychain = try Keychain(directory: directory, options: options)
         let keychain = keychain
         registry = AppRegistry(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }

@@ -313,6 +313,7 @@ private struct PayloadWriter {
             writer.unsigned(UInt32(clamping: status.failedAttempts))
             writer.optional(status.nextAttemptAllowed) { $0.date($1) }
             writer.flag(status.wipeAfterFailures)
+            string(status.deviceRoot)
         case .location(let path):
             answerTag(.location)
             string(path)
@@ -508,7 +509,7 @@ private struct PayloadReader {
             return .status(
                 KeybagStatus(
                     lockState: LockStateCode.all[code], failedAttempts: Int(failures), nextAttemptAllowed: next,
-                    wipeAfterFailures: try flag()))
+                    wipeAfterFailures: try flag(), deviceRoot: try string()))
         case .location: return .location(try string())
         case .apps:
             let count = try read { (reader) throws(FormatError) in try reader.count() }

@@ -1,0 +1,49 @@
+import Foundation
+import KeychainTestSupport
+import XCTest
+
+/// securityd with a TPM root, run as its unit runs it (its own user, its address families), against a
+/// software TPM of the test's own.
+final class TPMDaemonTests: XCTestCase {
+    func testADaemonWithATPMRootServesAndReopensItsKeychain() throws {
+        try XCTSkipUnless(SoftwareTPM.isAvailable, "swtpm is not installed (apt-get install swtpm swtpm-tools)")
+        guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
+        let unit = try SystemdUnit(path: UserUnitTests.unitPath)
+        guard let sandbox = try AddressFamilyRestriction.prefix(allowing: unit.words("RestrictAddressFamilies")) else {
+            throw XCTSkip("needs cc for the address-family sandbox")
+        }
+        let tpm = try SoftwareTPM()
+        defer { tpm.stop() }
+        let user: uid_t = 4246
+        tpm.allow(uid: user)
+        let daemon = try TestDaemon(
+            arguments: Array(unit.words("ExecStart").dropFirst()) + ["--tpm", tpm.tcti, "--tpm-lockout", "5:2"],
+            user: user, privileges: unit.values("NoNewPrivileges") == ["yes"] ? ["--no-new-privs"] : [],
+            launcher: sandbox)
+        let security = ClientPrograms.built("security")
+        var result = try ClientPrograms.run(security, ["show-keychain-info"], daemon: daemon, user: user)
+        XCTAssertEqual(result.status, 0, result.output + daemon.log)
+        XCTAssertTrue(result.output.contains("device root: TPM 2.0 (\(tpm.tcti))"), result.output)
+        let programs = try ClientPrograms()
+        let app = try programs.app("tpm-app")
+        result = try ClientPrograms.run(
+            security, ["app", "register", app, "--application-identifier", "TEAM.t", "--access-group", "TEAM.t"],
+            daemon: daemon, user: user)
+        XCTAssertEqual(result.status, 0, result.output + daemon.log)
+        XCTAssertEqual(
+            try ClientPrograms.run(app, ["put", "web", "me", "tpm-secret"], daemon: daemon, user: user).output,
+            "status 0", daemon.log)
+        // A restart finds the root in the TPM again.
+        daemon.stop()
+        try daemon.start()
+        XCTAssertEqual(
+            try ClientPrograms.run(app, ["read", "web", "me"], daemon: daemon, user: user).output, "tpm-secret",
+            daemon.log)
+        // Without its TPM the daemon does not serve the keychain, and says why.
+        daemon.stop()
+        tpm.kill()
+        XCTAssertThrowsError(try daemon.start()) { error in
+            XCTAssertTrue("\(error)".contains("cannot use the TPM at \(tpm.tcti)"), "\(error)")
+        }
+    }
+}
