@@ -137,7 +137,7 @@ let package = Package(
             name: "keychain-bench",
             dependencies: [
                 "KeychainEngine", "KeychainBytes", "KeychainCrypto", "KeychainKeybag", "KeychainStorage", "Security",
-                "KeychainClient", "KeychainCore", "COpenSSL",
+                "KeychainClient", "KeychainCore", "COpenSSL", "KeychainTPM", "KeychainTPMRoot",
             ],
             path: "Sources/Programs/keychain-bench"
         ),

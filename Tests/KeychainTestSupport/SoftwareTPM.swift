@@ -117,7 +117,7 @@ public final class SoftwareTPM: @unchecked Sendable {
                 &actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
         }
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer { for argument in argv { free(argument) } }
         var child: pid_t = 0
         let spawned = posix_spawn(&child, path, &actions, nil, argv, environ)
         guard spawned == 0 else { throw TestDaemon.Failure(description: "cannot start \(path): errno \(spawned)") }

@@ -10,6 +10,7 @@
 //   keychain-bench --daemon-only        securityd's figures alone (round trips, group commit, the command)
 //   keychain-bench --keys-only          SecKey signing and verifying beside OpenSSL directly
 //   keychain-bench --backup-only        backup and restore, and the backup password's guess rate
+//   keychain-bench --tpm-only           the TPM root beside the software root (on a swtpm of its own)
 
 import Foundation
 import KeychainBytes
@@ -41,6 +42,8 @@ struct Options {
     var engineAddThreads: Int?
     /// Only measure backup and restore.
     var backupOnly = false
+    /// Only measure the TPM root beside the software root.
+    var tpmOnly = false
     /// Only restore a backup of this many items, five times, for a profiler.
     var profileRestore: Int?
     /// The numbers of items backed up and restored.
@@ -48,7 +51,7 @@ struct Options {
 
     static let usage = """
         usage: keychain-bench [--sizes N,N,...] [--million] [--samples N] [--write-samples N] [--command-samples N]
-               keychain-bench --passcode-only | --keys-only | --daemon-only | --backup-only [--backup-sizes N,N,...]
+               keychain-bench --passcode-only | --keys-only | --daemon-only | --tpm-only | --backup-only [--backup-sizes N,N,...]
                keychain-bench --profile-lookups N | --profile-secitem N | --profile-daemon N | --engine-adds THREADS
                keychain-bench --help
 
@@ -65,6 +68,7 @@ struct Options {
           --keys-only            only SecKey signing and verifying beside OpenSSL directly
           --daemon-only          only securityd (and the embedded command it is compared with)
           --backup-only          only backup and restore, and the backup password's offline guess rate
+          --tpm-only             only the TPM root beside the software root, on a swtpm of its own
           --backup-sizes N,N,... the numbers of items backed up and restored (default 1000,100000)
           --profile-restore N    only restore a backup of N items, five times, for a profiler
           --profile-lookups N    only N engine lookups on 1,000 items, for a profiler
@@ -103,6 +107,7 @@ struct Options {
             case "--sizes": sizes = counts(after: argument)
             case "--backup-sizes": backupSizes = counts(after: argument)
             case "--backup-only": backupOnly = true
+            case "--tpm-only": tpmOnly = true
             case "--profile-restore": profileRestore = count(after: argument)
             case "--samples": samples = count(after: argument)
             case "--command-samples": commandSamples = count(after: argument)
@@ -289,6 +294,12 @@ if let items = options.profileRestore {
 if options.backupOnly {
     try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     BackupBenchmark(sizes: options.backupSizes, directory: root).run()
+    try? FileManager.default.removeItem(atPath: root)
+    exit(0)
+}
+if options.tpmOnly {
+    try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    TPMBenchmark(directory: root, samples: options.samples).run()
     try? FileManager.default.removeItem(atPath: root)
     exit(0)
 }
@@ -515,6 +526,8 @@ print("")
 KeyBenchmark(samples: min(options.samples, 500)).run()
 print("")
 BackupBenchmark(sizes: options.backupSizes, directory: root).run()
+print("")
+TPMBenchmark(directory: root, samples: options.samples).run()
 
 /// Unlock cost (one derivation at the calibrated cost), and what a copy of the keychain directory *with*
 /// its device root costs someone guessing offline: derivations per second on every core of this
