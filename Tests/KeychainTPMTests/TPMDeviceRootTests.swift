@@ -246,6 +246,45 @@ final class TPMDeviceRootTests: XCTestCase {
         }
     }
 
+    func testEnclaveKeysAreMadeAndUsedInTheChip() throws {
+        let keychain = try open()
+        let made = try keychain.generateEnclaveKey(
+            ["tkid": .string(enclaveTokenID), "atag": .data(Data("tpm".utf8))], client: client)
+        guard case .dictionary(let item)? = made, case .data(let reference)? = item["v_PersistentRef"],
+            let publicKey = item["v_Data"]?.bytes
+        else { return XCTFail("no enclave key was made: \(String(describing: made))") }
+        let key: [String: ItemValue] = ["class": .string("keys"), "v_PersistentRef": .data(reference)]
+        let verifier = try AsymmetricKey.importing(publicKey, kind: .ec, isPrivate: false)
+        for (hash, input, data) in [
+            (Hash.sha256, SignatureInput.message, Data("signed in the TPM".utf8)),
+            (.sha384, .message, Data("another hash".utf8)),
+            (.sha256, .digest, try Digest.hash(Data("a digest".utf8), .sha256)),
+        ] {
+            let signature = try keychain.useEnclaveKey(
+                key, operation: .sign(hash: hash, input: input, data: data), client: client)
+            XCTAssertTrue(
+                try verifier.verify(signature.withUnsafeBytes { Data($0) }, of: data, .ecdsa(hash, input)),
+                "\(hash) \(input)")
+        }
+        // The key exchange gives what the peer computes with the public key.
+        let peer = try AsymmetricKey.generate(.ec(.p256))
+        let shared = try keychain.useEnclaveKey(
+            key, operation: .sharedSecret(peerPublicKey: try peer.publicRepresentation()), client: client)
+        XCTAssertTrue(shared.constantTimeEquals(try peer.sharedSecret(with: verifier)))
+        // A point off the curve is refused as in software.
+        var bad = try peer.publicRepresentation()
+        bad[bad.count - 1] ^= 1
+        XCTAssertThrowsError(
+            try keychain.useEnclaveKey(key, operation: .sharedSecret(peerPublicKey: bad), client: client)
+        ) { XCTAssertEqual(($0 as? KeychainError)?.code, .invalidParameter, "\($0)") }
+        // The key works only with this TPM: the copy of the directory on another one opens nothing.
+        let copy = directory + "-copy"
+        try copyDirectory(to: copy)
+        let otherMachine = try SoftwareTPM()
+        defer { otherMachine.stop() }
+        assertCode(.notAvailable, { _ = try open(copy, tpm: try TPM(tcti: otherMachine.tcti)) })
+    }
+
     func testAnEraseIsCryptographic() throws {
         let keychain = try open()
         _ = try keychain.add(item("a", secret: "s3cret", protection: "dk"), client: client)

@@ -81,6 +81,9 @@ public final class Keybag: Sendable {
     /// Names the device root, for `show-keychain-info`.
     public var deviceRootSummary: String { root.summary }
 
+    /// The device root's hardware for enclave keys, when it has some (a TPM).
+    public var enclaveKeyHardware: (any EnclaveKeyHardware)? { root.enclaveKeys }
+
     // MARK: Keys
 
     /// The key of searchable digests; available in every state.

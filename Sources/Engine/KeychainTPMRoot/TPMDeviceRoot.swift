@@ -160,6 +160,9 @@ public final class TPMDeviceRoot: DeviceRoot {
         }
     }
 
+    /// Enclave keys are made in the chip.
+    public var enclaveKeys: (any EnclaveKeyHardware)? { TPMEnclaveKeys(tpm: tpm) }
+
     public func retire() throws {
         try Self.translating {
             // Moved on before they go: a counter defined again later starts above every value these

@@ -1,5 +1,6 @@
 import COpenSSL
 import Foundation
+import KeychainBytes
 
 /// Plain message digests. The keychain never stores one of these of a secret or an attribute value;
 /// SHA-256 serves key derivation, SHA-1 the `sha1` attribute that Apple's API returns.
@@ -23,6 +24,21 @@ public enum Digest {
     /// SHA-1 of bytes in place (wiped memory, say), with no copy of them made.
     public static func sha1(_ bytes: UnsafeRawBufferPointer) throws -> Data {
         Data(try digest(bytes, algorithm: sha1Algorithm, size: 20))
+    }
+
+    /// The digest of `data` with `hash` (for a key in hardware, which signs digests only).
+    public static func hash(_ data: Data, _ hash: Hash) throws -> Data {
+        let name =
+            switch hash {
+            case .sha1: "SHA1"
+            case .sha224: "SHA224"
+            case .sha256: "SHA256"
+            case .sha384: "SHA384"
+            case .sha512: "SHA512"
+            }
+        guard let algorithm = EVP_MD_fetch(nil, name, nil) else { throw CryptoError.libraryFailure("EVP_MD_fetch") }
+        defer { EVP_MD_free(algorithm) }
+        return Data(try data.withUnsafeBytes { try digest($0, algorithm: algorithm, size: hash.length) })
     }
 
     private static func digest(_ bytes: UnsafeRawBufferPointer, algorithm: OpaquePointer?, size: Int)

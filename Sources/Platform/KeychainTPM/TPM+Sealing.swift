@@ -201,7 +201,7 @@ extension TPM {
 
     // MARK: Marshalling
 
-    private static func marshal<Value>(
+    static func marshal<Value>(
         _ value: UnsafeMutablePointer<Value>,
         _ function: (UnsafePointer<Value>?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?) -> TSS2_RC
     ) throws -> Data {

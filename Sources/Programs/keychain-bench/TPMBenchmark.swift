@@ -1,5 +1,7 @@
 import Foundation
 import KeychainBytes
+import KeychainCore
+import KeychainCrypto
 import KeychainEngine
 import KeychainKeybag
 import KeychainTPM
@@ -44,6 +46,7 @@ struct TPMBenchmark {
         var opens = (Latencies(), Latencies())
         var unlocks = (Latencies(), Latencies())
         var lookups = (Latencies(), Latencies())
+        var signatures = (Latencies(), Latencies())
         for (position, usesTPM) in [false, true].enumerated() {
             let home = directory + (usesTPM ? "/tpm-root" : "/software-root")
             let keychain = try openKeychain(home, tpm: usesTPM ? tpm : nil)
@@ -72,16 +75,35 @@ struct TPMBenchmark {
                 ]
                 try lookup.measure { _ = try keychain.copyMatching(query, client: client) }
             }
+            var signature = Latencies()
+            let made = try keychain.generateEnclaveKey(["tkid": .string(enclaveTokenID)], client: client)
+            guard case .dictionary(let key)? = made, let reference = key["v_PersistentRef"] else {
+                throw KeychainError.internalError("no enclave key was made")
+            }
+            let message = Data("signed by the benchmark".utf8)
+            for _ in 0..<min(samples, 300) {
+                try signature.measure {
+                    _ = try keychain.useEnclaveKey(
+                        ["class": .string("keys"), "v_PersistentRef": reference],
+                        operation: .sign(hash: .sha256, input: .message, data: message), client: client)
+                }
+            }
             keychain.closeIdleConnections()
             if position == 0 {
-                (opens.0, unlocks.0, lookups.0) = (opening, unlock, lookup)
+                (opens.0, unlocks.0, lookups.0, signatures.0) = (opening, unlock, lookup, signature)
             } else {
-                (opens.1, unlocks.1, lookups.1) = (opening, unlock, lookup)
+                (opens.1, unlocks.1, lookups.1, signatures.1) = (opening, unlock, lookup, signature)
             }
         }
         let rows = [
             ("open", opens.0, opens.1), ("unlock", unlocks.0, unlocks.1), ("class-C lookup", lookups.0, lookups.1),
+            ("enclave signature", signatures.0, signatures.1),
         ]
+        var openSSL = Latencies()
+        let direct = try AsymmetricKey.generate(.ec(.p256))
+        for _ in 0..<min(samples, 300) {
+            try openSSL.measure { _ = try direct.sign(Data("signed by the benchmark".utf8), .ecdsa(.sha256, .message)) }
+        }
         print("TPM root (swtpm at \(tcti)) beside the software root, passcode function \(function):")
         print("  operation          software root     TPM root    ratio")
         for (name, software, hardware) in rows {

@@ -72,13 +72,22 @@ extension Keychain {
         try EnclaveKeyRules.checkCreation(dictionary)
         var attributes = dictionary
         let permanent = attributes.removeValue(forKey: "perm").map { $0 != .bool(false) && $0 != .integer(0) } ?? true
-        let key = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
-            try AsymmetricKey.generate(.ec(.p256))
-        }
-        let publicKey = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in try key.publicRepresentation()
-        }
-        let privateKey = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
-            try key.externalRepresentation()
+        let publicKey: Data
+        let privateKey: SecureBytes
+        if let hardware = keybag.enclaveKeyHardware {
+            // Made in the device root's hardware: what is kept is the key's object, which loads there alone.
+            let made = try hardware.createKey()
+            publicKey = made.publicKey
+            privateKey = EnclaveKeyRules.hardwareRepresentation(made.keyObject)
+        } else {
+            let key = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
+                try AsymmetricKey.generate(.ec(.p256))
+            }
+            publicKey = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in try key.publicRepresentation()
+            }
+            privateKey = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
+                try key.externalRepresentation()
+            }
         }
         if permanent {
             return try store(privateKey, publicKey: publicKey, attributes: attributes, client: client, answerAll: true)
@@ -206,11 +215,16 @@ extension Keychain {
         var options = dictionary
         let token = options.removeValue(forKey: "toid")
         let query = try Query.parse(options, for: .copyMatching)
-        let privateKey: AsymmetricKey
+        let unlocked: EnclavePrivateKey
         if case .data(let bytes)? = token {
-            privateKey = try unlockToken(bytes, query: query, client: client)
+            unlocked = try unlockToken(bytes, query: query, client: client)
         } else {
-            privateKey = try unlockItem(query, client: client)
+            unlocked = try unlockItem(query, client: client)
+        }
+        let privateKey: AsymmetricKey
+        switch unlocked {
+        case .software(let key): privateKey = key
+        case .hardware(let object): return try useInHardware(object, operation)
         }
         return try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
             switch operation {
@@ -223,9 +237,39 @@ extension Keychain {
         }
     }
 
+    /// An operation with a key in the device root's hardware: the chip signs a digest (a message is
+    /// hashed here first) or runs the ECDH step; the private key is never in this process.
+    private func useInHardware(_ object: Data, _ operation: EnclaveKeyOperation) throws -> SecureBytes {
+        guard let hardware = keybag.enclaveKeyHardware else {
+            throw KeychainError.notAvailable("the enclave key is in a TPM that this keychain's root does not reach")
+        }
+        switch operation {
+        case .sign(let hash, let input, let data):
+            let digest = input == .message ? try Digest.hash(data, hash) : data
+            guard (20...64).contains(digest.count) else {
+                throw KeychainError.invalidParameter("a digest of \(digest.count) bytes cannot be signed")
+            }
+            let (r, s) = try hardware.sign(keyObject: object, digest: digest)
+            func padded(_ value: Data) -> Data { Data(count: max(0, 32 - value.count)) + value.suffix(32) }
+            guard let der = ECDSASignatureEncoding.der(fromRawRS: padded(r) + padded(s), coordinateSize: 32) else {
+                throw KeychainError.internalError("the TPM's signature could not be encoded")
+            }
+            return SecureBytes(copying: der)
+        case .sharedSecret(let peerBytes):
+            // Checked on the curve here, so a bad point is errSecParam as in software.
+            _ = try EnclaveKeyRules.crypto { () throws(AsymmetricKey.Failure) in
+                try AsymmetricKey.importing(peerBytes, kind: .ec, isPrivate: false)
+            }
+            guard peerBytes.count == 65 else {
+                throw KeychainError.invalidParameter("the peer's key is not an uncompressed P-256 point")
+            }
+            return try hardware.sharedSecret(keyObject: object, peer: peerBytes)
+        }
+    }
+
     /// A stored enclave key's private key, once its item is found with the caller's groups and its
     /// access control satisfied.
-    private func unlockItem(_ query: Query, client: ClientIdentity) throws -> AsymmetricKey {
+    private func unlockItem(_ query: Query, client: ClientIdentity) throws -> EnclavePrivateKey {
         guard query.persistentReference != nil, query.itemClass == .key else {
             throw KeychainError.invalidParameter("an enclave key is named by its item's persistent reference")
         }
@@ -249,7 +293,7 @@ extension Keychain {
 
     /// An ephemeral enclave key's private key, once its token opens (see `open`) and its access
     /// control is satisfied, asking the user as a read would.
-    private func unlockToken(_ bytes: Data, query: Query, client: ClientIdentity) throws -> AsymmetricKey {
+    private func unlockToken(_ bytes: Data, query: Query, client: ClientIdentity) throws -> EnclavePrivateKey {
         let token = try EnclaveKeyToken(decoding: bytes)
         let context = query.authenticationContext
         let interactionAllowed = query.interactionAllowed && !query.skipItemsNeedingAuthentication
@@ -266,6 +310,14 @@ extension Keychain {
         }
         return try EnclaveKeyRules.privateKey(representation)
     }
+}
+
+/// An enclave key's private key, as the keychain holds it for one operation.
+enum EnclavePrivateKey {
+    /// A software key (the software root's enclave keys).
+    case software(AsymmetricKey)
+    /// The object of a key inside the device root's hardware, which alone can use it.
+    case hardware(Data)
 }
 
 /// What an enclave key is made of and may be made with.
@@ -322,13 +374,26 @@ enum EnclaveKeyRules {
         return Data(blob.dropFirst())
     }
 
-    /// The private key from its unwrapped external representation (the bytes are wiped after).
-    static func privateKey(_ representation: SecureBytes) throws -> AsymmetricKey {
+    /// What marks the representation of a key in hardware: its object follows (a software key's
+    /// representation is DER, which starts with 0x30).
+    private static let hardwareMagic = Data("SKHW".utf8)
+
+    static func hardwareRepresentation(_ keyObject: Data) -> SecureBytes {
+        SecureBytes(copying: hardwareMagic + keyObject)
+    }
+
+    /// The private key from its unwrapped representation (the bytes are wiped after): a software key,
+    /// or the object of a key in the device root's hardware.
+    static func privateKey(_ representation: SecureBytes) throws -> EnclavePrivateKey {
         var bytes = representation.withUnsafeBytes { Data($0) }
         defer { bytes.resetBytes(in: 0..<bytes.count) }
-        return try crypto { () throws(AsymmetricKey.Failure) in
-            try AsymmetricKey.importing(bytes, kind: .ec, isPrivate: true)
+        if bytes.prefix(hardwareMagic.count) == hardwareMagic {
+            return .hardware(Data(bytes.dropFirst(hardwareMagic.count)))
         }
+        return .software(
+            try crypto { () throws(AsymmetricKey.Failure) in
+                try AsymmetricKey.importing(bytes, kind: .ec, isPrivate: true)
+            })
     }
 
     /// Runs a key operation, its failures as the keychain's: bad input is errSecParam.

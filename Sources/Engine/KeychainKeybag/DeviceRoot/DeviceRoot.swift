@@ -50,9 +50,28 @@ public protocol DeviceRoot: Sendable {
     /// (the software root: a keybag put back is not noticed).
     var anchor: (any KeybagAnchor)? { get }
 
+    /// Makes and uses enclave keys inside the root's hardware; nil (the default) where the root has
+    /// none, and enclave keys are software keys wrapped by the root.
+    var enclaveKeys: (any EnclaveKeyHardware)? { get }
+
     /// Called before the root's file is removed by an erase: a hardware root revokes what it keeps, so
     /// that no copy of the old files opens again.
     func retire() throws
+}
+
+extension DeviceRoot {
+    public var enclaveKeys: (any EnclaveKeyHardware)? { nil }
+}
+
+/// P-256 keys made and used inside a device root's hardware: the private key never leaves it. What
+/// the keychain keeps of a key (`keyObject`) loads it again in this hardware alone.
+public protocol EnclaveKeyHardware: Sendable {
+    /// A new key: its public key (ANSI X9.63, `04 ‖ X ‖ Y`) and what loads it again.
+    func createKey() throws -> (publicKey: Data, keyObject: Data)
+    /// ECDSA over `digest`: r and s.
+    func sign(keyObject: Data, digest: Data) throws -> (r: Data, s: Data)
+    /// The raw ECDH shared secret with `peer` (`04 ‖ X ‖ Y`, already checked to be on the curve).
+    func sharedSecret(keyObject: Data, peer: Data) throws -> SecureBytes
 }
 
 /// A passcode bound to a device root (`DeviceRoot.bindPasscode`).
