@@ -220,6 +220,12 @@ final class TPMDeviceRootTests: XCTestCase {
         let keychain = try open()
         _ = try keychain.add(item("a", secret: "s3cret", protection: "dk"), client: client)
         let root = try TPMRootFileSnapshot(directory + "/device-root")
+        // Another program cannot move a counter on (it needs the authorization the root derives)...
+        for handle in [root.generationCounter, root.writesCounter] {
+            XCTAssertNotEqual(try softwareTPM.tool("tpm2_nvincrement", [String(format: "0x%x", handle)]), 0)
+        }
+        XCTAssertEqual(try read("a", in: try open(), protection: "dk"), "s3cret")
+        // ...but the owner can delete one, and the keychain names what happened.
         XCTAssertEqual(try softwareTPM.tool("tpm2_nvundefine", [String(format: "0x%x", root.writesCounter)]), 0)
         assertCode(.notAvailable, { _ = try open() }, containing: "NV counter of the keychain is gone")
         XCTAssertEqual(try softwareTPM.tool("tpm2_clear", []), 0)

@@ -41,17 +41,26 @@ final class TPMTests: XCTestCase {
 
     func testACounterPolicyDiesWhenTheCounterMovesOn() throws {
         let handle = TPM.counterHandles.lowerBound + 0x1234
-        let value = try tpm.defineCounter(at: handle)
+        let authorization = try SecureBytes(randomCount: 32)
+        let value = try tpm.defineCounter(at: handle, authorization: authorization)
         XCTAssertEqual(try tpm.readCounter(handle), value)
         let secret = try SecureBytes(randomCount: 32)
         let policy = TPMSealPolicy(counter: (handle, value))
         let sealed = try tpm.seal(secret, authorization: nil, policy: policy, dictionaryAttackProtected: false)
         XCTAssertTrue(try tpm.unseal(sealed, authorization: nil, policy: policy).constantTimeEquals(secret))
-        XCTAssertEqual(try tpm.incrementCounter(handle), value + 1)
+        // Moving it on needs its authorization; moving it to where it is already is no second increment.
+        XCTAssertThrowsError(
+            try tpm.advanceCounter(handle, to: value + 1, authorization: SecureBytes(randomCount: 32)))
+        try tpm.advanceCounter(handle, to: value + 1, authorization: authorization)
+        try tpm.advanceCounter(handle, to: value + 1, authorization: authorization)
+        XCTAssertEqual(try tpm.readCounter(handle), value + 1)
+        XCTAssertThrowsError(try tpm.advanceCounter(handle, to: value + 5, authorization: authorization)) { error in
+            XCTAssertEqual((error as? TPMError)?.code, .policyFailed, "\(error)")
+        }
         XCTAssertThrowsError(try tpm.unseal(sealed, authorization: nil, policy: policy)) { error in
             XCTAssertEqual((error as? TPMError)?.code, .policyFailed, "\(error)")
         }
-        XCTAssertThrowsError(try tpm.defineCounter(at: handle)) { error in
+        XCTAssertThrowsError(try tpm.defineCounter(at: handle, authorization: authorization)) { error in
             XCTAssertEqual((error as? TPMError)?.code, .alreadyDefined, "\(error)")
         }
         try tpm.undefineIndex(handle)

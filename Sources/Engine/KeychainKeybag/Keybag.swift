@@ -59,6 +59,10 @@ public final class Keybag: Sendable {
             if let contents = try SecureFiles.read(path) {
                 var file = try KeybagFile.decode(contents, root: root)
                 if file.isLegacy {
+                    // Only the software root ever wrote one: under an anchored root it is a copy put back.
+                    guard root.anchor == nil else {
+                        throw KeybagError.rolledBack("a keybag from before format 3 cannot belong to this device root")
+                    }
                     file = try Keybag.upgrade(file, root: root)
                     try Keybag.write(&file, to: path, root: root)
                 } else {
@@ -213,6 +217,9 @@ public final class Keybag: Sendable {
         }
     }
 
+    /// Frees what the device root kept for this keychain, once its files are gone (for an erase).
+    public func releaseRoot() { root.release() }
+
     /// Locks: class-A keys leave memory. Without a passcode there is nothing to lock.
     public func lock() {
         state.withLock { state in
@@ -326,11 +333,11 @@ public final class Keybag: Sendable {
                 // A hardware root checks the passcode here, counting a wrong one in the chip.
                 passcodeKey = try derivePasscodeKey(passcode, parameters, file: file)
                 _ = try Keybag.unwrapWithPasscode(probe, probeClass, file: file, passcodeKey: passcodeKey)
-            } catch KeybagError.deviceRootLockedOut(let seconds) {
-                // The chip checked nothing: the attempt is not one.
+            } catch let error as KeybagError where error.isDeviceRootRefusal {
+                // The chip checked nothing (locked out, gone, refusing): the attempt is not one.
                 file.failedAttempts -= 1
-                try record(file)
-                throw KeybagError.deviceRootLockedOut(retryAfter: seconds)
+                try? record(file)
+                throw error
             } catch KeybagError.wrongPasscode {
                 if Keybag.isDueForErase(file) { try erase() }
                 throw KeybagError.wrongPasscode(failedAttempts: Int(file.failedAttempts))
@@ -520,8 +527,8 @@ public final class Keybag: Sendable {
         file.writeCount = try (anchor?.writes() ?? file.writeCount) + 1
         try SecureFiles.writeAtomically(try file.encoded(root: root), to: path)
         guard let anchor else { return }
-        _ = try anchor.advanceWrites()
-        if try file.generation == anchor.generation() + 1 { _ = try anchor.advanceGeneration() }
+        try anchor.advanceWrites(to: file.writeCount)
+        if try file.generation == anchor.generation() + 1 { try anchor.advanceGeneration(to: file.generation) }
     }
 
     /// Refuses a keybag older than the root's anchor (a copy put back), and finishes a write that was
@@ -530,7 +537,7 @@ public final class Keybag: Sendable {
         guard let anchor = root.anchor else { return }
         let writes = try anchor.writes()
         if file.writeCount == writes + 1 {
-            _ = try anchor.advanceWrites()
+            try anchor.advanceWrites(to: file.writeCount)
         } else if file.writeCount != writes {
             throw KeybagError.rolledBack(
                 "the keybag records write \(file.writeCount) but the device root's counter is at \(writes): "
@@ -538,7 +545,7 @@ public final class Keybag: Sendable {
         }
         let generation = try anchor.generation()
         if file.generation == generation + 1 {
-            _ = try anchor.advanceGeneration()
+            try anchor.advanceGeneration(to: file.generation)
         } else if file.generation != generation {
             throw KeybagError.rolledBack(
                 "the keybag is of generation \(file.generation) but the device root is at \(generation): "

@@ -39,3 +39,13 @@ public enum KeybagError: Error, Equatable, Sendable {
     /// keybag, and would open again with an earlier copy of the old one.
     case wipedLeavingItems(String)
 }
+
+extension KeybagError {
+    /// The device root refused before checking anything: its lockout, or the root unusable.
+    var isDeviceRootRefusal: Bool {
+        switch self {
+        case .deviceRootLockedOut, .deviceRootUnavailable: true
+        default: false
+        }
+    }
+}

@@ -25,15 +25,24 @@ public final class TPMDeviceRoot: DeviceRoot {
     private let file: TPMRootFile
     private let wrappingKey: SecureBytes
     private let authenticationKey: HMACKey
+    private let counterAuthorization: SecureBytes
 
     private init(tpm: TPM, file: TPMRootFile, rootSecret: SecureBytes) throws {
         self.tpm = tpm
         self.file = file
         deviceIdentifier = file.deviceIdentifier
         let identity = (try? tpm.identity()).map { " \($0.manufacturer) \($0.vendor), firmware \($0.firmware)" } ?? ""
-        summary = "TPM 2.0 (\(tpm.tcti))\(identity)"
+        let lockout = (try? tpm.lockoutState()).map { state in
+            "; guess limit \(state.maxTries) tries, one more every \(state.recoveryTime) s"
+                + (state.lockoutAuthorizationSet
+                    ? "" : "; no lockout authorization: anyone who can send TPM commands can reset the limit")
+        }
+        summary = "TPM 2.0 (\(tpm.tcti))\(identity)\(lockout ?? "")"
+        let counterAuthorization = try Self.counterAuthorization(rootSecret)
+        self.counterAuthorization = counterAuthorization
         anchor = TPMCounters(
-            tpm: tpm, generationHandle: file.generationCounter, writesHandle: file.writesCounter)
+            tpm: tpm, generationHandle: file.generationCounter, writesHandle: file.writesCounter,
+            authorization: counterAuthorization)
         wrappingKey = try KeyDerivation.hkdf(key: rootSecret, info: "swift-keychain tpm root wrap v1").pinnedCopy()
         authenticationKey = try HMACKey(
             key: KeyDerivation.hkdf(key: rootSecret, info: "swift-keychain tpm root mac v1"))
@@ -47,10 +56,11 @@ public final class TPMDeviceRoot: DeviceRoot {
             let rootSecret = try SecureBytes(randomCount: 32)
             let sealed = try tpm.seal(
                 rootSecret, authorization: nil, policy: TPMSealPolicy(), dictionaryAttackProtected: false)
-            let generation = try defineCounter(tpm)
+            let authorization = try counterAuthorization(rootSecret)
+            let generation = try defineCounter(tpm, authorization: authorization)
             let writes: UInt32
             do {
-                writes = try defineCounter(tpm)
+                writes = try defineCounter(tpm, authorization: authorization)
             } catch {
                 try? tpm.undefineIndex(generation)
                 throw error
@@ -85,12 +95,18 @@ public final class TPMDeviceRoot: DeviceRoot {
         }
     }
 
-    private static func defineCounter(_ tpm: TPM) throws -> UInt32 {
+    /// What moves the counters on: derived from the root secret, so a program that can send TPM
+    /// commands but cannot unseal this keychain's root cannot move them.
+    private static func counterAuthorization(_ rootSecret: SecureBytes) throws -> SecureBytes {
+        try KeyDerivation.hkdf(key: rootSecret, info: "swift-keychain tpm counter auth v1")
+    }
+
+    private static func defineCounter(_ tpm: TPM, authorization: SecureBytes) throws -> UInt32 {
         for _ in 0..<16 {
             let span = TPM.counterHandles.upperBound - TPM.counterHandles.lowerBound
             let handle = TPM.counterHandles.lowerBound + UInt32.random(in: 0...span)
             do {
-                _ = try tpm.defineCounter(at: handle)
+                _ = try tpm.defineCounter(at: handle, authorization: authorization)
                 return handle
             } catch let error as TPMError where error.code == .alreadyDefined {
                 continue
@@ -163,13 +179,26 @@ public final class TPMDeviceRoot: DeviceRoot {
     /// Enclave keys are made in the chip.
     public var enclaveKeys: (any EnclaveKeyHardware)? { TPMEnclaveKeys(tpm: tpm) }
 
+    /// Moves both counters on: every object sealed for the current generation is dead from here, and
+    /// the keybag is refused. (Killed before the files are removed, the directory opens no more:
+    /// remove it to start anew; nothing in it opens anywhere.)
     public func retire() throws {
         try Self.translating {
-            // Moved on before they go: a counter defined again later starts above every value these
-            // held, so no old policy is ever met again.
             for handle in [file.generationCounter, file.writesCounter] {
-                _ = try? tpm.incrementCounter(handle)
+                let value = try tpm.readCounter(handle)
+                try tpm.advanceCounter(handle, to: value + 1, authorization: counterAuthorization)
+            }
+        }
+    }
+
+    /// Deletes the counters, once the files are gone. A counter defined again later starts above
+    /// every value these held, so no old policy is ever met again; one that is gone already is fine.
+    public func release() {
+        for handle in [file.generationCounter, file.writesCounter] {
+            do {
                 try tpm.undefineIndex(handle)
+            } catch {
+                KeychainLog.error("the TPM counter 0x\(String(handle, radix: 16)) stays defined: \(error)")
             }
         }
     }
@@ -193,7 +222,10 @@ public final class TPMDeviceRoot: DeviceRoot {
             return try body()
         } catch let error as TPMError {
             switch error.code {
-            case .authorizationFailed: throw KeybagError.wrongPasscode(failedAttempts: 0)
+            case .authorizationFailed:
+                // Only `entangle` turns the passcode object's refusal into a wrong passcode.
+                throw KeybagError.deviceRootUnavailable(
+                    "the TPM refused an authorization (is its owner authorization set?): \(error.reason)")
             case .lockout: throw KeybagError.deviceRootLockedOut(retryAfter: 0)
             case .policyFailed:
                 throw KeybagError.rolledBack("the TPM refuses a key of an earlier keybag generation (\(error.reason))")
@@ -204,7 +236,8 @@ public final class TPMDeviceRoot: DeviceRoot {
                 throw KeybagError.deviceRootUnavailable(
                     "an NV counter of the keychain is gone from the TPM: deleted by another program, or the TPM was cleared (\(error.reason))"
                 )
-            case .unreachable: throw KeybagError.deviceRootUnavailable("the TPM does not answer: \(error.reason)")
+            case .unreachable, .missingPrimary:
+                throw KeybagError.deviceRootUnavailable("the TPM does not answer: \(error.reason)")
             case .alreadyDefined, .failed: throw KeybagError.deviceRootUnavailable(error.reason)
             }
         }

@@ -25,6 +25,14 @@ public struct TPMLockoutPolicy: Sendable, Equatable {
     public static let standard = TPMLockoutPolicy()
 
     func apply(to tpm: TPM) {
+        // With a lockout authorization set, trying the empty one would be a failure of its own (and
+        // lock the owner out of the lockout hierarchy): the owner's parameters stay.
+        if let state = try? tpm.lockoutState(), state.lockoutAuthorizationSet {
+            KeychainLog.error(
+                "the TPM's dictionary-attack parameters are its owner's: \(state.maxTries) tries, one forgiven every \(state.recoveryTime) s"
+            )
+            return
+        }
         do {
             try tpm.setLockoutParameters(
                 maxTries: maxTries, recoveryTime: recoveryTime, lockoutRecovery: lockoutRecovery)

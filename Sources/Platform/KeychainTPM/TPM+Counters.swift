@@ -5,36 +5,41 @@ import KeychainBytes
 /// Monotonic NV counters: values the TPM keeps and only ever increases, so a file that records one can
 /// be told apart from an older copy of itself.
 ///
-/// The counters have an empty authorization, `noDA`: reading one reveals nothing, and a program that
-/// can send TPM commands could bump one (a denial of service the keychain reports, never a rollback) or
-/// delete it with the owner authorization anyway.
+/// A counter is read with the owner authorization (empty, as on a new TPM: reading one reveals
+/// nothing) and moved on only with its own authorization, which the keychain derives from its root
+/// secret and proves in a salted session. A program with the owner authorization can still delete one
+/// (the keychain then says so).
 extension TPM {
     /// The owner range of NV handles this keychain picks its counters from.
     public static let counterHandles: ClosedRange<UInt32> = 0x0180_0000...0x01BF_FFFF
 
-    /// Defines a counter at `handle` and increments it once (a counter cannot be read before its first
-    /// write); returns its value. `.alreadyDefined` when the handle is taken.
-    public func defineCounter(at handle: UInt32) throws -> UInt64 {
-        try run("defining an NV counter") { context, _ in
+    /// Defines a counter at `handle` with `authorization` and moves it on once (a counter cannot be
+    /// read before its first write); returns its value. `.alreadyDefined` when the handle is taken.
+    public func defineCounter(at handle: UInt32, authorization: SecureBytes) throws -> UInt64 {
+        try run("defining an NV counter") { context, primary in
             var description = TPM2B_NV_PUBLIC()
             description.nvPublic.nvIndex = TPMI_RH_NV_INDEX(handle)
             description.nvPublic.nameAlg = TPM2_ALG_ID(TPM2_ALG_SHA256)
             description.nvPublic.attributes = TPMA_NV(
-                TPMA_NV_AUTHREAD | TPMA_NV_AUTHWRITE | TPMA_NV_NO_DA
+                TPMA_NV_OWNERREAD | TPMA_NV_AUTHWRITE | TPMA_NV_NO_DA
                     | (TPMA_NV(TPM2_NT_COUNTER) << TPMA_NV(TPMA_NV_TPM2_NT_SHIFT)))
             description.nvPublic.dataSize = 8
             var auth = TPM2B_AUTH()
+            defer { TPMBuffers.wipe(&auth) }
+            try authorization.withUnsafeBytes { try TPMBuffers.fill(&auth.buffer, size: &auth.size, from: $0) }
+            // The authorization is the first parameter: encrypted on the bus.
+            let session = try Self.startSession(
+                context, primary: primary, type: TPM2_SE(TPM2_SE_HMAC),
+                attributes: TPMA_SESSION(TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT))
+            defer { Self.flush(context, session) }
             var index = ESYS_TR(ESYS_TR_NONE)
             try Self.check(
                 Esys_NV_DefineSpace(
-                    context, ESYS_TR(ESYS_TR_RH_OWNER), ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
-                    ESYS_TR(ESYS_TR_NONE), &auth, &description, &index),
+                    context, ESYS_TR(ESYS_TR_RH_OWNER), session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &auth,
+                    &description, &index),
                 "defining an NV counter")
             defer { Self.closeHandle(index, context) }
-            try Self.check(
-                Esys_NV_Increment(
-                    context, index, index, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE)),
-                "starting an NV counter")
+            try Self.increment(index, authorization: authorization, context, primary: primary)
             return try Self.read(index, context)
         }
     }
@@ -48,18 +53,38 @@ extension TPM {
         }
     }
 
-    /// Adds one to the counter and returns the new value.
-    @discardableResult
-    public func incrementCounter(_ handle: UInt32) throws -> UInt64 {
-        try run("incrementing an NV counter") { context, _ in
+    /// Moves the counter to exactly `value`: one increment when it holds `value − 1`, none when it
+    /// holds `value` already (an increment whose answer was lost), `.policyFailed` otherwise. Safe to
+    /// repeat, so a reconnection never moves a counter twice.
+    public func advanceCounter(_ handle: UInt32, to value: UInt64, authorization: SecureBytes) throws {
+        try run("moving an NV counter on") { context, primary in
             let index = try Self.nvIndex(handle, context)
             defer { Self.closeHandle(index, context) }
-            try Self.check(
-                Esys_NV_Increment(
-                    context, index, index, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE)),
-                "incrementing an NV counter")
-            return try Self.read(index, context)
+            let current = try Self.read(index, context)
+            if current == value { return }
+            guard value > 0, current == value - 1 else {
+                throw TPMError(
+                    .policyFailed, "NV counter 0x\(String(handle, radix: 16)) is at \(current), not \(value) − 1")
+            }
+            try Self.increment(index, authorization: authorization, context, primary: primary)
         }
+    }
+
+    private static func increment(
+        _ index: ESYS_TR, authorization: SecureBytes, _ context: OpaquePointer, primary: ESYS_TR
+    ) throws {
+        var auth = TPM2B_AUTH()
+        defer { TPMBuffers.wipe(&auth) }
+        try authorization.withUnsafeBytes { try TPMBuffers.fill(&auth.buffer, size: &auth.size, from: $0) }
+        try check(Esys_TR_SetAuth(context, index, &auth), "setting a counter's authorization")
+        // Proved by an HMAC in a salted session: the authorization itself never crosses the bus.
+        let session = try startSession(
+            context, primary: primary, type: TPM2_SE(TPM2_SE_HMAC),
+            attributes: TPMA_SESSION(TPMA_SESSION_CONTINUESESSION))
+        defer { flush(context, session) }
+        try check(
+            Esys_NV_Increment(context, index, index, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE)),
+            "incrementing an NV counter")
     }
 
     /// Deletes the NV index at `handle` with the owner authorization (empty, as a new TPM has it).
@@ -79,8 +104,8 @@ extension TPM {
         var data: UnsafeMutablePointer<TPM2B_MAX_NV_BUFFER>?
         try check(
             Esys_NV_Read(
-                context, index, index, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), 8, 0,
-                &data),
+                context, ESYS_TR(ESYS_TR_RH_OWNER), index, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
+                ESYS_TR(ESYS_TR_NONE), 8, 0, &data),
             "reading an NV counter")
         defer { Esys_Free(data) }
         guard let data, data.pointee.size == 8 else { throw TPMError(.failed, "an NV counter is not 8 bytes") }

@@ -12,6 +12,11 @@ public struct TPMLockoutState: Sendable, Equatable {
     /// Seconds before the lockout authorization may be tried again after a wrong one.
     public var lockoutRecovery: UInt32
     public var inLockout: Bool
+    /// Whether the lockout hierarchy has an authorization: without one, anyone who can send TPM
+    /// commands can reset the lockout (TPM2_DictionaryAttackLockReset) and guess on.
+    public var lockoutAuthorizationSet: Bool = false
+    /// Whether the owner hierarchy has an authorization (the keychain needs it empty).
+    public var ownerAuthorizationSet: Bool = false
 
     /// Seconds until one more authorization is accepted, at most.
     public var secondsUntilNextTry: UInt32 { inLockout ? recoveryTime : 0 }
@@ -59,7 +64,9 @@ extension TPM {
         return TPMLockoutState(
             failures: values[Property.lockoutCounter] ?? 0, maxTries: values[Property.maxAuthFail] ?? 0,
             recoveryTime: values[Property.lockoutInterval] ?? 0,
-            lockoutRecovery: values[Property.lockoutRecovery] ?? 0, inLockout: inLockout)
+            lockoutRecovery: values[Property.lockoutRecovery] ?? 0, inLockout: inLockout,
+            lockoutAuthorizationSet: permanent & UInt32(TPMA_PERMANENT_LOCKOUTAUTHSET) != 0,
+            ownerAuthorizationSet: permanent & UInt32(TPMA_PERMANENT_OWNERAUTHSET) != 0)
     }
 
     public func identity() throws -> TPMIdentity {

@@ -64,7 +64,9 @@ extension TPM {
             template.publicArea.type = TPM2_ALG_ID(TPM2_ALG_KEYEDHASH)
             template.publicArea.nameAlg = TPM2_ALG_ID(TPM2_ALG_SHA256)
             var attributes = TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT
-            if policy.isEmpty { attributes |= TPMA_OBJECT_USERWITHAUTH }
+            // With a policy, the policy alone: `adminWithPolicy` too, or ObjectChangeAuth would test an
+            // authorization (an old passcode) without the policy's counter.
+            attributes |= policy.isEmpty ? TPMA_OBJECT_USERWITHAUTH : TPMA_OBJECT_ADMINWITHPOLICY
             if !dictionaryAttackProtected { attributes |= TPMA_OBJECT_NODA }
             template.publicArea.objectAttributes = TPMA_OBJECT(attributes)
             try TPMBuffers.fill(
@@ -116,8 +118,10 @@ extension TPM {
                         context, primary, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
                         &privatePart, &publicPart, &handle),
                     "loading a sealed object")
-            } catch let error as TPMError where error.code == .failed {
-                // The TPM refuses a private part its primary did not make with one of several codes.
+            } catch let error as TPMError where error.code == .failed || error.code == .authorizationFailed {
+                // The TPM refuses a private part its primary did not make with one of several codes;
+                // out of object memory is not one of them.
+                if error.responseCode & 0xFFFF == 0x902 { throw error }
                 throw TPMError(.foreignObject, responseCode: error.responseCode, error.reason)
             }
             defer { Self.flush(context, handle) }
@@ -179,6 +183,15 @@ extension TPM {
 
     /// Runs `policy`'s assertions in `session`, always in the same order (the digest depends on it).
     private static func satisfy(_ policy: TPMSealPolicy, session: ESYS_TR, _ context: OpaquePointer) throws {
+        do {
+            try assert(policy, session: session, context)
+        } catch let error as TPMError where error.code == .authorizationFailed {
+            // The owner's authorization (for reading the counter), not the object's: never a wrong passcode.
+            throw TPMError(.failed, responseCode: error.responseCode, error.reason)
+        }
+    }
+
+    private static func assert(_ policy: TPMSealPolicy, session: ESYS_TR, _ context: OpaquePointer) throws {
         if let counter = policy.counter {
             let index = try nvIndex(counter.handle, context)
             defer { closeHandle(index, context) }
@@ -187,7 +200,7 @@ extension TPM {
             try withUnsafeBytes(of: &bigEndian) { try TPMBuffers.fill(&operand.buffer, size: &operand.size, from: $0) }
             try check(
                 Esys_PolicyNV(
-                    context, index, index, session, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
+                    context, ESYS_TR(ESYS_TR_RH_OWNER), index, session, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
                     ESYS_TR(ESYS_TR_NONE), &operand, 0, TPM2_EO(TPM2_EO_EQ)),
                 "checking the keychain's counter")
         }

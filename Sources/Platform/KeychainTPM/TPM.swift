@@ -65,19 +65,26 @@ public final class TPM: @unchecked Sendable {
     }
 
     /// Runs `body` with the connection. A TPM that went away (restarted, so its transient objects are
-    /// gone) is reconnected once and the operation tried again; the caller compares `primaryName`.
+    /// gone) is reconnected once and the operation tried again, so `body` must be safe to run twice
+    /// (the counters' `advance` reads before it increments). A reconnection that finds another storage
+    /// primary (the TPM cleared, or another one behind the TCTI) fails rather than go on with it.
     func run<T>(_ operation: String, _ body: (OpaquePointer, ESYS_TR) throws -> T) throws -> T {
         try lock.withLock { _ in
             if let context = connection.context {
                 do {
                     return try body(context, connection.primary)
-                } catch let error as TPMError where error.code == .unreachable || error.code == .missing {
+                } catch let error as TPMError where error.code == .unreachable || error.code == .missingPrimary {
                     // Fall through to one reconnection.
                     _ = error
                 }
             }
+            let pinned = connection.primaryName
             connection.close()
             connection = try Self.connect(tcti)
+            guard pinned.isEmpty || ConstantTime.equal(connection.primaryName, pinned) else {
+                throw TPMError(
+                    .foreignObject, "\(operation): the TPM at \(tcti) has another storage key since it reconnected")
+            }
             guard let context = connection.context else { throw TPMError(.unreachable, "\(operation): no TPM") }
             return try body(context, connection.primary)
         }

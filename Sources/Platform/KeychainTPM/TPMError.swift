@@ -14,6 +14,8 @@ public struct TPMError: Error, CustomStringConvertible, Sendable {
         case foreignObject
         /// An NV index or persistent object the keychain relies on is not there.
         case missing
+        /// The storage primary this connection loaded is gone (the TPM restarted).
+        case missingPrimary
         /// An NV index already exists at the handle.
         case alreadyDefined
         /// Any other refusal.
@@ -46,9 +48,10 @@ extension TPMError {
             switch number {
             case 0x08E, 0x0A2: code = .authorizationFailed  // AUTH_FAIL, BAD_AUTH
             case 0x921: code = .lockout
-            case 0x09D, 0x126, 0x099: code = .policyFailed  // POLICY_FAIL, POLICY, PP
-            case 0x09F, 0x098: code = .foreignObject  // INTEGRITY, SIZE of an edited blob
-            case 0x08B, 0x14A: code = .missing  // HANDLE, NV_UNINITIALIZED
+            case 0x09D, 0x126: code = .policyFailed  // POLICY_FAIL, POLICY
+            case 0x09F, 0x095: code = .foreignObject  // INTEGRITY, SIZE of an edited blob
+            case 0x14A: code = .missing  // NV_UNINITIALIZED
+            case 0x08B: code = .missingPrimary  // HANDLE: a transient handle the TPM no longer has
             case 0x14C: code = .alreadyDefined  // NV_DEFINED
             default: code = .failed
             }

@@ -34,6 +34,7 @@ extension Keychain {
                     throw KeychainError.ioError("cannot remove \(path): \(String(cString: strerror(errno)))")
                 }
             }
+            keybag.releaseRoot()
             pool.closeIdleConnections()
             // The directory is no longer this object's: the next open, in this process too, claims it.
             ownerLock.withLock { $0 = nil }

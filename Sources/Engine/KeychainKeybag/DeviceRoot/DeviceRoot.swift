@@ -57,10 +57,14 @@ public protocol DeviceRoot: Sendable {
     /// Called before the root's file is removed by an erase: a hardware root revokes what it keeps, so
     /// that no copy of the old files opens again.
     func retire() throws
+
+    /// Called once the root's file is gone: a hardware root frees what it kept (best effort).
+    func release()
 }
 
 extension DeviceRoot {
     public var enclaveKeys: (any EnclaveKeyHardware)? { nil }
+    public func release() {}
 }
 
 /// P-256 keys made and used inside a device root's hardware: the private key never leaves it. What
@@ -93,9 +97,10 @@ public struct PasscodeBinding: Sendable {
 public protocol KeybagAnchor: Sendable {
     func generation() throws -> UInt64
     func writes() throws -> UInt64
-    /// Adds one and returns the new value.
-    func advanceGeneration() throws -> UInt64
-    func advanceWrites() throws -> UInt64
+    /// Moves the counter to exactly `value` (one more than it holds, or what it holds already: safe to
+    /// repeat); refuses any other.
+    func advanceGeneration(to value: UInt64) throws
+    func advanceWrites(to value: UInt64) throws
 }
 
 /// Opens the device root of a keychain directory: the software one by default; the daemon's knows the
