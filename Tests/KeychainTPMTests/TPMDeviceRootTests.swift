@@ -301,6 +301,16 @@ final class TPMDeviceRootTests: XCTestCase {
         try FileManager.default.removeItem(atPath: directory)
         try FileManager.default.copyItem(atPath: saved, toPath: directory)
         assertCode(.notAvailable, { _ = try open() })
+        // The old root file alone opens nothing either: its secret was sealed for an epoch that has
+        // passed, so nothing it wrapped (a device-bound backup, say) opens again.
+        XCTAssertThrowsError(
+            try TPMDeviceRoot.load(
+                tpm: tpm, contents: Data(contentsOf: URL(fileURLWithPath: saved + "/device-root")),
+                path: saved + "/device-root")
+        ) { error in XCTAssertTrue("\(error)".contains("erased"), "\(error)") }
+        // And the new keychain in the directory works under a new root.
+        try FileManager.default.removeItem(atPath: directory)
+        _ = try open().add(item("b", secret: "new", protection: "dk"), client: client)
     }
 }
 

@@ -9,8 +9,9 @@ import KeychainTPM
 
 /// The device root in a TPM 2.0: the Secure Enclave's part, played by the chip.
 ///
-/// - The root secret is a data object sealed under the TPM's storage primary (`fixedTPM | fixedParent`):
-///   the root file holds only the sealed blob, which no other TPM (and this one after a clear) opens.
+/// - The root secret is a data object sealed under the TPM's storage primary (`fixedTPM | fixedParent`)
+///   for an epoch counter's value: the root file holds only the sealed blob, which no other TPM (and
+///   this one after a clear) opens, and which an erase (moving the epoch on) kills.
 /// - The keybag's secret is sealed with a policy on an NV counter (the generation): a passcode change
 ///   or an erase moves the counter on, and the old secret, with every old keybag copy, is dead.
 /// - A passcode is the authorization of a dictionary-attack-protected object sealed for the same
@@ -48,36 +49,34 @@ public final class TPMDeviceRoot: DeviceRoot {
             key: KeyDerivation.hkdf(key: rootSecret, info: "swift-keychain tpm root mac v1"))
     }
 
-    /// Makes a new root in `tpm` and writes its file at `path` (which must not exist): the root
-    /// secret sealed, two NV counters defined, the lockout parameters set where the TPM lets us.
+    /// Makes a new root in `tpm` and writes its file at `path` (which must not exist): three NV counters
+    /// defined, the root secret sealed for the epoch counter's value, the lockout parameters set where
+    /// the TPM lets us.
     public static func create(tpm: TPM, path: String, lockout: TPMLockoutPolicy) throws -> TPMDeviceRoot {
         try translating {
             lockout.apply(to: tpm)
             let rootSecret = try SecureBytes(randomCount: 32)
-            let sealed = try tpm.seal(
-                rootSecret, authorization: nil, policy: TPMSealPolicy(), dictionaryAttackProtected: false)
             let authorization = try counterAuthorization(rootSecret)
-            let generation = try defineCounter(tpm, authorization: authorization)
-            let writes: UInt32
+            var defined: [UInt32] = []
             do {
-                writes = try defineCounter(tpm, authorization: authorization)
-            } catch {
-                try? tpm.undefineIndex(generation)
-                throw error
-            }
-            let file = TPMRootFile(
-                deviceIdentifier: try Random.bytes(16), primaryName: tpm.primaryName, generationCounter: generation,
-                writesCounter: writes, rootSecret: sealed)
-            do {
+                for _ in 0..<3 { defined.append(try defineCounter(tpm, authorization: authorization)) }
+                let epoch = try tpm.readCounter(defined[2])
+                // Dead once an erase moves the epoch on: no copy of this file opens again after it.
+                let sealed = try tpm.seal(
+                    rootSecret, authorization: nil, policy: TPMSealPolicy(counter: (defined[2], epoch)),
+                    dictionaryAttackProtected: false)
+                let file = TPMRootFile(
+                    deviceIdentifier: try Random.bytes(16), primaryName: tpm.primaryName,
+                    generationCounter: defined[0], writesCounter: defined[1], epochCounter: defined[2], epoch: epoch,
+                    rootSecret: sealed)
                 guard try SecureFiles.createExclusively(SecureBytes(copying: file.encoded()), at: path) else {
                     throw KeybagError.io("device root \(path) was created by another process at the same time")
                 }
+                return try TPMDeviceRoot(tpm: tpm, file: file, rootSecret: rootSecret)
             } catch {
-                try? tpm.undefineIndex(generation)
-                try? tpm.undefineIndex(writes)
+                for handle in defined { try? tpm.undefineIndex(handle) }
                 throw error
             }
-            return try TPMDeviceRoot(tpm: tpm, file: file, rootSecret: rootSecret)
         }
     }
 
@@ -90,7 +89,15 @@ public final class TPMDeviceRoot: DeviceRoot {
                     "the TPM at \(tpm.tcti) is not the one this keychain was made in, or it was cleared since: "
                         + "its storage key differs, so the keychain's keys are gone")
             }
-            let rootSecret = try tpm.unseal(file.rootSecret, authorization: nil, policy: TPMSealPolicy())
+            let rootSecret: SecureBytes
+            do {
+                rootSecret = try tpm.unseal(
+                    file.rootSecret, authorization: nil, policy: TPMSealPolicy(counter: (file.epochCounter, file.epoch))
+                )
+            } catch let error as TPMError where error.code == .policyFailed || error.code == .missing {
+                throw KeybagError.deviceRootUnavailable(
+                    "this device root was erased: its epoch in the TPM has moved on (\(error.reason))")
+            }
             return try TPMDeviceRoot(tpm: tpm, file: file, rootSecret: rootSecret)
         }
     }
@@ -184,7 +191,7 @@ public final class TPMDeviceRoot: DeviceRoot {
     /// remove it to start anew; nothing in it opens anywhere.)
     public func retire() throws {
         try Self.translating {
-            for handle in [file.generationCounter, file.writesCounter] {
+            for handle in [file.generationCounter, file.writesCounter, file.epochCounter] {
                 let value = try tpm.readCounter(handle)
                 try tpm.advanceCounter(handle, to: value + 1, authorization: counterAuthorization)
             }
@@ -194,7 +201,7 @@ public final class TPMDeviceRoot: DeviceRoot {
     /// Deletes the counters, once the files are gone. A counter defined again later starts above
     /// every value these held, so no old policy is ever met again; one that is gone already is fine.
     public func release() {
-        for handle in [file.generationCounter, file.writesCounter] {
+        for handle in [file.generationCounter, file.writesCounter, file.epochCounter] {
             do {
                 try tpm.undefineIndex(handle)
             } catch {

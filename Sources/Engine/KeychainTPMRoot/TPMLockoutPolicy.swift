@@ -4,11 +4,12 @@ import KeychainTPM
 /// The TPM's dictionary-attack parameters that a new TPM root sets: how many wrong passcodes the chip
 /// takes before it refuses every one, and how fast it forgives them.
 ///
-/// The defaults: 32 tries, then one more every 10 minutes (144 a day, so a 6-digit passcode takes
-/// about 19 years on average even for root with the chip in hand); the lockout authorization, if
-/// guessed wrong, waits a day. The parameters are the TPM's own, shared by everything that uses it:
-/// they are set only with an empty lockout authorization (as a new TPM has), and otherwise left as
-/// the machine's owner set them (and logged). The keychain's escalating delays and its optional erase
+/// The defaults: 32 tries, then one more every 10 minutes (144 a day: every 6-digit passcode takes
+/// about 19 years); the lockout authorization, if guessed wrong, waits a day. That holds only while
+/// the lockout authorization is set: with it empty (a new TPM), anyone who can send TPM commands can
+/// reset the lockout (docs/tpm.md). The parameters are the TPM's own, shared by everything that uses
+/// it: they are set only with an empty lockout authorization, and otherwise left as the machine's
+/// owner set them (and logged). The keychain's escalating delays and its optional erase
 /// after ten failures apply on top, for every caller that does not go around the keychain's own code.
 public struct TPMLockoutPolicy: Sendable, Equatable {
     public var maxTries: UInt32

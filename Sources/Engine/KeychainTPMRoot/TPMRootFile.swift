@@ -5,8 +5,8 @@ import KeychainTPM
 
 /// The TPM root's file: what finds the root again in the TPM, nothing that opens it elsewhere.
 ///
-/// `SKTR` ‖ version ‖ device identifier (16) ‖ the storage primary's name ‖ the generation and writes
-/// counters' NV handles ‖ the sealed root secret.
+/// `SKTR` ‖ version ‖ device identifier (16) ‖ the storage primary's name ‖ the generation, writes and
+/// epoch counters' NV handles ‖ the epoch the root secret is sealed for ‖ the sealed root secret.
 struct TPMRootFile: Equatable {
     var deviceIdentifier: Data
     /// Pinned at creation: a cleared or other TPM derives another primary, and salted sessions go only
@@ -14,9 +14,12 @@ struct TPMRootFile: Equatable {
     var primaryName: Data
     var generationCounter: UInt32
     var writesCounter: UInt32
+    var epochCounter: UInt32
+    var epoch: UInt64
     var rootSecret: TPMSealedObject
 
-    static let version: UInt8 = 1
+    /// 2: the root secret sealed for an epoch. (1 was never released.)
+    static let version: UInt8 = 2
 
     func encoded() -> Data {
         var writer = ByteWriter()
@@ -26,6 +29,8 @@ struct TPMRootFile: Equatable {
         writer.writeBytes(primaryName)
         writer.write(generationCounter)
         writer.write(writesCounter)
+        writer.write(epochCounter)
+        writer.write(epoch)
         writer.writeBytes(rootSecret.encoded())
         return writer.data
     }
@@ -38,11 +43,10 @@ struct TPMRootFile: Equatable {
             }
             let file = TPMRootFile(
                 deviceIdentifier: try reader.readRaw(16), primaryName: try reader.readBytes(),
-                generationCounter: try reader.read(), writesCounter: try reader.read(),
-                rootSecret: try TPMSealedObject.decode(try reader.readBytes()))
-            guard reader.isAtEnd, TPM.counterHandles.contains(file.generationCounter),
-                TPM.counterHandles.contains(file.writesCounter)
-            else {
+                generationCounter: try reader.read(), writesCounter: try reader.read(), epochCounter: try reader.read(),
+                epoch: try reader.read(), rootSecret: try TPMSealedObject.decode(try reader.readBytes()))
+            let handles = [file.generationCounter, file.writesCounter, file.epochCounter]
+            guard reader.isAtEnd, handles.allSatisfy(TPM.counterHandles.contains), Set(handles).count == 3 else {
                 throw KeybagError.corrupt("device root \(path) is damaged")
             }
             return file

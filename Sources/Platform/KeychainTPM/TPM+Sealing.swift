@@ -200,7 +200,8 @@ extension TPM {
             try withUnsafeBytes(of: &bigEndian) { try TPMBuffers.fill(&operand.buffer, size: &operand.size, from: $0) }
             try check(
                 Esys_PolicyNV(
-                    context, ESYS_TR(ESYS_TR_RH_OWNER), index, session, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
+                    context, ESYS_TR(ESYS_TR_RH_OWNER), index, session, ESYS_TR(ESYS_TR_PASSWORD),
+                    ESYS_TR(ESYS_TR_NONE),
                     ESYS_TR(ESYS_TR_NONE), &operand, 0, TPM2_EO(TPM2_EO_EQ)),
                 "checking the keychain's counter")
         }
