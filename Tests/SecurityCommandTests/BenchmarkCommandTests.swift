@@ -85,7 +85,7 @@ final class BenchmarkCommandTests: XCTestCase {
         let listed = Self.flags(in: try cli.run(program: benchmark, ["--help"]).stdout)
         XCTAssertTrue(listed.isSuperset(of: ["--sizes", "--samples", "--profile-secitem"]), "\(listed)")
         for flag in listed.subtracting([
-            "--help", "--million", "--passcode-only", "--keys-only", "--daemon-only", "--backup-only",
+            "--help", "--million", "--passcode-only", "--keys-only", "--daemon-only", "--backup-only", "--tpm-only",
         ]) {
             let result = try cli.run(program: benchmark, [flag, "zero"])
             XCTAssertEqual(result.status, 2, flag)
