@@ -535,22 +535,20 @@ public final class Keybag: Sendable {
     /// cut short after the file and before the anchor.
     static func checkAnchor(_ file: KeybagFile, root: any DeviceRoot) throws {
         guard let anchor = root.anchor else { return }
-        let writes = try anchor.writes()
-        if file.writeCount == writes + 1 {
-            try anchor.advanceWrites(to: file.writeCount)
-        } else if file.writeCount != writes {
-            throw KeybagError.rolledBack(
-                "the keybag records write \(file.writeCount) but the device root's counter is at \(writes): "
-                    + (file.writeCount < writes ? "an older copy was put back" : "the counter was replaced"))
-        }
-        let generation = try anchor.generation()
-        if file.generation == generation + 1 {
-            try anchor.advanceGeneration(to: file.generation)
-        } else if file.generation != generation {
-            throw KeybagError.rolledBack(
-                "the keybag is of generation \(file.generation) but the device root is at \(generation): "
-                    + (file.generation < generation ? "an older copy was put back" : "the counter was replaced"))
-        }
+        try reconcile(file.writeCount, with: anchor.writes(), "the keybag records write", anchor.advanceWrites)
+        try reconcile(
+            file.generation, with: anchor.generation(), "the keybag is of generation", anchor.advanceGeneration)
+    }
+
+    /// One counter of the anchor against the file's: equal, or one behind (moved on now), or refused.
+    private static func reconcile(
+        _ recorded: UInt64, with counter: UInt64, _ what: String, _ advance: (UInt64) throws -> Void
+    ) throws {
+        if recorded == counter { return }
+        guard recorded != counter + 1 else { return try advance(recorded) }
+        throw KeybagError.rolledBack(
+            "\(what) \(recorded) but the device root's counter is at \(counter): "
+                + (recorded < counter ? "an older copy was put back" : "the counter was replaced"))
     }
 
     /// The generation a keybag written after `file` takes.

@@ -24,8 +24,7 @@ public final class TPMDeviceRoot: DeviceRoot {
     public let anchor: (any KeybagAnchor)?
     private let tpm: TPM
     private let file: TPMRootFile
-    private let wrappingKey: SecureBytes
-    private let authenticationKey: HMACKey
+    private let keys: DeviceRootKeys
     private let counterAuthorization: SecureBytes
 
     private init(tpm: TPM, file: TPMRootFile, rootSecret: SecureBytes) throws {
@@ -44,9 +43,8 @@ public final class TPMDeviceRoot: DeviceRoot {
         anchor = TPMCounters(
             tpm: tpm, generationHandle: file.generationCounter, writesHandle: file.writesCounter,
             authorization: counterAuthorization)
-        wrappingKey = try KeyDerivation.hkdf(key: rootSecret, info: "swift-keychain tpm root wrap v1").pinnedCopy()
-        authenticationKey = try HMACKey(
-            key: KeyDerivation.hkdf(key: rootSecret, info: "swift-keychain tpm root mac v1"))
+        keys = try DeviceRootKeys(
+            secret: rootSecret, deviceIdentifier: file.deviceIdentifier, label: "swift-keychain tpm root")
     }
 
     /// Makes a new root in `tpm` and writes its file at `path` (which must not exist): three NV counters
@@ -124,19 +122,13 @@ public final class TPMDeviceRoot: DeviceRoot {
 
     // MARK: DeviceRoot
 
-    public func wrap(_ key: SecureBytes, context: Data) throws -> Data {
-        try AESGCM.seal(key, key: wrappingKey, authenticating: deviceIdentifier + context)
-    }
+    public func wrap(_ key: SecureBytes, context: Data) throws -> Data { try keys.wrap(key, context: context) }
 
     public func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes {
-        do {
-            return try AESGCM.openSecure(wrapped, key: wrappingKey, authenticating: deviceIdentifier + context)
-        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
-            throw KeybagError.foreignDevice("a key was not wrapped by this device's root")
-        }
+        try keys.unwrap(wrapped, context: context)
     }
 
-    public func authenticate(_ data: Data) throws -> Data { try authenticationKey.authenticationCode(data) }
+    public func authenticate(_ data: Data) throws -> Data { try keys.authenticate(data) }
 
     public func sealKeybagSecret(_ secret: SecureBytes, generation: UInt64) throws -> Data {
         try Self.translating {

@@ -10,43 +10,21 @@ extension TPM {
     /// Makes a key; returns its public key (ANSI X9.63, `04 ‖ X ‖ Y`) and the object to load it again.
     public func createKey() throws -> (publicKey: Data, object: TPMSealedObject) {
         try run("creating a key in the TPM") { context, primary in
-            var template = TPM2B_PUBLIC()
-            template.publicArea.type = TPM2_ALG_ID(TPM2_ALG_ECC)
-            template.publicArea.nameAlg = TPM2_ALG_ID(TPM2_ALG_SHA256)
-            template.publicArea.objectAttributes = TPMA_OBJECT(
-                TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN
-                    | TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA | TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_DECRYPT)
-            template.publicArea.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_ID(TPM2_ALG_NULL)
-            template.publicArea.parameters.eccDetail.scheme.scheme = TPM2_ALG_ID(TPM2_ALG_NULL)
-            template.publicArea.parameters.eccDetail.curveID = TPM2_ECC_CURVE(TPM2_ECC_NIST_P256)
-            template.publicArea.parameters.eccDetail.kdf.scheme = TPM2_ALG_ID(TPM2_ALG_NULL)
+            var template = Self.eccTemplate(
+                attributes: TPMA_OBJECT_SIGN_ENCRYPT | TPMA_OBJECT_DECRYPT, childrenEncryptedWithAES: false)
             var sensitive = TPM2B_SENSITIVE_CREATE()
-            var outside = TPM2B_DATA()
-            var pcrs = TPML_PCR_SELECTION()
             let session = try Self.startSession(
                 context, primary: primary, type: TPM2_SE(TPM2_SE_HMAC),
                 attributes: TPMA_SESSION(TPMA_SESSION_CONTINUESESSION))
             defer { Self.flush(context, session) }
-            var privatePart: UnsafeMutablePointer<TPM2B_PRIVATE>?
-            var publicPart: UnsafeMutablePointer<TPM2B_PUBLIC>?
-            try Self.check(
-                Esys_Create(
-                    context, primary, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &sensitive, &template,
-                    &outside, &pcrs, &privatePart, &publicPart, nil, nil, nil),
+            let made = try Self.createObject(
+                context, primary: primary, session: session, sensitive: &sensitive, template: &template,
                 "creating a key in the TPM")
-            defer {
-                Esys_Free(privatePart)
-                Esys_Free(publicPart)
-            }
-            guard let privatePart, let publicPart else { throw TPMError(.failed, "the TPM returned no key") }
-            let point = publicPart.pointee.publicArea.unique.ecc
+            let point = made.publicArea.unique.ecc
             let x = TPMBuffers.data(point.x.buffer, size: point.x.size)
             let y = TPMBuffers.data(point.y.buffer, size: point.y.size)
             guard x.count == 32, y.count == 32 else { throw TPMError(.failed, "the TPM made a key of another size") }
-            let object = TPMSealedObject(
-                publicArea: try Self.marshal(publicPart, Tss2_MU_TPM2B_PUBLIC_Marshal),
-                privateArea: try Self.marshal(privatePart, Tss2_MU_TPM2B_PRIVATE_Marshal))
-            return (Data([4]) + x + y, object)
+            return (Data([4]) + x + y, made.object)
         }
     }
 

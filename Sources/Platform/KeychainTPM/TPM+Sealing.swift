@@ -72,28 +72,15 @@ extension TPM {
             try TPMBuffers.fill(
                 &template.publicArea.authPolicy.buffer, size: &template.publicArea.authPolicy.size, from: digest)
             template.publicArea.parameters.keyedHashDetail.scheme.scheme = TPM2_ALG_ID(TPM2_ALG_NULL)
-            var outside = TPM2B_DATA()
-            var pcrs = TPML_PCR_SELECTION()
             // The sensitive part (secret and authorization) is the first parameter: encrypted on the bus.
             let session = try Self.startSession(
                 context, primary: primary, type: TPM2_SE(TPM2_SE_HMAC),
                 attributes: TPMA_SESSION(TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT))
             defer { Self.flush(context, session) }
-            var privatePart: UnsafeMutablePointer<TPM2B_PRIVATE>?
-            var publicPart: UnsafeMutablePointer<TPM2B_PUBLIC>?
-            try Self.check(
-                Esys_Create(
-                    context, primary, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &sensitive, &template,
-                    &outside, &pcrs, &privatePart, &publicPart, nil, nil, nil),
-                "sealing a secret")
-            defer {
-                Esys_Free(privatePart)
-                Esys_Free(publicPart)
-            }
-            guard let privatePart, let publicPart else { throw TPMError(.failed, "the TPM returned no object") }
-            return TPMSealedObject(
-                publicArea: try Self.marshal(publicPart, Tss2_MU_TPM2B_PUBLIC_Marshal),
-                privateArea: try Self.marshal(privatePart, Tss2_MU_TPM2B_PRIVATE_Marshal))
+            return try Self.createObject(
+                context, primary: primary, session: session, sensitive: &sensitive, template: &template,
+                "sealing a secret"
+            ).object
         }
     }
 

@@ -104,18 +104,8 @@ public final class TPM: @unchecked Sendable {
     /// The TCG storage-root template: an ECC P-256 restricted decryption key, AES-128-CFB for its
     /// children, no dictionary-attack protection (its authorization is empty), fixed to this TPM.
     private static func createPrimary(_ context: OpaquePointer) throws -> (ESYS_TR, Data) {
-        var template = TPM2B_PUBLIC()
-        template.publicArea.type = TPM2_ALG_ID(TPM2_ALG_ECC)
-        template.publicArea.nameAlg = TPM2_ALG_ID(TPM2_ALG_SHA256)
-        template.publicArea.objectAttributes = TPMA_OBJECT(
-            TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN
-                | TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA | TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT)
-        template.publicArea.parameters.eccDetail.symmetric.algorithm = TPM2_ALG_ID(TPM2_ALG_AES)
-        template.publicArea.parameters.eccDetail.symmetric.keyBits.aes = 128
-        template.publicArea.parameters.eccDetail.symmetric.mode.aes = TPM2_ALG_ID(TPM2_ALG_CFB)
-        template.publicArea.parameters.eccDetail.scheme.scheme = TPM2_ALG_ID(TPM2_ALG_NULL)
-        template.publicArea.parameters.eccDetail.curveID = TPM2_ECC_CURVE(TPM2_ECC_NIST_P256)
-        template.publicArea.parameters.eccDetail.kdf.scheme = TPM2_ALG_ID(TPM2_ALG_NULL)
+        var template = eccTemplate(
+            attributes: TPMA_OBJECT_RESTRICTED | TPMA_OBJECT_DECRYPT, childrenEncryptedWithAES: true)
         var sensitive = TPM2B_SENSITIVE_CREATE()
         var outside = TPM2B_DATA()
         var pcrs = TPML_PCR_SELECTION()
@@ -126,6 +116,54 @@ public final class TPM: @unchecked Sendable {
                 ESYS_TR(ESYS_TR_NONE), &sensitive, &template, &outside, &pcrs, &handle, nil, nil, nil, nil),
             "creating the storage primary")
         return (handle, try name(of: handle, context))
+    }
+
+    /// A P-256 key's template, made by the chip and fixed to it (`noDA`: its authorization is empty),
+    /// with `attributes` for its use; a storage key encrypts its children with AES-128-CFB.
+    static func eccTemplate(attributes: UInt32, childrenEncryptedWithAES: Bool) -> TPM2B_PUBLIC {
+        var template = TPM2B_PUBLIC()
+        template.publicArea.type = TPM2_ALG_ID(TPM2_ALG_ECC)
+        template.publicArea.nameAlg = TPM2_ALG_ID(TPM2_ALG_SHA256)
+        template.publicArea.objectAttributes = TPMA_OBJECT(
+            TPMA_OBJECT_FIXEDTPM | TPMA_OBJECT_FIXEDPARENT | TPMA_OBJECT_SENSITIVEDATAORIGIN
+                | TPMA_OBJECT_USERWITHAUTH | TPMA_OBJECT_NODA | attributes)
+        var details = TPMS_ECC_PARMS()
+        details.symmetric.algorithm = TPM2_ALG_ID(childrenEncryptedWithAES ? TPM2_ALG_AES : TPM2_ALG_NULL)
+        if childrenEncryptedWithAES {
+            details.symmetric.keyBits.aes = 128
+            details.symmetric.mode.aes = TPM2_ALG_ID(TPM2_ALG_CFB)
+        }
+        details.scheme.scheme = TPM2_ALG_ID(TPM2_ALG_NULL)
+        details.curveID = TPM2_ECC_CURVE(TPM2_ECC_NIST_P256)
+        details.kdf.scheme = TPM2_ALG_ID(TPM2_ALG_NULL)
+        template.publicArea.parameters.eccDetail = details
+        return template
+    }
+
+    /// Creates an object under the primary from `template` and `sensitive` in `session`: the object
+    /// as kept, and its public area (a key's public point).
+    static func createObject(
+        _ context: OpaquePointer, primary: ESYS_TR, session: ESYS_TR, sensitive: inout TPM2B_SENSITIVE_CREATE,
+        template: inout TPM2B_PUBLIC, _ operation: String
+    ) throws -> (object: TPMSealedObject, publicArea: TPMT_PUBLIC) {
+        var outside = TPM2B_DATA()
+        var pcrs = TPML_PCR_SELECTION()
+        var privatePart: UnsafeMutablePointer<TPM2B_PRIVATE>?
+        var publicPart: UnsafeMutablePointer<TPM2B_PUBLIC>?
+        try check(
+            Esys_Create(
+                context, primary, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &sensitive, &template,
+                &outside, &pcrs, &privatePart, &publicPart, nil, nil, nil),
+            operation)
+        defer {
+            Esys_Free(privatePart)
+            Esys_Free(publicPart)
+        }
+        guard let privatePart, let publicPart else { throw TPMError(.failed, "\(operation): the TPM returned nothing") }
+        let object = TPMSealedObject(
+            publicArea: try marshal(publicPart, Tss2_MU_TPM2B_PUBLIC_Marshal),
+            privateArea: try marshal(privatePart, Tss2_MU_TPM2B_PRIVATE_Marshal))
+        return (object, publicPart.pointee.publicArea)
     }
 
     static func name(of handle: ESYS_TR, _ context: OpaquePointer) throws -> Data {

@@ -13,9 +13,8 @@ import KeychainSystem
 public final class SoftwareDeviceRoot: DeviceRoot {
     public let deviceIdentifier: Data
     public let summary: String
-    private let wrappingKey: SecureBytes
+    private let keys: DeviceRootKeys
     private let entanglingKey: HMACKey
-    private let authenticationKey: HMACKey
 
     private static let magic = Data("SKDR".utf8)
     private static let formatVersion: UInt8 = 1
@@ -67,21 +66,14 @@ public final class SoftwareDeviceRoot: DeviceRoot {
         let root = fileContents.withUnsafeBytes { SecureBytes(copying: $0[Self.headerSize...]) }
         deviceIdentifier = header.suffix(16)
         summary = "software (\(path))"
-        wrappingKey = try KeyDerivation.hkdf(key: root, info: "swift-keychain root wrap v1").pinnedCopy()
+        keys = try DeviceRootKeys(secret: root, deviceIdentifier: deviceIdentifier, label: "swift-keychain root")
         entanglingKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root entangle v1"))
-        authenticationKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root mac v1"))
     }
 
-    public func wrap(_ key: SecureBytes, context: Data) throws -> Data {
-        try AESGCM.seal(key, key: wrappingKey, authenticating: deviceIdentifier + context)
-    }
+    public func wrap(_ key: SecureBytes, context: Data) throws -> Data { try keys.wrap(key, context: context) }
 
     public func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes {
-        do {
-            return try AESGCM.openSecure(wrapped, key: wrappingKey, authenticating: deviceIdentifier + context)
-        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
-            throw KeybagError.foreignDevice("a key was not wrapped by this device's root")
-        }
+        try keys.unwrap(wrapped, context: context)
     }
 
     /// The software root keeps nothing outside its file: an old keybag copy is not noticed.
@@ -117,9 +109,7 @@ public final class SoftwareDeviceRoot: DeviceRoot {
         }
     }
 
-    public func authenticate(_ data: Data) throws -> Data {
-        try authenticationKey.authenticationCode(data)
-    }
+    public func authenticate(_ data: Data) throws -> Data { try keys.authenticate(data) }
 
     /// The magic that starts a software root's file, for telling the kinds of root apart.
     public static let fileMagic = magic
