@@ -45,7 +45,7 @@ extension TPM {
         if ![20, 32, 48, 64].contains(digest.count) {
             input = digest.count > 32 ? digest.prefix(32) : Data(count: 32 - digest.count) + digest
         }
-        return try withLoadedKey(object, "signing in the TPM") { context, _, handle in
+        return try withLoadedObject(object, "signing in the TPM") { context, _, handle in
             var value = TPM2B_DIGEST()
             try TPMBuffers.fill(&value.buffer, size: &value.size, from: input)
             var scheme = TPMT_SIG_SCHEME()
@@ -74,7 +74,7 @@ extension TPM {
     /// (`04 ‖ X ‖ Y`); the answer is encrypted on the bus.
     public func sharedSecret(_ object: TPMSealedObject, peer: Data) throws -> SecureBytes {
         guard peer.count == 65, peer.first == 4 else { throw TPMError(.failed, "the peer key is not a P-256 point") }
-        return try withLoadedKey(object, "a key exchange in the TPM") { context, primary, handle in
+        return try withLoadedObject(object, "a key exchange in the TPM") { context, primary, handle in
             var point = TPM2B_ECC_POINT()
             try TPMBuffers.fill(&point.point.x.buffer, size: &point.point.x.size, from: peer.dropFirst().prefix(32))
             try TPMBuffers.fill(&point.point.y.buffer, size: &point.point.y.size, from: peer.suffix(32))
@@ -92,30 +92,6 @@ extension TPM {
             }
             guard let out else { throw TPMError(.failed, "the TPM returned no shared secret") }
             return TPMBuffers.secure(out.pointee.point.x.buffer, size: out.pointee.point.x.size)
-        }
-    }
-
-    /// Loads `object` under the primary, runs `body` with its handle, and flushes it.
-    private func withLoadedKey<T>(
-        _ object: TPMSealedObject, _ operation: String, _ body: (OpaquePointer, ESYS_TR, ESYS_TR) throws -> T
-    ) throws -> T {
-        var publicPart = TPM2B_PUBLIC()
-        var privatePart = TPM2B_PRIVATE()
-        try Self.unmarshal(object.publicArea, into: &publicPart, Tss2_MU_TPM2B_PUBLIC_Unmarshal)
-        try Self.unmarshal(object.privateArea, into: &privatePart, Tss2_MU_TPM2B_PRIVATE_Unmarshal)
-        return try run(operation) { context, primary in
-            var handle = ESYS_TR(ESYS_TR_NONE)
-            do {
-                try Self.check(
-                    Esys_Load(
-                        context, primary, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                        &privatePart, &publicPart, &handle),
-                    "loading a key")
-            } catch let error as TPMError where error.code == .failed {
-                throw TPMError(.foreignObject, responseCode: error.responseCode, error.reason)
-            }
-            defer { Self.flush(context, handle) }
-            return try body(context, primary, handle)
         }
     }
 }

@@ -93,25 +93,7 @@ extension TPM {
     public func unseal(_ object: TPMSealedObject, authorization: SecureBytes?, policy: TPMSealPolicy) throws
         -> SecureBytes
     {
-        var publicPart = TPM2B_PUBLIC()
-        var privatePart = TPM2B_PRIVATE()
-        try Self.unmarshal(object.publicArea, into: &publicPart, Tss2_MU_TPM2B_PUBLIC_Unmarshal)
-        try Self.unmarshal(object.privateArea, into: &privatePart, Tss2_MU_TPM2B_PRIVATE_Unmarshal)
-        return try run("unsealing a secret") { context, primary in
-            var handle = ESYS_TR(ESYS_TR_NONE)
-            do {
-                try Self.check(
-                    Esys_Load(
-                        context, primary, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
-                        &privatePart, &publicPart, &handle),
-                    "loading a sealed object")
-            } catch let error as TPMError where error.code == .failed || error.code == .authorizationFailed {
-                // The TPM refuses a private part its primary did not make with one of several codes;
-                // out of object memory is not one of them.
-                if error.responseCode & 0xFFFF == 0x902 { throw error }
-                throw TPMError(.foreignObject, responseCode: error.responseCode, error.reason)
-            }
-            defer { Self.flush(context, handle) }
+        try withLoadedObject(object, "unsealing a secret") { context, primary, handle in
             var auth = TPM2B_AUTH()
             defer { TPMBuffers.wipe(&auth) }
             if let authorization {
@@ -140,6 +122,33 @@ extension TPM {
             }
             guard let out else { throw TPMError(.failed, "the TPM returned no secret") }
             return TPMBuffers.secure(out.pointee.buffer, size: out.pointee.size)
+        }
+    }
+
+    /// Loads `object` under the primary, runs `body` with its handle, and flushes it.
+    func withLoadedObject<T>(
+        _ object: TPMSealedObject, _ operation: String, _ body: (OpaquePointer, ESYS_TR, ESYS_TR) throws -> T
+    ) throws -> T {
+        var publicPart = TPM2B_PUBLIC()
+        var privatePart = TPM2B_PRIVATE()
+        try Self.unmarshal(object.publicArea, into: &publicPart, Tss2_MU_TPM2B_PUBLIC_Unmarshal)
+        try Self.unmarshal(object.privateArea, into: &privatePart, Tss2_MU_TPM2B_PRIVATE_Unmarshal)
+        return try run(operation) { context, primary in
+            var handle = ESYS_TR(ESYS_TR_NONE)
+            do {
+                try Self.check(
+                    Esys_Load(
+                        context, primary, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
+                        &privatePart, &publicPart, &handle),
+                    "\(operation): loading the object")
+            } catch let error as TPMError where error.code == .failed || error.code == .authorizationFailed {
+                // The TPM refuses a private part its primary did not make with one of several codes;
+                // out of object memory is not one of them.
+                if error.responseCode & 0xFFFF == 0x902 { throw error }
+                throw TPMError(.foreignObject, responseCode: error.responseCode, error.reason)
+            }
+            defer { Self.flush(context, handle) }
+            return try body(context, primary, handle)
         }
     }
 
