@@ -36,6 +36,7 @@ public final class TPMDeviceRoot: DeviceRoot {
             "; guess limit \(state.maxTries) tries, one more every \(state.recoveryTime) s"
                 + (state.lockoutAuthorizationSet
                     ? "" : "; no lockout authorization: anyone who can send TPM commands can reset the limit")
+                + (state.ownerAuthorizationSet ? "; an owner authorization is set: new counters cannot be made" : "")
         }
         summary = "TPM 2.0 (\(tpm.tcti))\(identity)\(lockout ?? "")"
         let counterAuthorization = try Self.counterAuthorization(rootSecret)
@@ -67,10 +68,11 @@ public final class TPMDeviceRoot: DeviceRoot {
                     deviceIdentifier: try Random.bytes(16), primaryName: tpm.primaryName,
                     generationCounter: defined[0], writesCounter: defined[1], epochCounter: defined[2], epoch: epoch,
                     rootSecret: sealed)
+                let root = try TPMDeviceRoot(tpm: tpm, file: file, rootSecret: rootSecret)
                 guard try SecureFiles.createExclusively(SecureBytes(copying: file.encoded()), at: path) else {
                     throw KeybagError.io("device root \(path) was created by another process at the same time")
                 }
-                return try TPMDeviceRoot(tpm: tpm, file: file, rootSecret: rootSecret)
+                return root
             } catch {
                 for handle in defined { try? tpm.undefineIndex(handle) }
                 throw error
@@ -166,10 +168,14 @@ public final class TPMDeviceRoot: DeviceRoot {
                     object, authorization: passcodeKey, policy: generationPolicy(generation, passcode: true))
             } catch let error as TPMError where error.code == .authorizationFailed {
                 throw KeybagError.wrongPasscode(failedAttempts: 0)
-            } catch let error as TPMError where error.code == .lockout {
-                // At most one recovery interval until the chip checks a passcode again.
-                let wait = (try? tpm.lockoutState()).map { Int($0.recoveryTime) } ?? 0
-                throw KeybagError.deviceRootLockedOut(retryAfter: max(wait, 1))
+            } catch let error as TPMError where error.code == .lockout || (error.reachedCheck && !error.isRefusal) {
+                // The answer is not trusted by itself (responses are not authenticated): the chip is in
+                // lockout only when it says so on its own; otherwise the check may have happened, and
+                // the attempt stays counted.
+                if let state = try? tpm.lockoutState(), state.inLockout {
+                    throw KeybagError.deviceRootLockedOut(retryAfter: max(Int(state.recoveryTime), 1))
+                }
+                throw KeybagError.io("the TPM's answer to the passcode check was lost (\(error.reason)): it counts")
             }
             return try Self.mix(secret, passcodeKey)
         }
@@ -183,7 +189,8 @@ public final class TPMDeviceRoot: DeviceRoot {
     /// remove it to start anew; nothing in it opens anywhere.)
     public func retire() throws {
         try Self.translating {
-            for handle in [file.generationCounter, file.writesCounter, file.epochCounter] {
+            // The epoch first: it alone kills the root secret, so an erase cut short after it is whole.
+            for handle in [file.epochCounter, file.generationCounter, file.writesCounter] {
                 let value = try tpm.readCounter(handle)
                 try tpm.advanceCounter(handle, to: value + 1, authorization: counterAuthorization)
             }

@@ -28,7 +28,12 @@ public struct TPMLockoutPolicy: Sendable, Equatable {
     func apply(to tpm: TPM) {
         // With a lockout authorization set, trying the empty one would be a failure of its own (and
         // lock the owner out of the lockout hierarchy): the owner's parameters stay.
-        if let state = try? tpm.lockoutState(), state.lockoutAuthorizationSet {
+        guard let state = try? tpm.lockoutState() else {
+            KeychainLog.error(
+                "the TPM's dictionary-attack state could not be read: its parameters are left as they are")
+            return
+        }
+        if state.lockoutAuthorizationSet {
             KeychainLog.error(
                 "the TPM's dictionary-attack parameters are its owner's: \(state.maxTries) tries, one forgiven every \(state.recoveryTime) s"
             )

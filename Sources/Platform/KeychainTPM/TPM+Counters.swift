@@ -39,8 +39,16 @@ extension TPM {
                     &description, &index),
                 "defining an NV counter")
             defer { Self.closeHandle(index, context) }
-            try Self.increment(index, authorization: authorization, context, primary: primary)
-            return try Self.read(index, context)
+            do {
+                try Self.increment(index, authorization: authorization, context, primary: primary)
+                return try Self.read(index, context)
+            } catch {
+                // Not left defined and unusable.
+                _ = Esys_NV_UndefineSpace(
+                    context, ESYS_TR(ESYS_TR_RH_OWNER), index, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
+                    ESYS_TR(ESYS_TR_NONE))
+                throw error
+            }
         }
     }
 
@@ -90,13 +98,17 @@ extension TPM {
     /// Deletes the NV index at `handle` with the owner authorization (empty, as a new TPM has it).
     public func undefineIndex(_ handle: UInt32) throws {
         try run("deleting an NV index") { context, _ in
-            var index = try Self.nvIndex(handle, context)
-            try Self.check(
-                Esys_NV_UndefineSpace(
-                    context, ESYS_TR(ESYS_TR_RH_OWNER), index, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
-                    ESYS_TR(ESYS_TR_NONE)),
-                "deleting an NV index")
-            index = ESYS_TR(ESYS_TR_NONE)
+            let index = try Self.nvIndex(handle, context)
+            do {
+                try Self.check(
+                    Esys_NV_UndefineSpace(
+                        context, ESYS_TR(ESYS_TR_RH_OWNER), index, ESYS_TR(ESYS_TR_PASSWORD), ESYS_TR(ESYS_TR_NONE),
+                        ESYS_TR(ESYS_TR_NONE)),
+                    "deleting an NV index")
+            } catch {
+                Self.closeHandle(index, context)
+                throw error
+            }
         }
     }
 
@@ -122,7 +134,8 @@ extension TPM {
                     context, TPM2_HANDLE(handle), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE),
                     &index),
                 "finding NV index 0x\(String(handle, radix: 16))")
-        } catch let error as TPMError where error.code != .unreachable {
+        } catch let error as TPMError where error.code == .missingPrimary {
+            // TPM_RC_HANDLE from reading the index's public area: nothing is defined there.
             throw TPMError(.missing, responseCode: error.responseCode, error.reason)
         }
         return index

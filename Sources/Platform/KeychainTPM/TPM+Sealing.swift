@@ -113,9 +113,14 @@ extension TPM {
             defer { Self.flush(context, session) }
             if !policy.isEmpty { try Self.satisfy(policy, session: session, context) }
             var out: UnsafeMutablePointer<TPM2B_SENSITIVE_DATA>?
-            try Self.check(
-                Esys_Unseal(context, handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &out),
-                "unsealing a secret")
+            do {
+                try Self.check(
+                    Esys_Unseal(context, handle, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &out),
+                    "unsealing a secret")
+            } catch var error as TPMError {
+                error.reachedCheck = true
+                throw error
+            }
             defer {
                 if let out { TPMBuffers.wipe(&out.pointee) }
                 Esys_Free(out)
@@ -144,7 +149,7 @@ extension TPM {
             } catch let error as TPMError where error.code == .failed || error.code == .authorizationFailed {
                 // The TPM refuses a private part its primary did not make with one of several codes;
                 // out of object memory is not one of them.
-                if error.responseCode & 0xFFFF == 0x902 { throw error }
+                if error.isWarning { throw error }
                 throw TPMError(.foreignObject, responseCode: error.responseCode, error.reason)
             }
             defer { Self.flush(context, handle) }

@@ -16,6 +16,8 @@ import Synchronization
 public final class TPM: @unchecked Sendable {
     /// The TCTI configuration string the connection was made with (`device:/dev/tpmrm0`, `swtpm:path=…`).
     public let tcti: String
+    /// The storage primary's name at the first connection: every reconnection must find it again.
+    public let primaryName: Data
     private let lock = Mutex(())
     // Mutated only under `lock`.
     private var connection: Connection
@@ -48,10 +50,8 @@ public final class TPM: @unchecked Sendable {
         }
         self.tcti = tcti
         connection = try Self.connect(tcti)
+        primaryName = connection.primaryName
     }
-
-    /// The storage primary's name (its hash algorithm and the digest of its public area).
-    public var primaryName: Data { lock.withLock { _ in connection.primaryName } }
 
     private static func connect(_ tcti: String) throws -> Connection {
         let connection = Connection()
@@ -73,18 +73,23 @@ public final class TPM: @unchecked Sendable {
             if let context = connection.context {
                 do {
                     return try body(context, connection.primary)
-                } catch let error as TPMError where error.code == .unreachable || error.code == .missingPrimary {
-                    // Fall through to one reconnection.
+                } catch let error as TPMError
+                    where (error.code == .unreachable || error.code == .missingPrimary) && !error.reachedCheck
+                {
+                    // Fall through to one reconnection (never after a passcode check was sent: the
+                    // chip may have counted it, and a replay would count it twice).
                     _ = error
                 }
             }
-            let pinned = connection.primaryName
             connection.close()
-            connection = try Self.connect(tcti)
-            guard pinned.isEmpty || ConstantTime.equal(connection.primaryName, pinned) else {
+            let fresh = try Self.connect(tcti)
+            guard ConstantTime.equal(fresh.primaryName, primaryName) else {
+                // Left closed: every later call connects and checks again.
+                fresh.close()
                 throw TPMError(
                     .foreignObject, "\(operation): the TPM at \(tcti) has another storage key since it reconnected")
             }
+            connection = fresh
             guard let context = connection.context else { throw TPMError(.unreachable, "\(operation): no TPM") }
             return try body(context, connection.primary)
         }

@@ -26,12 +26,22 @@ public struct TPMError: Error, CustomStringConvertible, Sendable {
     /// The TSS response code, 0 when the error did not come from the stack.
     public let responseCode: UInt32
     public let reason: String
+    /// The command that checks an authorization of a dictionary-attack-protected object was sent:
+    /// the chip may have counted it, whatever came back.
+    public internal(set) var reachedCheck = false
 
     public init(_ code: Code, responseCode: UInt32 = 0, _ reason: String) {
         self.code = code
         self.responseCode = responseCode
         self.reason = reason
     }
+
+    /// The chip judged the object or its authorization (rather than failing to answer).
+    public var isRefusal: Bool { [.authorizationFailed, .policyFailed, .foreignObject].contains(code) }
+
+    /// A TPM warning (format 0, `0x9xx`): a transient state (memory, retry, NV rate), not a judgement
+    /// of the object.
+    var isWarning: Bool { responseCode & 0xFF_0000 == 0 && responseCode & 0xF80 == 0x900 }
 
     public var description: String { reason }
 }

@@ -108,7 +108,7 @@ struct TPMBenchmark {
         print("  operation          software root     TPM root    ratio")
         for (name, software, hardware) in rows {
             print(
-                "  \(name.padding(toLength: 16, withPad: " ", startingAt: 0))  \(format(software.median))  \(format(hardware.median))  \(String(format: "%5.2f×", hardware.median / software.median))"
+                "  \(name.padding(toLength: 18, withPad: " ", startingAt: 0))\(format(software.median))  \(format(hardware.median))  \(String(format: "%5.2f×", hardware.median / software.median))"
             )
         }
         print(

@@ -24,11 +24,12 @@ extension Keychain {
     public func eraseAllContentAndSettings() throws {
         try perform {
             try pool.writeTransaction { connection in try ItemStore(connection: connection).deleteAll() }
+            // A hardware root revokes what it keeps first, so no copy of the old files opens again; if it
+            // cannot, the erase fails here and can be tried again.
+            try keybag.retireRoot()
             erased.store(true, ordering: .releasing)
             keybag.retire()
             sessionUnlock?.remove()
-            // A hardware root revokes what it keeps first, so no copy of the old files opens again.
-            try keybag.retireRoot()
             for path in [(directory as NSString).appendingPathComponent("keybag"), deviceRootPath] {
                 guard unlink(path) == 0 || errno == ENOENT else {
                     throw KeychainError.ioError("cannot remove \(path): \(String(cString: strerror(errno)))")
