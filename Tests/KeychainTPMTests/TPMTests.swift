@@ -69,3 +69,32 @@ final class TPMTests: XCTestCase {
         }
     }
 }
+
+/// A key made in the chip cannot be had outside it.
+final class TPMKeyTests: XCTestCase {
+    func testAKeyMadeInTheChipIsFixedToItAndUsableOnlyThere() throws {
+        try XCTSkipUnless(SoftwareTPM.isAvailable, "swtpm is not installed (apt-get install swtpm swtpm-tools)")
+        setenv("TSS2_LOG", "all+NONE", 1)
+        let first = try SoftwareTPM()
+        defer { first.stop() }
+        let second = try SoftwareTPM()
+        defer { second.stop() }
+        let tpm = try TPM(tcti: first.tcti)
+        let (publicKey, object) = try tpm.createKey()
+        XCTAssertEqual(publicKey.count, 65)
+        // The attributes the chip keeps with it: made by the chip, never duplicated, fixed to its parent.
+        // TPM structures are big-endian: size (2), type (2), name algorithm (2), then the attributes (4).
+        let attributes = object.publicArea.dropFirst(6).prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        for (bit, name) in [(UInt32(0x2), "fixedTPM"), (0x10, "fixedParent"), (0x20, "sensitiveDataOrigin")] {
+            XCTAssertNotEqual(attributes & bit, 0, name)
+        }
+        let digest = try Digest.sha256(Data("signed".utf8))
+        let (r, s) = try tpm.sign(object, digest: digest)
+        XCTAssertEqual(r.count + s.count, 64)
+        // Another TPM refuses the object: its private part is encrypted under the first chip's primary.
+        let other = try TPM(tcti: second.tcti)
+        XCTAssertThrowsError(try other.sign(object, digest: digest)) { error in
+            XCTAssertEqual((error as? TPMError)?.code, .foreignObject, "\(error)")
+        }
+    }
+}
