@@ -233,6 +233,27 @@ final class TPMDeviceRootTests: XCTestCase {
         assertCode(.notAvailable, { _ = try open(tpm: afterClear) }, containing: "cleared")
     }
 
+    func testAnEditedSealedObjectIsRefusedWithTheReason() throws {
+        let keychain = try open()
+        _ = try keychain.add(item("a", secret: "s3cret", protection: "dk"), client: client)
+        let rootPath = directory + "/device-root"
+        let original = try Data(contentsOf: URL(fileURLWithPath: rootPath))
+        // A byte of the sealed root secret's private part (the file's last bytes) flipped: the chip's
+        // integrity check refuses it.
+        var edited = original
+        edited[edited.count - 10] ^= 0x01
+        try edited.write(to: URL(fileURLWithPath: rootPath))
+        assertCode(.notAvailable, { _ = try open() }, containing: "was edited")
+        try original.write(to: URL(fileURLWithPath: rootPath))
+        XCTAssertEqual(try read("a", in: try open(), protection: "dk"), "s3cret")
+        // A byte of the keybag (its sealed secret among them) flipped: the root's MAC refuses it.
+        let keybagPath = directory + "/keybag"
+        var keybag = try Data(contentsOf: URL(fileURLWithPath: keybagPath))
+        keybag[60] ^= 0x01
+        try keybag.write(to: URL(fileURLWithPath: keybagPath))
+        assertCode(.notAvailable, { _ = try open() }, containing: "integrity")
+    }
+
     func testATPMThatGoesAwayGivesAStatusAndComesBack() throws {
         let keychain = try open()
         try keychain.setPasscode("1234", current: nil)
