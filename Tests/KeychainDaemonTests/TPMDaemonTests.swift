@@ -45,5 +45,9 @@ final class TPMDaemonTests: XCTestCase {
         XCTAssertThrowsError(try daemon.start()) { error in
             XCTAssertTrue("\(error)".contains("cannot use the TPM at \(tpm.tcti)"), "\(error)")
         }
+        // A TCTI that names nothing: refused at start, with the reason.
+        XCTAssertThrowsError(try TestDaemon(arguments: ["--tpm", "garbage:nothing"])) { error in
+            XCTAssertTrue("\(error)".contains("cannot use the TPM at garbage:nothing"), "\(error)")
+        }
     }
 }

@@ -184,7 +184,8 @@ final class TPMDeviceRootTests: XCTestCase {
         XCTAssertLessThanOrEqual(checked, 3 + 3)
         XCTAssertGreaterThan(refused, 0)
         // Into the lockout again (a try may have been forgiven since the loop's last one).
-        while true {
+        for attempt in 0... {
+            guard attempt < 50 else { return XCTFail("the chip never locked out again") }
             do {
                 _ = try root.entangle(
                     try SecureBytes(randomCount: 32), binding: snapshot.binding, generation: snapshot.generation)
@@ -222,9 +223,20 @@ final class TPMDeviceRootTests: XCTestCase {
         let root = try TPMRootFileSnapshot(directory + "/device-root")
         // Another program cannot move a counter on (it needs the authorization the root derives)...
         for handle in [root.generationCounter, root.writesCounter] {
-            XCTAssertNotEqual(try softwareTPM.tool("tpm2_nvincrement", [String(format: "0x%x", handle)]), 0)
+            let before = try tpm.readCounter(handle)
+            for hierarchy in [[], ["-C", "o"]] {
+                XCTAssertNotEqual(
+                    try softwareTPM.tool("tpm2_nvincrement", hierarchy + [String(format: "0x%x", handle)]), 0)
+            }
+            XCTAssertEqual(try tpm.readCounter(handle), before)
         }
         XCTAssertEqual(try read("a", in: try open(), protection: "dk"), "s3cret")
+        // ...nor put an index of its own in a counter's place: it is not taken for the counter.
+        let generation = String(format: "0x%x", root.generationCounter)
+        XCTAssertEqual(try softwareTPM.tool("tpm2_nvundefine", [generation]), 0)
+        XCTAssertEqual(
+            try softwareTPM.tool("tpm2_nvdefine", [generation, "-C", "o", "-s", "8", "-a", "ownerread|ownerwrite"]), 0)
+        assertCode(.notAvailable, { _ = try open() }, containing: "not the keychain's counter")
         // ...but the owner can delete one, and the keychain names what happened.
         XCTAssertEqual(try softwareTPM.tool("tpm2_nvundefine", [String(format: "0x%x", root.writesCounter)]), 0)
         assertCode(.notAvailable, { _ = try open() }, containing: "NV counter of the keychain is gone")
@@ -310,6 +322,29 @@ final class TPMDeviceRootTests: XCTestCase {
         let otherMachine = try SoftwareTPM()
         defer { otherMachine.stop() }
         assertCode(.notAvailable, { _ = try open(copy, tpm: try TPM(tcti: otherMachine.tcti)) })
+        // And it is the chip that signs: without it the keychain, unlocked and open, cannot (a software
+        // key would sign from memory).
+        softwareTPM.kill()
+        assertCode(
+            .notAvailable,
+            {
+                _ = try keychain.useEnclaveKey(
+                    key, operation: .sign(hash: .sha256, input: .message, data: Data("x".utf8)), client: client)
+            }, containing: "TPM")
+    }
+
+    func testRetiringTheRootKillsEveryCopyOfItsFile() throws {
+        _ = try open()
+        let path = directory + "/device-root"
+        let saved = try Data(contentsOf: URL(fileURLWithPath: path))
+        let root = try TPMDeviceRootProvider(tpm: tpm).openRoot(path: path, create: false)
+        try root.retire()
+        // The counters are still there (nothing deleted yet): it is the epoch's move that kills the root.
+        let handles = try TPMRootFileSnapshot(path)
+        XCTAssertNoThrow(try tpm.readCounter(handles.epochCounter))
+        XCTAssertThrowsError(try TPMDeviceRoot.load(tpm: tpm, contents: saved, path: path)) { error in
+            XCTAssertTrue("\(error)".contains("erased"), "\(error)")
+        }
     }
 
     func testAnEraseIsCryptographic() throws {
@@ -387,6 +422,7 @@ private struct KeybagSnapshot {
 private struct TPMRootFileSnapshot {
     var generationCounter: UInt32
     var writesCounter: UInt32
+    var epochCounter: UInt32
 
     init(_ path: String) throws {
         var reader = ByteReader(try Data(contentsOf: URL(fileURLWithPath: path)))
@@ -394,5 +430,6 @@ private struct TPMRootFileSnapshot {
         _ = try reader.readBytes()
         generationCounter = try reader.read()
         writesCounter = try reader.read()
+        epochCounter = try reader.read()
     }
 }

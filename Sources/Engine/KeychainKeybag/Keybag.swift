@@ -524,11 +524,12 @@ public final class Keybag: Sendable {
     /// accepts and commits (`checkAnchor`); an older file is refused.
     private static func write(_ file: inout KeybagFile, to path: String, root: any DeviceRoot) throws {
         let anchor = root.anchor
-        file.writeCount = try (anchor?.writes() ?? file.writeCount) + 1
+        // Wrapping: a counter at its very end (another program's index) is refused as a mismatch, not a trap.
+        file.writeCount = try (anchor?.writes() ?? file.writeCount) &+ 1
         try SecureFiles.writeAtomically(try file.encoded(root: root), to: path)
         guard let anchor else { return }
         try anchor.advanceWrites(to: file.writeCount)
-        if try file.generation == anchor.generation() + 1 { try anchor.advanceGeneration(to: file.generation) }
+        if try file.generation == anchor.generation() &+ 1 { try anchor.advanceGeneration(to: file.generation) }
     }
 
     /// Refuses a keybag older than the root's anchor (a copy put back), and finishes a write that was
@@ -545,7 +546,7 @@ public final class Keybag: Sendable {
         _ recorded: UInt64, with counter: UInt64, _ what: String, _ advance: (UInt64) throws -> Void
     ) throws {
         if recorded == counter { return }
-        guard recorded != counter + 1 else { return try advance(recorded) }
+        guard recorded != counter &+ 1 else { return try advance(recorded) }
         throw KeybagError.rolledBack(
             "\(what) \(recorded) but the device root's counter is at \(counter): "
                 + (recorded < counter ? "an older copy was put back" : "the counter was replaced"))
@@ -553,7 +554,7 @@ public final class Keybag: Sendable {
 
     /// The generation a keybag written after `file` takes.
     private static func nextGeneration(after file: KeybagFile?, root: any DeviceRoot) throws -> UInt64 {
-        try (root.anchor?.generation() ?? file?.generation ?? 0) + 1
+        try (root.anchor?.generation() ?? file?.generation ?? 0) &+ 1
     }
 
     /// A keybag from before format 3 under a new secret: the keys the root wrapped directly are

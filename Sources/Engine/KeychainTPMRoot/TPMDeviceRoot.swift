@@ -6,6 +6,7 @@ import KeychainEngine
 import KeychainKeybag
 import KeychainSystem
 import KeychainTPM
+import Synchronization
 
 /// The device root in a TPM 2.0: the Secure Enclave's part, played by the chip.
 ///
@@ -20,7 +21,26 @@ import KeychainTPM
 ///   refused (`KeybagAnchor`).
 public final class TPMDeviceRoot: DeviceRoot {
     public let deviceIdentifier: Data
-    public let summary: String
+    /// The TPM and its guess limit as they are now (read again after five seconds): the lockout
+    /// authorization may be set, or the chip locked out, after the keychain opened.
+    public var summary: String {
+        summaryCache.withLock { cache in
+            if let cache, cache.made.timeIntervalSinceNow > -5 { return cache.text }
+            let lockout = (try? tpm.lockoutState()).map { state in
+                "; guess limit \(state.maxTries) tries, one more every \(state.recoveryTime) s"
+                    + (state.inLockout ? "; in lockout now (\(state.failures) failures counted)" : "")
+                    + (state.lockoutAuthorizationSet
+                        ? "" : "; no lockout authorization: anyone who can send TPM commands can reset the limit")
+                    + (state.ownerAuthorizationSet
+                        ? "; an owner authorization is set: new counters cannot be made" : "")
+            }
+            let text = "TPM 2.0 (\(tpm.tcti))\(identity)\(lockout ?? "")"
+            cache = (Date(), text)
+            return text
+        }
+    }
+    private let identity: String
+    private let summaryCache = Mutex<(made: Date, text: String)?>(nil)
     public let anchor: (any KeybagAnchor)?
     private let tpm: TPM
     private let file: TPMRootFile
@@ -31,14 +51,7 @@ public final class TPMDeviceRoot: DeviceRoot {
         self.tpm = tpm
         self.file = file
         deviceIdentifier = file.deviceIdentifier
-        let identity = (try? tpm.identity()).map { " \($0.manufacturer) \($0.vendor), firmware \($0.firmware)" } ?? ""
-        let lockout = (try? tpm.lockoutState()).map { state in
-            "; guess limit \(state.maxTries) tries, one more every \(state.recoveryTime) s"
-                + (state.lockoutAuthorizationSet
-                    ? "" : "; no lockout authorization: anyone who can send TPM commands can reset the limit")
-                + (state.ownerAuthorizationSet ? "; an owner authorization is set: new counters cannot be made" : "")
-        }
-        summary = "TPM 2.0 (\(tpm.tcti))\(identity)\(lockout ?? "")"
+        identity = (try? tpm.identity()).map { " \($0.manufacturer) \($0.vendor), firmware \($0.firmware)" } ?? ""
         let counterAuthorization = try Self.counterAuthorization(rootSecret)
         self.counterAuthorization = counterAuthorization
         anchor = TPMCounters(
@@ -172,7 +185,8 @@ public final class TPMDeviceRoot: DeviceRoot {
                 // The answer is not trusted by itself (responses are not authenticated): the chip is in
                 // lockout only when it says so on its own; otherwise the check may have happened, and
                 // the attempt stays counted.
-                if let state = try? tpm.lockoutState(), state.inLockout {
+                // (One failure may have been forgiven between the two commands.)
+                if let state = try? tpm.lockoutState(), state.inLockout || state.failures &+ 1 >= state.maxTries {
                     throw KeybagError.deviceRootLockedOut(retryAfter: max(Int(state.recoveryTime), 1))
                 }
                 throw KeybagError.io("the TPM's answer to the passcode check was lost (\(error.reason)): it counts")
@@ -192,7 +206,7 @@ public final class TPMDeviceRoot: DeviceRoot {
             // The epoch first: it alone kills the root secret, so an erase cut short after it is whole.
             for handle in [file.epochCounter, file.generationCounter, file.writesCounter] {
                 let value = try tpm.readCounter(handle)
-                try tpm.advanceCounter(handle, to: value + 1, authorization: counterAuthorization)
+                try tpm.advanceCounter(handle, to: value &+ 1, authorization: counterAuthorization)
             }
         }
     }

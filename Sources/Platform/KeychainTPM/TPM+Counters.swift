@@ -52,10 +52,11 @@ extension TPM {
         }
     }
 
-    /// The counter's value; `.missing` when no counter is defined at `handle`.
+    /// The counter's value; `.missing` when no counter is defined at `handle`, or when what is defined
+    /// there is not a counter made as `defineCounter` makes them (another program's index).
     public func readCounter(_ handle: UInt32) throws -> UInt64 {
         try run("reading an NV counter") { context, _ in
-            let index = try Self.nvIndex(handle, context)
+            let index = try Self.counterIndex(handle, context)
             defer { Self.closeHandle(index, context) }
             return try Self.read(index, context)
         }
@@ -66,7 +67,7 @@ extension TPM {
     /// repeat, so a reconnection never moves a counter twice.
     public func advanceCounter(_ handle: UInt32, to value: UInt64, authorization: SecureBytes) throws {
         try run("moving an NV counter on") { context, primary in
-            let index = try Self.nvIndex(handle, context)
+            let index = try Self.counterIndex(handle, context)
             defer { Self.closeHandle(index, context) }
             let current = try Self.read(index, context)
             if current == value { return }
@@ -123,6 +124,35 @@ extension TPM {
         guard let data, data.pointee.size == 8 else { throw TPMError(.failed, "an NV counter is not 8 bytes") }
         let bytes = TPMBuffers.data(data.pointee.buffer, size: 8)
         return bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    }
+
+    /// The attributes `defineCounter` gives, besides the written flag.
+    private static let counterAttributes: UInt32 =
+        UInt32(TPMA_NV_OWNERREAD | TPMA_NV_AUTHWRITE | TPMA_NV_NO_DA) | (UInt32(TPM2_NT_COUNTER) << 4)
+
+    /// The ESYS handle of the keychain's counter at `handle`, its definition checked.
+    private static func counterIndex(_ handle: UInt32, _ context: OpaquePointer) throws -> ESYS_TR {
+        let index = try nvIndex(handle, context)
+        var description: UnsafeMutablePointer<TPM2B_NV_PUBLIC>?
+        do {
+            try check(
+                Esys_NV_ReadPublic(
+                    context, index, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &description,
+                    nil),
+                "reading an NV index's definition")
+        } catch {
+            closeHandle(index, context)
+            throw error
+        }
+        defer { Esys_Free(description) }
+        let attributes = UInt32(description?.pointee.nvPublic.attributes ?? 0) & ~UInt32(TPMA_NV_WRITTEN)
+        guard attributes == counterAttributes, description?.pointee.nvPublic.dataSize == 8 else {
+            closeHandle(index, context)
+            throw TPMError(
+                .missing,
+                "NV index 0x\(String(handle, radix: 16)) is not the keychain's counter: another program defined it")
+        }
+        return index
     }
 
     /// The ESYS handle of an NV index; `.missing` when none is defined there.

@@ -111,6 +111,7 @@ struct TPMBenchmark {
                 "  \(name.padding(toLength: 18, withPad: " ", startingAt: 0))\(format(software.median))  \(format(hardware.median))  \(String(format: "%5.2f×", hardware.median / software.median))"
             )
         }
+        print("  an ECDSA P-256 signature with OpenSSL directly: \(format(openSSL.median))")
         print(
             String(
                 format:

@@ -132,7 +132,7 @@ while let argument = arguments.next() {
         guard parts.count == 2, let tries = parts[0], let seconds = parts[1], tries > 0, seconds > 0 else {
             fail("--tpm-lockout takes TRIES:SECONDS, two positive numbers")
         }
-        tpmLockout = TPMLockoutPolicy(maxTries: tries, recoveryTime: seconds, lockoutRecovery: max(seconds, 600))
+        tpmLockout = TPMLockoutPolicy(maxTries: tries, recoveryTime: seconds)
     case "-h", "--help":
         print(usage, terminator: "")
         exit(0)
