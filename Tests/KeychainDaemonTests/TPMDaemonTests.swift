@@ -45,6 +45,17 @@ final class TPMDaemonTests: XCTestCase {
         XCTAssertThrowsError(try daemon.start()) { error in
             XCTAssertTrue("\(error)".contains("cannot use the TPM at \(tpm.tcti)"), "\(error)")
         }
+        // KEYCHAIN_TPM chooses the TPM as --tpm does.
+        let restarted = try SoftwareTPM()
+        defer { restarted.stop() }
+        restarted.allow(uid: user + 1)
+        let fromEnvironment = try TestDaemon(
+            arguments: Array(unit.words("ExecStart").dropFirst()), environment: ["KEYCHAIN_TPM": restarted.tcti],
+            user: user + 1, privileges: unit.values("NoNewPrivileges") == ["yes"] ? ["--no-new-privs"] : [],
+            launcher: sandbox)
+        result = try ClientPrograms.run(security, ["show-keychain-info"], daemon: fromEnvironment, user: user + 1)
+        XCTAssertTrue(result.output.contains("device root: TPM 2.0 (\(restarted.tcti))"), result.output)
+        fromEnvironment.stop()
         // A TCTI that names nothing: refused at start, with the reason.
         XCTAssertThrowsError(try TestDaemon(arguments: ["--tpm", "garbage:nothing"])) { error in
             XCTAssertTrue("\(error)".contains("cannot use the TPM at garbage:nothing"), "\(error)")

@@ -277,6 +277,28 @@ final class TPMDeviceRootTests: XCTestCase {
         XCTAssertEqual(keychain.status.lockState, .unlocked)
     }
 
+    func testTheOwnersLockoutParametersAreLeftAloneWhenTheyHaveALockoutAuthorization() throws {
+        let before = try tpm.lockoutState()
+        XCTAssertEqual(try softwareTPM.tool("tpm2_changeauth", ["-c", "lockout", "owner-secret"]), 0)
+        var options = KeychainOptions(passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
+        options.deviceRoots = TPMDeviceRootProvider(
+            tpm: tpm, lockout: TPMLockoutPolicy(maxTries: before.maxTries + 4, recoveryTime: 7))
+        let keychain = try Keychain(directory: directory, options: options)
+        let after = try tpm.lockoutState()
+        XCTAssertTrue(after.lockoutAuthorizationSet)
+        XCTAssertEqual(after.maxTries, before.maxTries, "the owner's parameters were changed")
+        XCTAssertEqual(after.recoveryTime, before.recoveryTime)
+        XCTAssertFalse(keychain.deviceRootSummary.contains("no lockout authorization"), keychain.deviceRootSummary)
+        // Without one (the default in these tests' other TPMs) the summary says what that means.
+        let fresh = try SoftwareTPM()
+        defer { fresh.stop() }
+        let otherDirectory = directory + "-other"
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: otherDirectory) }
+        let other = try open(otherDirectory, tpm: try TPM(tcti: fresh.tcti))
+        XCTAssertTrue(other.deviceRootSummary.contains("no lockout authorization"), other.deviceRootSummary)
+        XCTAssertEqual(try TPM(tcti: fresh.tcti).lockoutState().maxTries, lockout.maxTries)
+    }
+
     func testAGarbageTCTIIsRefusedWithAReason() {
         for tcti in ["", "garbage", "swtpm:path=/nonexistent/sock", "device:/dev/null-not-a-tpm"] {
             XCTAssertThrowsError(try TPM(tcti: tcti)) { error in
