@@ -17,9 +17,6 @@ public struct TPMLockoutState: Sendable, Equatable {
     public var lockoutAuthorizationSet: Bool = false
     /// Whether the owner hierarchy has an authorization (the keychain needs it empty).
     public var ownerAuthorizationSet: Bool = false
-
-    /// Seconds until one more authorization is accepted, at most.
-    public var secondsUntilNextTry: UInt32 { inLockout ? recoveryTime : 0 }
 }
 
 /// What the TPM says about itself, for `show-keychain-info`.
