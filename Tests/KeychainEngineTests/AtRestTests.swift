@@ -149,27 +149,80 @@ final class AtRestTests: EngineTestCase {
         assertError(.itemNotFound) { _ = try readSecret("flags", "a") }
     }
 
+    /// Changes byte 41 of `column` in the row of `rowid` to a different value, whatever it was.
+    private func flipByte(of column: String, rowid: Int) throws {
+        try withDatabase { database in
+            execute(
+                database,
+                """
+                UPDATE items SET \(column) = substr(\(column), 1, 40) ||
+                CASE WHEN substr(\(column), 41, 1) = X'00' THEN X'01' ELSE X'00' END ||
+                substr(\(column), 42) WHERE rowid = \(rowid)
+                """)
+        }
+    }
+
     func testFlippedByteMakesTheItemCorrupt() throws {
         _ = try keychain.add(password("flip", "a", secret: "original"), client: client)
         _ = try keychain.add(password("flip", "b", secret: "other"), client: client)
-        for column in ["metadata", "secret"] {
-            try withDatabase { database in
-                // Flip one byte in the middle of the blob of the item with account "a" (rowid 1).
-                execute(
-                    database,
-                    """
-                    UPDATE items SET \(column) = substr(\(column), 1, 40) || 
-                    CAST(char((unicode(substr(CAST(\(column) AS TEXT), 41, 1)) + 1) % 128) AS BLOB) ||
-                    substr(\(column), 42) WHERE rowid = 1
-                    """)
-            }
-        }
+        let before = try blobs(rowid: 1)
+        for column in ["metadata", "secret"] { try flipByte(of: column, rowid: 1) }
+        let after = try blobs(rowid: 1)
+        XCTAssertNotEqual(before.metadata, after.metadata)
+        XCTAssertNotEqual(before.secret, after.secret)
+        XCTAssertEqual(before.metadata.count, after.metadata.count)
         keychain = try open()
         assertError(.itemNotFound) { _ = try readSecret("flip", "a") }
         XCTAssertEqual(try readSecret("flip", "b"), "other")
         // An add over the corrupt row replaces it.
         _ = try keychain.add(password("flip", "a", secret: "fresh"), client: client)
         XCTAssertEqual(try readSecret("flip", "a"), "fresh")
+    }
+
+    func testAnItemWhoseSecretAloneIsDamagedGivesWayToAnAdd() throws {
+        _ = try keychain.add(password("flip", "a", secret: "original"), client: client)
+        try flipByte(of: "secret", rowid: 1)
+        keychain = try open()
+        // Its attributes still open, so it is found by them, but its data is gone.
+        var attributes = password("flip", "a", secret: nil)
+        attributes["r_Attributes"] = .bool(true)
+        XCTAssertNotNil(try keychain.copyMatching(attributes, client: client))
+        assertError(.itemNotFound) { _ = try readSecret("flip", "a") }
+        _ = try keychain.add(password("flip", "a", secret: "fresh"), client: client)
+        XCTAssertEqual(try readSecret("flip", "a"), "fresh")
+        XCTAssertEqual(try count("SELECT count(*) FROM items"), 1)
+    }
+
+    private func blobs(rowid: Int) throws -> (metadata: Data, secret: Data) {
+        var result = (metadata: Data(), secret: Data())
+        try withDatabase { database in
+            var statement: OpaquePointer?
+            XCTAssertEqual(
+                sqlite3_prepare_v2(database, "SELECT metadata, secret FROM items WHERE rowid = ?", -1, &statement, nil),
+                SQLITE_OK)
+            defer { sqlite3_finalize(statement) }
+            sqlite3_bind_int64(statement, 1, Int64(rowid))
+            XCTAssertEqual(sqlite3_step(statement), SQLITE_ROW)
+            for column in 0..<2 {
+                let bytes = sqlite3_column_blob(statement, Int32(column))
+                let length = Int(sqlite3_column_bytes(statement, Int32(column)))
+                let data = bytes.map { Data(bytes: $0, count: length) } ?? Data()
+                if column == 0 { result.metadata = data } else { result.secret = data }
+            }
+        }
+        return result
+    }
+
+    private func count(_ sql: String) throws -> Int64 {
+        var value: Int64 = -1
+        try withDatabase { database in
+            var statement: OpaquePointer?
+            XCTAssertEqual(sqlite3_prepare_v2(database, sql, -1, &statement, nil), SQLITE_OK)
+            defer { sqlite3_finalize(statement) }
+            XCTAssertEqual(sqlite3_step(statement), SQLITE_ROW)
+            value = sqlite3_column_int64(statement, 0)
+        }
+        return value
     }
 
     // MARK: Damaged files

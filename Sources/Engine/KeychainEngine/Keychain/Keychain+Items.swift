@@ -164,7 +164,7 @@ extension Keychain {
         } catch {
             return false  // locked: cannot tell, so it stays
         }
-        return ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false) == nil
+        return !ItemDecryption.isIntact(row, protection: protection, classKey: classKey)
     }
 
     // MARK: Copy matching

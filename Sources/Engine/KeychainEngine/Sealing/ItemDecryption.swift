@@ -49,6 +49,24 @@ enum ItemDecryption {
         }
     }
 
+    /// Whether both of a row's blobs are sound: what decides if a new item may take its slot. A
+    /// guarded secret cannot be opened without its factors, so for it the wrapped item key is what is
+    /// checked: it opens with the class key alone, and tampering breaks it.
+    static func isIntact(_ row: StoredItem, protection: ProtectionClass, classKey: SecureBytes) -> Bool {
+        guard open(row, protection: protection, classKey: classKey, needSecret: false) != nil,
+            let itemClass = ItemClass(rawValue: row.itemClass)
+        else { return false }
+        let binding = RowBinding(row: row, itemClass: itemClass, protection: protection)
+        do {
+            _ = try openSecret(row, binding: binding, classKey: classKey)
+            return true
+        } catch ItemCrypto.Failure.needsFactors {
+            return true
+        } catch {
+            return false
+        }
+    }
+
     /// The secret alone: for a lookup by primary key that returns only data. The blob's binding covers
     /// the lookup digest, access group and flags the query was matched on, so the attributes need not
     /// be opened to know the secret belongs to the item asked for.
