@@ -312,7 +312,7 @@ final class BackupTests: EngineTestCase {
         let deviceBound = directory + "-same"
         _ = try keychain.createBackup(at: deviceBound, password: nil)
         try keychain.eraseAllContentAndSettings()
-        XCTAssertTrue(keychain.isErased)
+        XCTAssertTrue(keychain.isRetired)
         assertError(.notAvailable("")) { _ = try readSecret("svc", "ak") }
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/device-root"))
 

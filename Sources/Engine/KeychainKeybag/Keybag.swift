@@ -294,6 +294,85 @@ public final class Keybag: Sendable {
         }
     }
 
+    // MARK: Moving to another root
+
+    /// The class keys before and after a migration (`migrate(to:…)`), for moving every item across.
+    public struct Migration: Sendable {
+        public let oldKeys: [ProtectionClass: SecureBytes]
+        public let newKeys: [ProtectionClass: SecureBytes]
+    }
+
+    /// The software root's secret, to hand to the root the keychain moves to; nil when the root is not
+    /// the software one (a hardware root never hands its keys out: there is no way back).
+    public func rootInheritance() throws -> InheritedDeviceRoot? {
+        try (root as? SoftwareDeviceRoot)?.inheritance()
+    }
+
+    /// Writes at `stagingPath` this keybag moved to `target`: new class keys (for every class this one
+    /// has), the same index key (the database's digests stay valid), the passcode bound to the new root
+    /// (checked and counted first, as an unlock: it is needed whenever one is set), the erase option as
+    /// it is. Then runs `commit`, still under the keybag's lock, which moves the items to the new keys
+    /// and puts the new files in place; once it has, the caller retires this keybag and opens the
+    /// directory again. Nothing is changed in this keybag's file but the attempt counted.
+    public func migrate(
+        to target: any DeviceRoot, passcode: SecureBytes?, stagingPath: String, commit: (Migration) throws -> Void
+    ) throws {
+        func move(_ file: KeybagFile, _ passcodeKey: SecureBytes?) throws {
+            let (oldKeys, indexKey, oldSecret) = self.state.withLock { ($0.keys, $0.indexKey, $0.secret) }
+            var keys: [ProtectionClass: SecureBytes] = [:]
+            for (protectionClass, wrapped) in file.classKeys {
+                if wrapped.passcodeProtected {
+                    guard let passcodeKey else { throw KeybagError.passcodeRequired }
+                    keys[protectionClass] = try Keybag.unwrapWithPasscode(
+                        wrapped, protectionClass, file: file, passcodeKey: passcodeKey)
+                } else {
+                    keys[protectionClass] =
+                        try oldKeys[protectionClass]
+                        ?? Keybag.unwrapUnderKeybag(
+                            wrapped.blob, Keybag.classContext(file, protectionClass, passcodeProtected: false),
+                            secret: oldSecret, root: self.root)
+                }
+            }
+            var updated = KeybagFile(
+                identifier: try Random.bytes(16), deviceIdentifier: target.deviceIdentifier, passcode: nil,
+                failedAttempts: 0, lastAttempt: .none, wipeAfterFailures: file.wipeAfterFailures, classKeys: [:],
+                indexKey: Data())
+            updated.generation = try Keybag.nextGeneration(after: nil, root: target)
+            let secret = try SecureBytes(randomCount: AESGCM.keySize, pinned: true)
+            updated.keybagSecret = try target.sealKeybagSecret(secret, generation: updated.generation)
+            updated.indexKey = try AESGCM.seal(
+                indexKey, key: secret, authenticating: KeybagFile.indexKeyContext(keybag: updated.identifier))
+            var newPasscodeKey: SecureBytes?
+            if let parameters = file.passcode {
+                guard let passcode else { throw KeybagError.passcodeRequired }
+                var function = parameters.function
+                if case .pbkdf2 = function { function = self.fixedFunction ?? PasscodeFunction.calibrated() }
+                var moved = KeybagFile.PasscodeParameters(salt: try Random.bytes(16), function: function)
+                let bound = try target.bindPasscode(
+                    try function.derive(passcode, salt: moved.salt), generation: updated.generation)
+                moved.binding = bound.binding
+                updated.passcode = moved
+                newPasscodeKey = bound.entangled
+            }
+            var newKeys: [ProtectionClass: SecureBytes] = [:]
+            for protectionClass in keys.keys {
+                let key = try SecureBytes(randomCount: AESGCM.keySize, pinned: true)
+                newKeys[protectionClass] = key
+                let protected = protectionClass.isPasscodeProtected && newPasscodeKey != nil
+                updated.classKeys[protectionClass] = try Keybag.wrap(
+                    key, protectionClass, passcodeKey: protected ? newPasscodeKey : nil, file: updated, secret: secret)
+            }
+            try Keybag.write(&updated, to: stagingPath, root: target)
+            try commit(Migration(oldKeys: keys, newKeys: newKeys))
+        }
+        if state.withLock({ $0.file.passcode != nil }) {
+            guard let passcode, passcode.count > 0 else { throw KeybagError.passcodeRequired }
+            try verifyingPasscode(passcode) { file, passcodeKey in try move(file, passcodeKey) }
+        } else {
+            try SecureFiles.withDirectoryLock(directory) { try move(try self.reloadLocked(), nil) }
+        }
+    }
+
     // MARK: Internals
 
     /// Checks `passcode` under the keybag's lock, applying the delays and counting failures; on success

@@ -100,7 +100,7 @@ struct KeybagFile: Equatable {
         }
         writer.writeBytes(indexKey)
         let body = writer.data
-        return body + (try root.authenticate(body))
+        return body + (try root.authenticateKeybag(body))
     }
 
     /// Parses and authenticates a keybag file. A MAC that does not verify means the file was made by
@@ -118,7 +118,7 @@ struct KeybagFile: Equatable {
             }
             let identifier = try reader.readRaw(16)
             let deviceIdentifier = try reader.readRaw(16)
-            let expected = try root.authenticate(Data(body))
+            let expected = try root.authenticateKeybag(Data(body))
             guard ConstantTime.equal(expected, Data(mac)) else {
                 if deviceIdentifier != root.deviceIdentifier {
                     throw KeybagError.foreignDevice("the keybag belongs to another device root")

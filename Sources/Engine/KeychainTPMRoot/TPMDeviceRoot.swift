@@ -34,7 +34,9 @@ public final class TPMDeviceRoot: DeviceRoot {
                     + (state.ownerAuthorizationSet
                         ? "; an owner authorization is set: new counters cannot be made" : "")
             }
-            let text = "TPM 2.0 (\(tpm.tcti))\(identity)\(lockout ?? "")"
+            let text =
+                "TPM 2.0 (\(tpm.tcti))\(identity)\(lockout ?? "")"
+                + (inheritedKeys == nil ? "" : "; moved from the software root")
             cache = (Date(), text)
             return text
         }
@@ -45,9 +47,12 @@ public final class TPMDeviceRoot: DeviceRoot {
     private let tpm: TPM
     private let file: TPMRootFile
     private let keys: DeviceRootKeys
+    /// The keys of the software root this one took over: what that root wrapped still opens, and the
+    /// MAC of files beside the keychain stays the same. Nothing new is wrapped with them.
+    private let inheritedKeys: DeviceRootKeys?
     private let counterAuthorization: SecureBytes
 
-    private init(tpm: TPM, file: TPMRootFile, rootSecret: SecureBytes) throws {
+    private init(tpm: TPM, file: TPMRootFile, rootSecret: SecureBytes, inheritedSecret: SecureBytes?) throws {
         self.tpm = tpm
         self.file = file
         deviceIdentifier = file.deviceIdentifier
@@ -59,12 +64,18 @@ public final class TPMDeviceRoot: DeviceRoot {
             authorization: counterAuthorization)
         keys = try DeviceRootKeys(
             secret: rootSecret, deviceIdentifier: file.deviceIdentifier, label: "swift-keychain tpm root")
+        inheritedKeys = try inheritedSecret.map {
+            try InheritedDeviceRoot(secret: $0, deviceIdentifier: file.deviceIdentifier).keys()
+        }
     }
 
     /// Makes a new root in `tpm` and writes its file at `path` (which must not exist): three NV counters
     /// defined, the root secret sealed for the epoch counter's value, the lockout parameters set where
-    /// the TPM lets us.
-    public static func create(tpm: TPM, path: String, lockout: TPMLockoutPolicy) throws -> TPMDeviceRoot {
+    /// the TPM lets us. With `inheriting`, the root takes over a software root: its identity, and its
+    /// secret sealed beside the root's own (see `inheritedKeys`).
+    public static func create(
+        tpm: TPM, path: String, lockout: TPMLockoutPolicy, inheriting: InheritedDeviceRoot? = nil
+    ) throws -> TPMDeviceRoot {
         try translating {
             lockout.apply(to: tpm)
             let rootSecret = try SecureBytes(randomCount: 32)
@@ -74,14 +85,20 @@ public final class TPMDeviceRoot: DeviceRoot {
                 for _ in 0..<3 { defined.append(try defineCounter(tpm, authorization: authorization)) }
                 let epoch = try tpm.readCounter(defined[2])
                 // Dead once an erase moves the epoch on: no copy of this file opens again after it.
+                let epochPolicy = TPMSealPolicy(counter: (defined[2], epoch))
                 let sealed = try tpm.seal(
-                    rootSecret, authorization: nil, policy: TPMSealPolicy(counter: (defined[2], epoch)),
-                    dictionaryAttackProtected: false)
-                let file = TPMRootFile(
-                    deviceIdentifier: try Random.bytes(16), primaryName: tpm.primaryName,
+                    rootSecret, authorization: nil, policy: epochPolicy, dictionaryAttackProtected: false)
+                var file = TPMRootFile(
+                    deviceIdentifier: try inheriting?.deviceIdentifier ?? Random.bytes(16),
+                    primaryName: tpm.primaryName,
                     generationCounter: defined[0], writesCounter: defined[1], epochCounter: defined[2], epoch: epoch,
                     rootSecret: sealed)
-                let root = try TPMDeviceRoot(tpm: tpm, file: file, rootSecret: rootSecret)
+                if let inheriting {
+                    file.inheritedSecret = try tpm.seal(
+                        inheriting.secret, authorization: nil, policy: epochPolicy, dictionaryAttackProtected: false)
+                }
+                let root = try TPMDeviceRoot(
+                    tpm: tpm, file: file, rootSecret: rootSecret, inheritedSecret: inheriting?.secret)
                 guard try SecureFiles.createExclusively(SecureBytes(copying: file.encoded()), at: path) else {
                     throw KeybagError.io("device root \(path) was created by another process at the same time")
                 }
@@ -103,15 +120,18 @@ public final class TPMDeviceRoot: DeviceRoot {
                         + "its storage key differs, so the keychain's keys are gone")
             }
             let rootSecret: SecureBytes
+            let inheritedSecret: SecureBytes?
             do {
-                rootSecret = try tpm.unseal(
-                    file.rootSecret, authorization: nil, policy: TPMSealPolicy(counter: (file.epochCounter, file.epoch))
-                )
+                let epochPolicy = TPMSealPolicy(counter: (file.epochCounter, file.epoch))
+                rootSecret = try tpm.unseal(file.rootSecret, authorization: nil, policy: epochPolicy)
+                inheritedSecret = try file.inheritedSecret.map {
+                    try tpm.unseal($0, authorization: nil, policy: epochPolicy)
+                }
             } catch let error as TPMError where error.code == .policyFailed || error.code == .missing {
                 throw KeybagError.deviceRootUnavailable(
                     "this device root was erased: its epoch in the TPM has moved on (\(error.reason))")
             }
-            return try TPMDeviceRoot(tpm: tpm, file: file, rootSecret: rootSecret)
+            return try TPMDeviceRoot(tpm: tpm, file: file, rootSecret: rootSecret, inheritedSecret: inheritedSecret)
         }
     }
 
@@ -140,10 +160,17 @@ public final class TPMDeviceRoot: DeviceRoot {
     public func wrap(_ key: SecureBytes, context: Data) throws -> Data { try keys.wrap(key, context: context) }
 
     public func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes {
-        try keys.unwrap(wrapped, context: context)
+        do {
+            return try keys.unwrap(wrapped, context: context)
+        } catch KeybagError.foreignDevice(let reason) {
+            guard let inheritedKeys else { throw KeybagError.foreignDevice(reason) }
+            return try inheritedKeys.unwrap(wrapped, context: context)
+        }
     }
 
-    public func authenticate(_ data: Data) throws -> Data { try keys.authenticate(data) }
+    public func authenticate(_ data: Data) throws -> Data { try (inheritedKeys ?? keys).authenticate(data) }
+
+    public func authenticateKeybag(_ data: Data) throws -> Data { try keys.authenticate(data) }
 
     public func sealKeybagSecret(_ secret: SecureBytes, generation: UInt64) throws -> Data {
         try Self.translating {

@@ -32,4 +32,14 @@ public struct TPMDeviceRootProvider: DeviceRootProvider {
         }
         return try TPMDeviceRoot.load(tpm: tpm, contents: contents, path: file)
     }
+
+    public func createMigrationTarget(path: String, inheriting: InheritedDeviceRoot) throws -> any DeviceRoot {
+        guard let tpm else {
+            throw KeybagError.deviceRootUnavailable(
+                "securityd was started without a TPM (--tpm TCTI): there is no TPM to move the device root to")
+        }
+        let directory = try SecureFiles.trustedPath((path as NSString).deletingLastPathComponent)
+        let file = (directory as NSString).appendingPathComponent((path as NSString).lastPathComponent)
+        return try TPMDeviceRoot.create(tpm: tpm, path: file, lockout: lockout, inheriting: inheriting)
+    }
 }

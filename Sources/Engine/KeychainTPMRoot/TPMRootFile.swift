@@ -6,7 +6,8 @@ import KeychainTPM
 /// The TPM root's file: what finds the root again in the TPM, nothing that opens it elsewhere.
 ///
 /// `SKTR` ‖ version ‖ device identifier (16) ‖ the storage primary's name ‖ the generation, writes and
-/// epoch counters' NV handles ‖ the epoch the root secret is sealed for ‖ the sealed root secret.
+/// epoch counters' NV handles ‖ the epoch the root secret is sealed for ‖ the sealed root secret ‖ (3)
+/// the sealed secret of the software root it took over, or nothing.
 struct TPMRootFile: Equatable {
     var deviceIdentifier: Data
     /// Pinned at creation: a cleared or other TPM derives another primary, and salted sessions go only
@@ -17,9 +18,12 @@ struct TPMRootFile: Equatable {
     var epochCounter: UInt32
     var epoch: UInt64
     var rootSecret: TPMSealedObject
+    /// The secret of the software root this one took over (`security device migrate-root tpm`), sealed
+    /// as the root secret is; nil for a root made for a new keychain.
+    var inheritedSecret: TPMSealedObject? = nil
 
-    /// 2: the root secret sealed for an epoch. (1 was never released.)
-    static let version: UInt8 = 2
+    /// 3: and the inherited secret. 2: the root secret sealed for an epoch. (1 was never released.)
+    static let version: UInt8 = 3
 
     func encoded() -> Data {
         var writer = ByteWriter()
@@ -32,19 +36,27 @@ struct TPMRootFile: Equatable {
         writer.write(epochCounter)
         writer.write(epoch)
         writer.writeBytes(rootSecret.encoded())
+        writer.writeBytes(inheritedSecret?.encoded() ?? Data())
         return writer.data
     }
 
     static func decode(_ contents: Data, path: String) throws -> TPMRootFile {
         var reader = ByteReader(contents)
         do {
-            guard try reader.readRaw(4) == DeviceRootFile.tpmMagic, try reader.read() as UInt8 == version else {
-                throw KeybagError.corrupt("device root \(path) is not a TPM root file of this version")
+            let fileVersion: UInt8
+            guard try reader.readRaw(4) == DeviceRootFile.tpmMagic, case let found = try reader.read() as UInt8,
+                (2...version).contains(found)
+            else {
+                throw KeybagError.corrupt("device root \(path) is not a TPM root file of a version this build reads")
             }
-            let file = TPMRootFile(
+            fileVersion = found
+            var file = TPMRootFile(
                 deviceIdentifier: try reader.readRaw(16), primaryName: try reader.readBytes(),
                 generationCounter: try reader.read(), writesCounter: try reader.read(), epochCounter: try reader.read(),
                 epoch: try reader.read(), rootSecret: try TPMSealedObject.decode(try reader.readBytes()))
+            if fileVersion >= 3, case let inherited = try reader.readBytes(), !inherited.isEmpty {
+                file.inheritedSecret = try TPMSealedObject.decode(inherited)
+            }
             let handles = [file.generationCounter, file.writesCounter, file.epochCounter]
             guard reader.isAtEnd, handles.allSatisfy(TPM.counterHandles.contains), Set(handles).count == 3 else {
                 throw KeybagError.corrupt("device root \(path) is damaged")

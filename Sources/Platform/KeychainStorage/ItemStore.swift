@@ -154,6 +154,53 @@ public struct ItemStore {
         return try statement.step()
     }
 
+    /// Every row id, in order.
+    public func allRowIDs() throws -> [Int64] {
+        let statement = try connection.statement("SELECT rowid FROM items ORDER BY rowid")
+        defer { statement.reset() }
+        var rows: [Int64] = []
+        while try statement.step() { rows.append(statement.int64(at: 0)) }
+        return rows
+    }
+
+    /// Replaces a row's two blobs, leaving its clear columns and index entries as they are.
+    public func replaceBlobs(rowID: Int64, metadata: Data, secret: Data) throws {
+        let statement = try connection.statement("UPDATE items SET metadata = ?, secret = ? WHERE rowid = ?")
+        defer { statement.reset() }
+        try statement.bind(metadata, at: 1)
+        try statement.bind(secret, at: 2)
+        try statement.bind(rowID, at: 3)
+        _ = try statement.step()
+    }
+
+    /// A number the keychain keeps beside its items under `name` (never the schema's); nil when unset.
+    public func mark(_ name: Mark) throws -> Int64? {
+        let statement = try connection.statement("SELECT value FROM keychain_info WHERE name = ?")
+        defer { statement.reset() }
+        try statement.bind(name.rawValue, at: 1)
+        return try statement.step() ? statement.int64(at: 0) : nil
+    }
+
+    /// Sets (or, with nil, removes) the mark `name`; in the caller's transaction, so it commits or not
+    /// with the rows it describes.
+    public func setMark(_ name: Mark, to value: Int64?) throws {
+        let statement = try connection.statement(
+            value == nil
+                ? "DELETE FROM keychain_info WHERE name = ?"
+                : "INSERT OR REPLACE INTO keychain_info(name, value) VALUES (?, ?)")
+        defer { statement.reset() }
+        try statement.bind(name.rawValue, at: 1)
+        if let value { try statement.bind(value, at: 2) }
+        _ = try statement.step()
+    }
+
+    /// The marks kept in `keychain_info`.
+    public enum Mark: String, Sendable {
+        /// Set in the transaction that moved every item to a migrating keybag's class keys: that
+        /// keybag is the one to finish moving into place (`Keychain.migrateDeviceRoot`).
+        case itemsMigrated = "items-migrated"
+    }
+
     /// Row ids of one item class, live items or tombstones, in rowid order.
     public func rowIDs(itemClass: Int, tombstone: Bool) throws -> [Int64] {
         let statement = try connection.statement(

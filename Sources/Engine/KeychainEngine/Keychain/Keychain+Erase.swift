@@ -9,9 +9,10 @@ import KeychainStorage
 /// "Erase All Content and Settings", as an iPhone does it: the device scenario a test scripts with
 /// `security device erase`.
 extension Keychain {
-    /// Whether `eraseAllContentAndSettings` was called on this object: it serves nothing more, and the
-    /// directory is opened again for the new keychain.
-    public var isErased: Bool { erased.load(ordering: .acquiring) }
+    /// Whether `eraseAllContentAndSettings` or `migrateDeviceRoot` was called on this object: it serves
+    /// nothing more, and the directory is opened again (the new keychain, or the same one under its
+    /// new root).
+    public var isRetired: Bool { retired.load(ordering: .acquiring) }
 
     /// Erases every item, the keybag and the device root. The next open of the directory makes a new
     /// keychain under a new root: a backup made before no longer brings back `ThisDeviceOnly` items,
@@ -27,7 +28,7 @@ extension Keychain {
             // A hardware root revokes what it keeps first, so no copy of the old files opens again; if it
             // cannot, the erase fails here and can be tried again.
             try keybag.retireRoot()
-            erased.store(true, ordering: .releasing)
+            retired.store(true, ordering: .releasing)
             keybag.retire()
             sessionUnlock?.remove()
             for path in [(directory as NSString).appendingPathComponent("keybag"), deviceRootPath] {

@@ -52,8 +52,8 @@ extension Keychain {
     /// Runs an operation after noticing keybag changes made by other processes (checked at most once
     /// a millisecond), translating failures.
     func perform<T>(_ body: () throws -> T) throws -> T {
-        if erased.load(ordering: .acquiring) {
-            throw KeychainError.notAvailable("the keychain was erased: open it again")
+        if retired.load(ordering: .acquiring) {
+            throw KeychainError.notAvailable("the keychain was erased, or moved to another device root: open it again")
         }
         do {
             try keybag.refreshIfChanged(maximumAge: 0.001)

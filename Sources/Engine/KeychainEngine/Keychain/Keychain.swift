@@ -71,8 +71,11 @@ public final class Keychain: Sendable {
     let sessionUnlock: SessionUnlock?
     /// The device root's file, which an erase removes.
     let deviceRootPath: String
-    /// Set by `eraseAllContentAndSettings`: this object no longer serves anything.
-    let erased = Atomic<Bool>(false)
+    /// Set by `eraseAllContentAndSettings` and `migrateDeviceRoot`: this object no longer serves
+    /// anything, and the directory is opened again.
+    let retired = Atomic<Bool>(false)
+    /// What opens the device root, and makes the one a migration moves to.
+    let deviceRoots: any DeviceRootProvider
 
     public static let databaseName = "keychain.db"
 
@@ -97,6 +100,7 @@ public final class Keychain: Sendable {
         databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
         clock = options.clock
         deviceRootPath = options.deviceRootPath ?? (directory as NSString).appendingPathComponent("device-root")
+        deviceRoots = options.deviceRoots
         keybag = try Self.openKeybag(directory: directory, options: options)
         let host = AuthenticatorHost(directory: directory, keybag: keybag)
         authentication = AuthenticationBroker(
@@ -122,6 +126,7 @@ public final class Keychain: Sendable {
         do {
             // A new root only for a new keychain: a copy of a keychain whose root is missing (kept
             // elsewhere) is refused as it is, with nothing written into it.
+            try recoverMigration(directory: directory, rootPath: rootPath, deviceRoots: options.deviceRoots)
             let isNew = SecureFiles.identity(of: (directory as NSString).appendingPathComponent("keybag")) == nil
             let root = try options.deviceRoots.openRoot(path: rootPath, create: isNew)
             return try Keybag(

@@ -117,6 +117,33 @@ enum ItemCrypto {
         }
     }
 
+    /// The same blob with its item key wrapped by `newClassKey` instead of `classKey`: the sealed
+    /// content is kept byte for byte, so a guarded blob moves without its factors (a migration to new
+    /// class keys). Throws `Failure.corrupt` when the item key does not open under `classKey`.
+    static func rewrap(
+        _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, newClassKey: SecureBytes
+    ) throws -> Data {
+        var reader = ByteReader(blob)
+        let version = try? reader.read() as UInt8
+        let salt = version == guardedBlobVersion ? try? reader.readRaw(16) : nil
+        guard version == blobVersion || salt != nil, let wrappedKey = try? reader.readBytes(),
+            let sealed = try? reader.readRaw(reader.remaining)
+        else { throw Failure.corrupt("malformed blob") }
+        let (wrapAAD, _) = associatedData(part: part, binding: binding)
+        let itemKey: SecureBytes
+        do {
+            itemKey = try AESGCM.openSecure(wrappedKey, key: classKey, authenticating: wrapAAD)
+        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
+            throw Failure.corrupt("authentication failed")
+        }
+        var writer = ByteWriter()
+        writer.write(salt == nil ? blobVersion : guardedBlobVersion)
+        if let salt { writer.writeRaw(salt) }
+        writer.writeBytes(try AESGCM.seal(itemKey, key: newClassKey, authenticating: wrapAAD))
+        writer.writeRaw(sealed)
+        return writer.data
+    }
+
     /// The authenticated data of the wrapped item key and of the ciphertext: the same binding, with a
     /// different prefix so neither can stand for the other.
     private static func associatedData(part: Part, binding: RowBinding) -> (wrap: Data, content: Data) {

@@ -25,8 +25,15 @@ public protocol DeviceRoot: Sendable {
     /// (or not for `context`).
     func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes
 
-    /// A MAC under the root, for the integrity of files the root vouches for (the keybag).
+    /// A MAC under the root, for the integrity of files beside the keychain the root vouches for (the
+    /// daemon's app registry) and for keys derived from it (a biometric enrollment's): the same for
+    /// the life of the device, a migration to another root included.
     func authenticate(_ data: Data) throws -> Data
+
+    /// The MAC of the keybag file: `authenticate` unless the root keeps a key of its own for it (a TPM
+    /// root that inherited a software root's secret, which the software root's file may still hold in
+    /// copies, does not let that secret vouch for its keybag).
+    func authenticateKeybag(_ data: Data) throws -> Data
 
     /// Seals a keybag's own secret (the key its class keys are wrapped with) for keybag `generation`:
     /// a hardware root makes it unreadable once a later generation is committed (`KeybagAnchor`), so
@@ -65,6 +72,26 @@ public protocol DeviceRoot: Sendable {
 extension DeviceRoot {
     public var enclaveKeys: (any EnclaveKeyHardware)? { nil }
     public func release() {}
+    public func authenticateKeybag(_ data: Data) throws -> Data { try authenticate(data) }
+}
+
+/// A software root's secret and identity, handed to the hardware root a keychain moves to (`security
+/// device migrate-root tpm`): what the software root wrapped or authenticated (enclave keys' private
+/// halves, device-bound backups, session tokens, the app registry, biometric enrollments) keeps
+/// opening under the new root, which keeps the secret sealed in its hardware from then on.
+public struct InheritedDeviceRoot: Sendable {
+    public let secret: SecureBytes
+    public let deviceIdentifier: Data
+
+    public init(secret: SecureBytes, deviceIdentifier: Data) {
+        self.secret = secret
+        self.deviceIdentifier = deviceIdentifier
+    }
+
+    /// The keys the software root derived from the secret.
+    public func keys() throws -> DeviceRootKeys {
+        try DeviceRootKeys(secret: secret, deviceIdentifier: deviceIdentifier, label: SoftwareDeviceRoot.keyLabel)
+    }
 }
 
 /// P-256 keys made and used inside a device root's hardware: the private key never leaves it. What
@@ -108,4 +135,16 @@ public protocol KeybagAnchor: Sendable {
 public protocol DeviceRootProvider: Sendable {
     /// The root whose file is at `path`; a new one when there is none and `create` is true.
     func openRoot(path: String, create: Bool) throws -> any DeviceRoot
+
+    /// A new hardware root, its file written at `path` (which must not exist), that takes over
+    /// `inheriting`: where a keychain made with the software root moves to. The default refuses: the
+    /// software root has no hardware to move to.
+    func createMigrationTarget(path: String, inheriting: InheritedDeviceRoot) throws -> any DeviceRoot
+}
+
+extension DeviceRootProvider {
+    public func createMigrationTarget(path: String, inheriting: InheritedDeviceRoot) throws -> any DeviceRoot {
+        throw KeybagError.deviceRootUnavailable(
+            "there is no TPM to move the device root to: only securityd started with a TPM (--tpm) can")
+    }
 }

@@ -13,6 +13,8 @@ import KeychainSystem
 public final class SoftwareDeviceRoot: DeviceRoot {
     public let deviceIdentifier: Data
     public let summary: String
+    /// The root's file, read again only to hand the secret over (`inheritance`).
+    public let path: String
     private let keys: DeviceRootKeys
     private let entanglingKey: HMACKey
 
@@ -66,7 +68,8 @@ public final class SoftwareDeviceRoot: DeviceRoot {
         let root = fileContents.withUnsafeBytes { SecureBytes(copying: $0[Self.headerSize...]) }
         deviceIdentifier = header.suffix(16)
         summary = "software (\(path))"
-        keys = try DeviceRootKeys(secret: root, deviceIdentifier: deviceIdentifier, label: "swift-keychain root")
+        self.path = path
+        keys = try DeviceRootKeys(secret: root, deviceIdentifier: deviceIdentifier, label: Self.keyLabel)
         entanglingKey = try HMACKey(key: KeyDerivation.hkdf(key: root, info: "swift-keychain root entangle v1"))
     }
 
@@ -110,6 +113,22 @@ public final class SoftwareDeviceRoot: DeviceRoot {
     }
 
     public func authenticate(_ data: Data) throws -> Data { try keys.authenticate(data) }
+
+    /// What `DeviceRootKeys` are derived under.
+    static let keyLabel = "swift-keychain root"
+
+    /// The secret and identity, for the hardware root the keychain moves to: the one time a root hands
+    /// out its key. The file is read again and must still be this root's.
+    public func inheritance() throws -> InheritedDeviceRoot {
+        guard let contents = try SecureFiles.readSecret(path), contents.count == Self.fileSize else {
+            throw KeybagError.io("device root \(path) has disappeared or changed")
+        }
+        let identifier = contents.withUnsafeBytes { Data($0[(Self.headerSize - 16)..<Self.headerSize]) }
+        guard identifier == deviceIdentifier else { throw KeybagError.io("device root \(path) was replaced") }
+        return InheritedDeviceRoot(
+            secret: contents.withUnsafeBytes { SecureBytes(copying: $0[Self.headerSize...]) },
+            deviceIdentifier: deviceIdentifier)
+    }
 
     /// The magic that starts a software root's file, for telling the kinds of root apart.
     public static let fileMagic = magic

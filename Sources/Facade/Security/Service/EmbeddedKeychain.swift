@@ -51,7 +51,7 @@ public enum EmbeddedKeychain {
 
     /// The open keychain for the current environment, opening it on first use.
     public static func current() throws -> Keychain {
-        if let cached = last.withLock({ $0 }), cached.choice.isCurrent, !cached.keychain.isErased {
+        if let cached = last.withLock({ $0 }), cached.choice.isCurrent, !cached.keychain.isRetired {
             return cached.keychain
         }
         // Paths are handled as text: a variable that is not UTF-8 would be repaired into another path,
@@ -73,7 +73,7 @@ public enum EmbeddedKeychain {
     private static func open(_ path: String) throws -> Keychain {
         try opened.withLock { cache in
             // An erased keychain is opened again: its directory holds a new one.
-            cache = cache.filter { !$0.value.isErased }
+            cache = cache.filter { !$0.value.isRetired }
             if let keychain = cache[path] { return keychain }
             if let canonical = canonicalPath(path), let keychain = cache[canonical] {
                 cache[path] = keychain

@@ -1,0 +1,172 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainKeybag
+import KeychainStorage
+import KeychainSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Moving a keychain made with the software root to a hardware root (`security device migrate-root
+/// tpm`), without losing an item; never the other way.
+///
+/// The new root takes over the software root's secret, sealed in its hardware, so that what that root
+/// wrapped or authenticated (enclave keys' private halves, device-bound backups, the app registry,
+/// biometric enrollments) still opens. The keybag is new: new class keys, its secret and the passcode
+/// bound to the new root. Every item moves to the new class keys (its item keys re-wrapped, its
+/// contents untouched), so a copy of the old software root and keybag opens nothing added or changed
+/// after the move.
+///
+/// The steps, each a file or a transaction: the new root's file and the new keybag are written beside
+/// the old ones (`….migrating`); one transaction moves every item and sets the `itemsMigrated` mark (the
+/// point of no return); the new root's file, then the new keybag, are renamed into place; the mark is
+/// cleared. A process killed before the transaction leaves the old keychain whole (the next open removes
+/// the new files and frees the new root); after it, the next open finishes the renames
+/// (`recoverMigration`).
+extension Keychain {
+    /// How many rows moved to the new class keys, and how many were left as they were because they no
+    /// longer opened (damaged before the move; they stay unreadable, as they were).
+    public struct DeviceRootMigration: Sendable, Equatable {
+        public let movedItems: Int
+        public let unreadableItems: Int
+
+        public init(movedItems: Int, unreadableItems: Int) {
+            self.movedItems = movedItems
+            self.unreadableItems = unreadableItems
+        }
+    }
+
+    /// Moves the keychain to the root its `DeviceRootProvider` makes (`createMigrationTarget`: a TPM for
+    /// the daemon's). `passcode` is checked and counted like an unlock; it is needed when one is set.
+    /// This object serves nothing afterwards (`isRetired`): open the directory again.
+    ///
+    /// - Throws: `.invalidParameter` when the root is not the software one (a TPM root never moves back:
+    ///   its keys cannot leave the chip); `.notAvailable` when there is nothing to move to.
+    public func migrateDeviceRoot(passcode: SecureBytes?) throws -> DeviceRootMigration {
+        try perform {
+            guard let inheritance = try keybag.rootInheritance() else {
+                throw KeychainError.invalidParameter(
+                    "the device root is not the software root: a TPM root never moves back (its keys cannot leave the chip)"
+                )
+            }
+            if keybag.status.passcodeSet, passcode == nil {
+                throw KeychainError.authenticationFailed("moving the device root needs the keychain's passcode")
+            }
+            let staging = Self.migrationStaging(directory: directory, rootPath: deviceRootPath)
+            for path in [staging.root, staging.keybag] { unlink(path) }
+            try pool.writeTransaction { try ItemStore(connection: $0).setMark(.itemsMigrated, to: nil) }
+            let target = try deviceRoots.createMigrationTarget(path: staging.root, inheriting: inheritance)
+            var committed = false
+            var report = DeviceRootMigration(movedItems: 0, unreadableItems: 0)
+            do {
+                try keybag.migrate(to: target, passcode: passcode, stagingPath: staging.keybag) { migration in
+                    report = try pool.writeTransaction { connection in
+                        try Self.moveItems(ItemStore(connection: connection), migration)
+                    }
+                    committed = true
+                    try Self.finishMigration(staging, rootPath: deviceRootPath, directory: directory)
+                    try pool.writeTransaction { try ItemStore(connection: $0).setMark(.itemsMigrated, to: nil) }
+                }
+            } catch {
+                if !committed {
+                    for path in [staging.root, staging.keybag] { unlink(path) }
+                    target.release()
+                }
+                throw error
+            }
+            retired.store(true, ordering: .releasing)
+            keybag.retire()
+            sessionUnlock?.remove()
+            pool.closeIdleConnections()
+            ownerLock.withLock { $0 = nil }
+            return report
+        }
+    }
+
+    /// Where the new root's file and keybag are written before they are renamed into place.
+    static func migrationStaging(directory: String, rootPath: String) -> (root: String, keybag: String) {
+        (rootPath + ".migrating", (directory as NSString).appendingPathComponent("keybag") + ".migrating")
+    }
+
+    /// Every row's item keys re-wrapped for the new class keys, and the mark set, in the caller's
+    /// transaction.
+    private static func moveItems(_ store: ItemStore, _ migration: Keybag.Migration) throws -> DeviceRootMigration {
+        var moved = 0
+        var unreadable = 0
+        for rowID in try store.allRowIDs() {
+            guard let row = try store.item(rowID: rowID), let itemClass = ItemClass(rawValue: row.itemClass),
+                let protection = ProtectionClass(rawValue: row.protectionClass),
+                let oldKey = migration.oldKeys[protection], let newKey = migration.newKeys[protection]
+            else {
+                unreadable += 1
+                continue
+            }
+            let binding = RowBinding(row: row, itemClass: itemClass, protection: protection)
+            do {
+                let metadata = try ItemCrypto.rewrap(
+                    row.metadata, part: .metadata, binding: binding, classKey: oldKey, newClassKey: newKey)
+                let secret = try ItemCrypto.rewrap(
+                    row.secret, part: .secret, binding: binding, classKey: oldKey, newClassKey: newKey)
+                try store.replaceBlobs(rowID: rowID, metadata: metadata, secret: secret)
+                moved += 1
+            } catch is ItemCrypto.Failure {
+                unreadable += 1
+            }
+        }
+        try store.setMark(.itemsMigrated, to: 1)
+        return DeviceRootMigration(movedItems: moved, unreadableItems: unreadable)
+    }
+
+    /// Renames the new root's file, then the new keybag, into place (each only if still waiting).
+    private static func finishMigration(
+        _ staging: (root: String, keybag: String), rootPath: String, directory: String
+    ) throws {
+        let keybagPath = (directory as NSString).appendingPathComponent("keybag")
+        for (from, to) in [(staging.root, rootPath), (staging.keybag, keybagPath)] {
+            guard SecureFiles.identity(of: from) != nil else { continue }
+            guard rename(from, to) == 0 else {
+                throw KeychainError.ioError("cannot move \(from) into place: \(String(cString: strerror(errno)))")
+            }
+            SecureFiles.syncDirectory(of: to)
+        }
+    }
+
+    /// Finishes or undoes a migration a killed process left (see the type's comment), before the
+    /// root is opened: with the mark set the items are the new keybag's, so its files go into place;
+    /// without it they are the old one's, so the new files go (and the new root frees what it kept).
+    static func recoverMigration(directory: String, rootPath: String, deviceRoots: any DeviceRootProvider) throws {
+        let staging = migrationStaging(directory: directory, rootPath: rootPath)
+        guard SecureFiles.identity(of: staging.root) != nil || SecureFiles.identity(of: staging.keybag) != nil
+        else { return }
+        try SecureFiles.withDirectoryLock(directory) {
+            try recoverMigrationLocked(staging, directory: directory, rootPath: rootPath, deviceRoots: deviceRoots)
+        }
+    }
+
+    private static func recoverMigrationLocked(
+        _ staging: (root: String, keybag: String), directory: String, rootPath: String,
+        deviceRoots: any DeviceRootProvider
+    ) throws {
+        let databasePath = (directory as NSString).appendingPathComponent(databaseName)
+        let connection = try Connection(path: databasePath, create: false)
+        let marked = try connection.writeTransaction { try ItemStore(connection: connection).mark(.itemsMigrated) }
+        if marked != nil {
+            try finishMigration(staging, rootPath: rootPath, directory: directory)
+            try connection.writeTransaction { try ItemStore(connection: connection).setMark(.itemsMigrated, to: nil) }
+            KeychainLog.error("finished moving the keychain to its new device root (the move was cut short)")
+        } else {
+            if SecureFiles.identity(of: staging.root) != nil {
+                do {
+                    try deviceRoots.openRoot(path: staging.root, create: false).release()
+                } catch {
+                    KeychainLog.error("the new device root of a move cut short could not be freed: \(error)")
+                }
+            }
+            for path in [staging.root, staging.keybag] { unlink(path) }
+            SecureFiles.syncDirectory(of: staging.keybag)
+            KeychainLog.error("undid a move to a new device root that was cut short: the keychain is as it was")
+        }
+    }
+}
