@@ -254,6 +254,15 @@ final class DaemonPolicyTests: XCTestCase {
         XCTAssertEqual(
             try decide(system, .eraseAllContentAndSettings(passcode: nil), by: root, passcodeSet: false).get(), .none)
         XCTAssertEqual(try decide(system, .listApps, by: user, passcodeSet: false).get(), .none)
+        // A move to another root is decided as an erase.
+        XCTAssertEqual(
+            refusal(decide(userMode, .migrateDeviceRoot(to: .tpm, passcode: nil), by: user)), .authenticationFailed)
+        XCTAssertEqual(
+            try decide(userMode, .migrateDeviceRoot(to: .tpm, passcode: nil), by: user, passcodeSet: false).get(), .none
+        )
+        XCTAssertEqual(
+            refusal(decide(system, .migrateDeviceRoot(to: .tpm, passcode: nil), by: user, passcodeSet: false)),
+            .authenticationFailed)
     }
 
     /// An answer larger than a client may decode is replaced by a failure that says so, not sent for the

@@ -61,4 +61,72 @@ final class TPMDaemonTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("cannot use the TPM at garbage:nothing"), "\(error)")
         }
     }
+
+    func testAKeychainServedWithTheSoftwareRootMovesToTheTPMAndNeverBack() throws {
+        try XCTSkipUnless(SoftwareTPM.isAvailable, "swtpm is not installed (apt-get install swtpm swtpm-tools)")
+        guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
+        let unit = try SystemdUnit(path: UserUnitTests.unitPath)
+        guard let sandbox = try AddressFamilyRestriction.prefix(allowing: unit.words("RestrictAddressFamilies")) else {
+            throw XCTSkip("needs cc for the address-family sandbox")
+        }
+        let tpm = try SoftwareTPM()
+        defer { tpm.stop() }
+        let user: uid_t = 4248
+        tpm.allow(uid: user)
+        let privileges = unit.values("NoNewPrivileges") == ["yes"] ? ["--no-new-privs"] : []
+        let software = try TestDaemon(
+            arguments: Array(unit.words("ExecStart").dropFirst()) + ["--tpm", "none"], user: user,
+            privileges: privileges, launcher: sandbox)
+        let security = ClientPrograms.built("security")
+        var result = try ClientPrograms.run(security, ["show-keychain-info"], daemon: software, user: user)
+        XCTAssertTrue(result.output.contains("device root: software"), result.output)
+        let programs = try ClientPrograms()
+        let app = try programs.app("moved-app")
+        result = try ClientPrograms.run(
+            security, ["app", "register", app, "--application-identifier", "TEAM.m", "--access-group", "TEAM.m"],
+            daemon: software, user: user)
+        XCTAssertEqual(result.status, 0, result.output + software.log)
+        XCTAssertEqual(
+            try ClientPrograms.run(app, ["put", "web", "me", "kept-secret"], daemon: software, user: user).output,
+            "status 0", software.log)
+        // A daemon without a TPM has nowhere to move it, and says so.
+        result = try ClientPrograms.run(security, ["device", "migrate-root", "tpm"], daemon: software, user: user)
+        XCTAssertNotEqual(result.status, 0)
+        XCTAssertTrue(result.output.contains("no TPM") || result.output.contains("without a TPM"), result.output)
+        software.stop()
+
+        // The same keychain served by a daemon with a TPM: still the software root until it is moved.
+        let daemon = try TestDaemon(
+            arguments: Array(unit.words("ExecStart").dropFirst()) + ["--tpm", tpm.tcti], home: software.home,
+            user: user, privileges: privileges, launcher: sandbox)
+        result = try ClientPrograms.run(security, ["show-keychain-info"], daemon: daemon, user: user)
+        XCTAssertTrue(result.output.contains("device root: software"), result.output)
+        result = try ClientPrograms.run(security, ["device", "migrate-root", "software"], daemon: daemon, user: user)
+        XCTAssertNotEqual(result.status, 0)
+        XCTAssertTrue(result.output.contains("the software root already"), result.output)
+        result = try ClientPrograms.run(security, ["device", "migrate-root", "tpm"], daemon: daemon, user: user)
+        XCTAssertEqual(result.status, 0, result.output + daemon.log)
+        XCTAssertTrue(result.output.contains("moved: the device root is now TPM 2.0 (\(tpm.tcti))"), result.output)
+        XCTAssertTrue(daemon.log.contains("1 items moved, 0 unreadable"), daemon.log)
+        // The app, registered before, reads its item (the registry's MAC is the inherited root's).
+        XCTAssertEqual(
+            try ClientPrograms.run(app, ["read", "web", "me"], daemon: daemon, user: user).output, "kept-secret",
+            daemon.log)
+        // The software root's file is gone; the root file now names the TPM.
+        let rootFile = try Data(contentsOf: URL(fileURLWithPath: daemon.home + "/device-root"))
+        XCTAssertEqual(rootFile.prefix(4), Data("SKTR".utf8))
+        // Never back.
+        result = try ClientPrograms.run(security, ["device", "migrate-root", "software"], daemon: daemon, user: user)
+        XCTAssertNotEqual(result.status, 0)
+        XCTAssertTrue(result.output.contains("never moves back"), result.output)
+        result = try ClientPrograms.run(security, ["device", "migrate-root", "floppy"], daemon: daemon, user: user)
+        XCTAssertNotEqual(result.status, 0)
+        XCTAssertTrue(result.output.contains("not a kind of device root"), result.output)
+        // And after a restart, the TPM root is found again.
+        daemon.stop()
+        try daemon.start()
+        XCTAssertEqual(
+            try ClientPrograms.run(app, ["read", "web", "me"], daemon: daemon, user: user).output, "kept-secret",
+            daemon.log)
+    }
 }

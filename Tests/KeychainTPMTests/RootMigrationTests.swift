@@ -113,13 +113,13 @@ final class RootMigrationTests: XCTestCase {
         // A wrong passcode moves nothing, and is counted as a wrong guess.
         assertCode(
             .authenticationFailed,
-            { _ = try keychain.migrateDeviceRoot(passcode: SecureBytes(copying: Data("9".utf8))) })
+            { _ = try keychain.migrateDeviceRoot(to: .tpm, passcode: SecureBytes(copying: Data("9".utf8))) })
         XCTAssertEqual(keychain.status.failedAttempts, 1)
         XCTAssertEqual(try fileMagic(directory + "/device-root"), Data("SKDR".utf8))
-        assertCode(.authenticationFailed, { _ = try keychain.migrateDeviceRoot(passcode: nil) })
+        assertCode(.authenticationFailed, { _ = try keychain.migrateDeviceRoot(to: .tpm, passcode: nil) })
         XCTAssertFalse(keychain.isRetired)
 
-        let report = try keychain.migrateDeviceRoot(passcode: passcode)
+        let report = try keychain.migrateDeviceRoot(to: .tpm, passcode: passcode)
         XCTAssertEqual(report, .init(movedItems: classes.count + 1, unreadableItems: 0))
         XCTAssertTrue(keychain.isRetired)
         assertCode(.notAvailable, { _ = try read("ck", protection: "ck", in: keychain) }, containing: "open it again")
@@ -167,19 +167,25 @@ final class RootMigrationTests: XCTestCase {
         assertCode(.notAvailable, { _ = try open(withTPM: false) }, containing: "TPM")
         // There is no way back.
         assertCode(
-            .invalidParameter, { _ = try moved.migrateDeviceRoot(passcode: passcode) }, containing: "never moves back")
+            .invalidParameter, { _ = try moved.migrateDeviceRoot(to: .software, passcode: passcode) },
+            containing: "never moves back")
+        assertCode(
+            .invalidParameter, { _ = try moved.migrateDeviceRoot(to: .tpm, passcode: passcode) },
+            containing: "a TPM already")
     }
 
     func testWithoutATPMOrWithOneThatFailsNothingMoves() throws {
         _ = try makeSoftwareKeychain()
         // The embedded provider has nowhere to move to.
         let embedded = try open(withTPM: false)
-        assertCode(.notAvailable, { _ = try embedded.migrateDeviceRoot(passcode: passcode) }, containing: "TPM")
+        assertCode(
+            .notAvailable, { _ = try embedded.migrateDeviceRoot(to: .tpm, passcode: passcode) }, containing: "TPM")
         XCTAssertFalse(embedded.isRetired)
         // A TPM that goes away: the status and the reason; the keychain as it was, nothing left behind.
         let keychain = try open()
         softwareTPM.kill()
-        assertCode(.notAvailable, { _ = try keychain.migrateDeviceRoot(passcode: passcode) }, containing: "TPM")
+        assertCode(
+            .notAvailable, { _ = try keychain.migrateDeviceRoot(to: .tpm, passcode: passcode) }, containing: "TPM")
         XCTAssertFalse(keychain.isRetired)
         try keychain.unlock(passcode: passcode)
         XCTAssertEqual(try read("ak", protection: "ak", in: keychain), "secret-ak")
@@ -200,7 +206,7 @@ final class RootMigrationTests: XCTestCase {
             _ = try makeSoftwareKeychain()
             let before = directory + "-before"
             try copy(["device-root", "keybag", "keychain.db"], from: directory, to: before)
-            _ = try open().migrateDeviceRoot(passcode: passcode)
+            _ = try open().migrateDeviceRoot(to: .tpm, passcode: passcode)
             let after = directory + "-after"
             try copy(["device-root", "keybag", "keychain.db"], from: directory, to: after)
 

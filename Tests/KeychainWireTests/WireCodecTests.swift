@@ -67,6 +67,8 @@ final class WireCodecTests: XCTestCase {
             .restoreBackup(file: .descriptor(-1), password: SecureBytes(copying: [5]), passcode: nil),
             .restart, .eraseAllContentAndSettings(passcode: nil),
             .eraseAllContentAndSettings(passcode: SecureBytes(copying: [4])),
+            .migrateDeviceRoot(to: .tpm, passcode: nil),
+            .migrateDeviceRoot(to: .software, passcode: SecureBytes(copying: [8])),
         ]
         return keychainRequests.map(WireRequest.keychain) + adminRequests.map(WireRequest.admin)
     }
@@ -137,8 +139,12 @@ final class WireCodecTests: XCTestCase {
         guard case .admin(.lock) = try WireCodec.request(from: frame(payload: [1], kind: .adminRequest)).request else {
             return XCTFail("tag 1 of an admin frame is lock")
         }
-        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [16], kind: .adminRequest))) { error in
-            XCTAssertTrue("\(error)".contains("unknown admin request 16"), "\(error)")
+        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [17], kind: .adminRequest))) { error in
+            XCTAssertTrue("\(error)".contains("unknown admin request 17"), "\(error)")
+        }
+        // A device root kind it does not know (migrateDeviceRoot is tag 16).
+        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [16, 9, 0], kind: .adminRequest))) { error in
+            XCTAssertTrue("\(error)".contains("unknown device root kind 9"), "\(error)")
         }
         XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [12]))) { error in
             XCTAssertTrue("\(error)".contains("unknown request 12"), "\(error)")

@@ -51,6 +51,10 @@ public enum KeychainAdminRequest: Sendable {
     /// Restores the backup in `file` into the keychain (`security backup restore`), all or nothing;
     /// `passcode` as for `createBackup`. Answers `.restore`.
     case restoreBackup(file: BackupFile, password: SecureBytes?, passcode: SecureBytes?)
+    /// Moves the keychain to another kind of device root (`security device migrate-root tpm`), every
+    /// item kept; only from the software root to a TPM (a TPM root never moves back). `passcode` is the
+    /// keychain's, checked like an unlock, needed when it has one.
+    case migrateDeviceRoot(to: DeviceRootKind, passcode: SecureBytes?)
 
     /// The request's name, for logs and tests; never its values.
     public var name: String {
@@ -70,6 +74,23 @@ public enum KeychainAdminRequest: Sendable {
         case .eraseAllContentAndSettings: "eraseAllContentAndSettings"
         case .createBackup: "createBackup"
         case .restoreBackup: "restoreBackup"
+        case .migrateDeviceRoot: "migrateDeviceRoot"
+        }
+    }
+}
+
+/// The kinds of device root a keychain can have.
+public enum DeviceRootKind: UInt8, Sendable, CaseIterable {
+    /// A 0600 file of 32 random bytes (the default; see docs/security.md).
+    case software = 1
+    /// A TPM 2.0 chip, which only securityd uses (docs/tpm.md).
+    case tpm = 2
+
+    /// The name the `security` command takes.
+    public var name: String {
+        switch self {
+        case .software: "software"
+        case .tpm: "tpm"
         }
     }
 }

@@ -203,6 +203,11 @@ extension KeychainService {
     /// `.restart`: back to before the first unlock.
     public func restart() throws { _ = try administer(.restart) }
 
+    /// `.migrateDeviceRoot`: the keychain under a root of another kind, every item kept.
+    public func migrateDeviceRoot(to kind: DeviceRootKind, passcode: SecureBytes?) throws {
+        _ = try administer(.migrateDeviceRoot(to: kind, passcode: passcode))
+    }
+
     /// `.eraseAllContentAndSettings`: every item, the keybag and the device root.
     public func eraseAllContentAndSettings(passcode: SecureBytes?) throws {
         _ = try administer(.eraseAllContentAndSettings(passcode: passcode))

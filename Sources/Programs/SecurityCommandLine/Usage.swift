@@ -264,11 +264,12 @@ enum Usage {
         ),
         (
             "device",
-            "Device scenarios: a reboot, an erase of all content and settings, a restore from a backup.",
+            "Device scenarios: a reboot, an erase of all content and settings, a restore from a backup, a move to a TPM root.",
             """
             Usage: device reboot
                    device erase [-p passcode] [-y]
                    device restore <file> [-p passcode]
+                   device migrate-root tpm [-p passcode]
                 reboot   back to "before first unlock": only Always items open until the passcode is given
                          (through the daemon, for every client)
                 erase    "Erase All Content and Settings": every item, the keybag and the device root are
@@ -276,6 +277,11 @@ enum Usage {
                          made before brings ThisDeviceOnly items back. Asks for the passcode when one is set,
                          and to confirm (-y without a terminal). Through the daemon, the app registry goes too
                 restore  the same as backup restore
+                migrate-root tpm
+                         move a keychain made with the software root to the daemon's TPM (securityd --tpm),
+                         every item kept: the keybag is made anew in the chip, every item moves to new class
+                         keys, and the software root's file is replaced. Asks for the passcode when one is
+                         set. A TPM root never moves back ("migrate-root software" is refused)
             """
         ),
         (

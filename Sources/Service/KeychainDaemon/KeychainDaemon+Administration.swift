@@ -31,6 +31,14 @@ extension KeychainDaemon {
             try checkPasscode(passcode, if: requirement, in: tenant)
             try erase(tenant)
             answer = .done
+        case .migrateDeviceRoot(let kind, let passcode):
+            // The engine checks the passcode itself (counted like an unlock) whenever one is set.
+            let moved = try engine { try tenant.keychain.migrateDeviceRoot(to: kind, passcode: passcode) }
+            emptySlot(of: tenant)
+            DaemonLog.info(
+                "moved the keychain of uid \(tenant.uid) to a \(kind.name) device root, by pid \(caller.pid): \(moved.movedItems) items moved, \(moved.unreadableItems) unreadable ones left as they were"
+            )
+            return .done
         case .lock, .unlock, .setPasscode, .removePasscode, .setEraseAfterFailedAttempts, .biometry, .companion,
             .restart:
             answer = try engine {

@@ -132,10 +132,16 @@ public final class KeychainDaemon: Sendable {
         guard unlink(registry) == 0 || errno == ENOENT else {
             throw KeychainError.ioError("cannot remove the app registry: \(String(cString: strerror(errno)))")
         }
+        emptySlot(of: tenant)
+        DaemonLog.info("erased the keychain of uid \(tenant.uid): items, keybag, device root and app registry")
+    }
+
+    /// Empties the tenant's slot (after an erase or a move to another root), so that the next request
+    /// opens the directory again; requests still running on the old object are refused by it.
+    func emptySlot(of tenant: Tenant) {
         if let slot = tenants.withLock({ $0[tenant.uid] }) {
             slot.tenant.withLock { opened in if opened === tenant { opened = nil } }
         }
-        DaemonLog.info("erased the keychain of uid \(tenant.uid): items, keybag, device root and app registry")
     }
 
     /// The system bus, when biometry comes from fprintd.

@@ -90,6 +90,7 @@ enum AdminRequestTag: UInt8 {
     case lock = 1
     case unlock, unlockForSession, setPasscode, removePasscode, setEraseAfterFailedAttempts, registerApp, listApps
     case removeApp, biometry, companion, createBackup, restoreBackup, restart, eraseAllContentAndSettings
+    case migrateDeviceRoot
 }
 
 /// The first byte of an answer's payload.
@@ -253,6 +254,10 @@ private struct PayloadWriter {
         case .restart: adminTag(.restart)
         case .eraseAllContentAndSettings(let passcode):
             adminTag(.eraseAllContentAndSettings)
+            writer.optional(passcode) { $0.secret($1) }
+        case .migrateDeviceRoot(let kind, let passcode):
+            adminTag(.migrateDeviceRoot)
+            writer.byte(kind.rawValue)
             writer.optional(passcode) { $0.secret($1) }
         case .createBackup(let file, let password, let passcode):
             adminTag(.createBackup)
@@ -481,6 +486,10 @@ private struct PayloadReader {
         case .companion: return .companion(try sensorCommand())
         case .restart: return .restart
         case .eraseAllContentAndSettings: return .eraseAllContentAndSettings(passcode: try optionalSecret())
+        case .migrateDeviceRoot:
+            let raw = try byte()
+            guard let kind = DeviceRootKind(rawValue: raw) else { throw WireError("unknown device root kind \(raw)") }
+            return .migrateDeviceRoot(to: kind, passcode: try optionalSecret())
         case .createBackup:
             return .createBackup(file: try backupFile(), password: try optionalSecret(), passcode: try optionalSecret())
         case .restoreBackup:

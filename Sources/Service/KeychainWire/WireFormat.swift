@@ -9,7 +9,7 @@ import KeychainCore
 /// payload bytes as it announces: nothing is allocated for a length that is out of bounds.
 public enum WireFormat {
     public static let magic = Data("SKWP".utf8)
-    public static let version: UInt8 = 6
+    public static let version: UInt8 = 7
     public static let headerSize = 14
     /// Room for a 64 MiB secret (the `security` command's limit) and its query.
     public static let maximumPayload = 80 << 20

@@ -59,6 +59,8 @@ public struct InProcessKeychainService: KeychainService {
                 try keychain.unlock(passcode: passcode)
             }
             try keychain.eraseAllContentAndSettings()
+        case .migrateDeviceRoot(let kind, let passcode):
+            _ = try keychain.migrateDeviceRoot(to: kind, passcode: passcode)
         case .createBackup(let file, let password, let passcode):
             if let passcode { try keychain.unlock(passcode: passcode) }
             return .backup(try keychain.createBackup(to: file, password: password))

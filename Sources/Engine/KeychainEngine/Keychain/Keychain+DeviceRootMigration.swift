@@ -38,19 +38,23 @@ extension Keychain {
         }
     }
 
-    /// Moves the keychain to the root its `DeviceRootProvider` makes (`createMigrationTarget`: a TPM for
-    /// the daemon's). `passcode` is checked and counted like an unlock; it is needed when one is set.
+    /// Moves the keychain to a root of `kind`, the one its `DeviceRootProvider` makes
+    /// (`createMigrationTarget`: a TPM for the daemon's; only `.tpm` is a kind to move to). `passcode` is checked and counted like an unlock; it is needed when one is set.
     /// This object serves nothing afterwards (`isRetired`): open the directory again.
     ///
-    /// - Throws: `.invalidParameter` when the root is not the software one (a TPM root never moves back:
-    ///   its keys cannot leave the chip); `.notAvailable` when there is nothing to move to.
-    public func migrateDeviceRoot(passcode: SecureBytes?) throws -> DeviceRootMigration {
+    /// - Throws: `.invalidParameter` for a move to the software root (a TPM root never moves back: its
+    ///   keys cannot leave the chip) or from a root that is not the software one; `.notAvailable` when
+    ///   there is nothing to move to.
+    public func migrateDeviceRoot(to kind: DeviceRootKind, passcode: SecureBytes?) throws -> DeviceRootMigration {
         try perform {
-            guard let inheritance = try keybag.rootInheritance() else {
+            let inheritance = try keybag.rootInheritance()
+            guard kind == .tpm else {
                 throw KeychainError.invalidParameter(
-                    "the device root is not the software root: a TPM root never moves back (its keys cannot leave the chip)"
-                )
+                    inheritance != nil
+                        ? "the device root is the software root already"
+                        : "a TPM root never moves back to the software root: its keys cannot leave the chip")
             }
+            guard let inheritance else { throw KeychainError.invalidParameter("the device root is a TPM already") }
             if keybag.status.passcodeSet, passcode == nil {
                 throw KeychainError.authenticationFailed("moving the device root needs the keychain's passcode")
             }

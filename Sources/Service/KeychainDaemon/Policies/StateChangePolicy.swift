@@ -47,6 +47,11 @@ struct StateChangePolicy: Sendable {
             // Everything goes, every app's items and the registry: decided as a backup is.
             return try wholeKeychainChange(
                 by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil, subject: "erasing the keychain")
+        case .migrateDeviceRoot(_, let passcode):
+            // Every item is re-wrapped and the keybag replaced: decided as an erase is.
+            return try wholeKeychainChange(
+                by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil,
+                subject: "moving the device root")
         }
     }
 
