@@ -8,6 +8,7 @@ import KeychainKeybag
 import KeychainTPM
 import KeychainTPMRoot
 import KeychainTestSupport
+import Synchronization
 import XCTest
 
 /// A keychain made with the software root moved to a TPM root (`security device migrate-root tpm`):
@@ -172,6 +173,42 @@ final class RootMigrationTests: XCTestCase {
         assertCode(
             .invalidParameter, { _ = try moved.migrateDeviceRoot(to: .tpm, passcode: passcode) },
             containing: "a TPM already")
+    }
+
+    func testAnItemAddedWhileTheItemsMoveIsMovedOrRefusedNeverLost() throws {
+        _ = try makeSoftwareKeychain()
+        let keychain = try open()
+        let added = Mutex<[String]>([])
+        let unexpected = Mutex<[String]>([])
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) { [client] in
+            for index in 0..<100_000 {
+                let account = "during-\(index)"
+                let query: [String: ItemValue] = [
+                    "class": .string("genp"), "svce": .string("move"), "acct": .string(account),
+                    "pdmn": .string("dk"), "v_Data": .data(Data(account.utf8)),
+                ]
+                do {
+                    _ = try keychain.add(query, client: client)
+                    added.withLock { $0.append(account) }
+                } catch let error as KeychainError where error.code == .notAvailable {
+                    return  // retired: from here the directory is to be opened again
+                } catch {
+                    unexpected.withLock { $0.append("\(error)") }
+                    return
+                }
+            }
+        }
+        while added.withLock({ $0.count }) < 20 { usleep(1000) }
+        _ = try keychain.migrateDeviceRoot(to: .tpm, passcode: passcode)
+        group.wait()
+        XCTAssertEqual(unexpected.withLock { $0 }, [])
+        let moved = try open()
+        let accounts = added.withLock { $0 }
+        XCTAssertGreaterThanOrEqual(accounts.count, 20)
+        for account in accounts {
+            XCTAssertEqual(try read(account, protection: "dk", in: moved), account, "an add that succeeded was lost")
+        }
     }
 
     func testWithoutATPMOrWithOneThatFailsNothingMoves() throws {

@@ -51,7 +51,7 @@ extension Keychain {
             let expected = try readItems(of: file, keybag: backupKeybag) { _, _, _ in }
             var report = RestoreReport(restored: 0, notForThisDevice: 0, skipped: 0, replacedLocal: 0, keptLocal: 0)
             let digests = try digests()
-            try pool.writeTransaction { connection in
+            try itemTransaction { connection in
                 let store = ItemStore(connection: connection)
                 report.replacedLocal = try removeLocalItems(store: store, keys: localKeys)
                 var done = 0

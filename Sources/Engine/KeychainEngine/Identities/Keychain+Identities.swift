@@ -38,7 +38,7 @@ extension Keychain {
                     keyRow = try prepareEnclaveKeyToken(token, attributes, client: client).row
                 }
             }
-            try pool.writeTransaction { connection in
+            try itemTransaction { connection in
                 let store = ItemStore(connection: connection)
                 try insertNew(certificateRow, store: store)
                 guard let keyRow else { return }
@@ -93,7 +93,7 @@ extension Keychain {
         let readable = try client.groupsForReading(certificateQuery.accessGroup)
         let writable = Set(client.writableGroups)
         let digests = try digests()
-        try pool.writeTransaction { connection in
+        try itemTransaction { connection in
             let store = ItemStore(connection: connection)
             let certificates = try search(certificateQuery, itemClass: .certificate, groups: readable, store: store)
                 .run(limit: .max, needSecret: false)

@@ -67,7 +67,10 @@ extension Keychain {
             do {
                 try keybag.migrate(to: target, passcode: passcode, stagingPath: staging.keybag) { migration in
                     report = try pool.writeTransaction { connection in
-                        try Self.moveItems(ItemStore(connection: connection), migration)
+                        let report = try Self.moveItems(ItemStore(connection: connection), migration)
+                        // Every item write after this one in the queue is refused (`itemTransaction`).
+                        retired.store(true, ordering: .releasing)
+                        return report
                     }
                     committed = true
                     try Self.finishMigration(staging, rootPath: deviceRootPath, directory: directory)
@@ -75,6 +78,7 @@ extension Keychain {
                 }
             } catch {
                 if !committed {
+                    retired.store(false, ordering: .releasing)
                     for path in [staging.root, staging.keybag] { unlink(path) }
                     target.release()
                 }

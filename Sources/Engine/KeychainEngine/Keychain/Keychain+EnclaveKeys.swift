@@ -131,7 +131,7 @@ extension Keychain {
 
     /// Inserts a prepared key in a transaction of its own, and answers as its add asked.
     private func insert(_ key: PreparedKey) throws -> ItemResult? {
-        try pool.writeTransaction { connection in try insertNew(key.row, store: ItemStore(connection: connection)) }
+        try itemTransaction { connection in try insertNew(key.row, store: ItemStore(connection: connection)) }
         guard key.query.returnsAnything else { return nil }
         return try ResultShape(query: key.query).result(for: [key.record])
     }

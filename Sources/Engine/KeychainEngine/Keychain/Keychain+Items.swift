@@ -51,16 +51,32 @@ extension Keychain {
 
     /// Runs an operation after noticing keybag changes made by other processes (checked at most once
     /// a millisecond), translating failures.
-    func perform<T>(_ body: () throws -> T) throws -> T {
-        if retired.load(ordering: .acquiring) {
-            throw KeychainError.notAvailable("the keychain was erased, or moved to another device root: open it again")
+    /// A write transaction of items. It is refused inside the transaction once this object is retired:
+    /// a write whose keys were taken before a move to another root, committed after the move's own
+    /// transaction, would seal an item under class keys that are gone.
+    func itemTransaction<T>(_ body: (Connection) throws -> T) throws -> T {
+        try pool.writeTransaction { connection in
+            guard !retired.load(ordering: .acquiring) else { throw Self.retiredError }
+            return try body(connection)
         }
+    }
+
+    func perform<T>(_ body: () throws -> T) throws -> T {
+        if retired.load(ordering: .acquiring) { throw Self.retiredError }
         do {
             try keybag.refreshIfChanged(maximumAge: 0.001)
             return try body()
         } catch {
-            throw Self.translate(error)
+            let failure = Self.translate(error)
+            // A read that met items already moved to another root's keys found them unreadable: not
+            // missing, but to be asked again of the directory opened anew.
+            if failure.code == .itemNotFound, retired.load(ordering: .acquiring) { throw Self.retiredError }
+            throw failure
         }
+    }
+
+    private static var retiredError: KeychainError {
+        .notAvailable("the keychain was erased, or moved to another device root: open it again")
     }
 
     // MARK: Add
@@ -71,7 +87,7 @@ extension Keychain {
         let queries = try dictionaries.map { try Query.parse($0, for: .add) }
         try perform {
             let rows = try queries.map { try prepareAdd($0, client: client).row }
-            try pool.writeTransaction { connection in
+            try itemTransaction { connection in
                 let store = ItemStore(connection: connection)
                 for row in rows { try insertNew(row, store: store) }
             }
@@ -80,7 +96,7 @@ extension Keychain {
 
     private func add(_ query: Query, client: ClientIdentity) throws -> ItemResult? {
         let (row, record) = try prepareAdd(query, client: client)
-        try pool.writeTransaction { connection in try insertNew(row, store: ItemStore(connection: connection)) }
+        try itemTransaction { connection in try insertNew(row, store: ItemStore(connection: connection)) }
         guard query.returnsAnything else { return nil }
         return try ResultShape(query: query).result(for: [record])
     }
@@ -260,7 +276,7 @@ extension Keychain {
         of query: Query, itemClass: ItemClass, groups: [String], needSecret: Bool, access: ItemAccess? = nil,
         _ body: (ItemStore, [Match]) throws -> Void
     ) throws {
-        try pool.writeTransaction { connection in
+        try itemTransaction { connection in
             let store = ItemStore(connection: connection)
             // The secrets found here are re-sealed or dropped, never returned: an enclave key's is its
             // wrapped private key, kept as it is.
