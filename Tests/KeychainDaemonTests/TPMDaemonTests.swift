@@ -5,21 +5,28 @@ import XCTest
 /// securityd with a TPM root, run as its unit runs it (its own user, its address families), against a
 /// software TPM of the test's own.
 final class TPMDaemonTests: XCTestCase {
-    func testADaemonWithATPMRootServesAndReopensItsKeychain() throws {
+    /// How the user unit starts securityd (its arguments, privileges and address-family sandbox), or
+    /// a skip naming what this machine lacks for it.
+    private func unitLaunch() throws -> (arguments: [String], privileges: [String], launcher: [String]) {
         try XCTSkipUnless(SoftwareTPM.isAvailable, "swtpm is not installed (apt-get install swtpm swtpm-tools)")
         guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
         let unit = try SystemdUnit(path: UserUnitTests.unitPath)
         guard let sandbox = try AddressFamilyRestriction.prefix(allowing: unit.words("RestrictAddressFamilies")) else {
             throw XCTSkip("needs cc for the address-family sandbox")
         }
+        let privileges = unit.values("NoNewPrivileges") == ["yes"] ? ["--no-new-privs"] : []
+        return (Array(unit.words("ExecStart").dropFirst()), privileges, sandbox)
+    }
+
+    func testADaemonWithATPMRootServesAndReopensItsKeychain() throws {
+        let unit = try unitLaunch()
         let tpm = try SoftwareTPM()
         defer { tpm.stop() }
         let user: uid_t = 4246
         tpm.allow(uid: user)
         let daemon = try TestDaemon(
-            arguments: Array(unit.words("ExecStart").dropFirst()) + ["--tpm", tpm.tcti, "--tpm-lockout", "5:2"],
-            user: user, privileges: unit.values("NoNewPrivileges") == ["yes"] ? ["--no-new-privs"] : [],
-            launcher: sandbox)
+            arguments: unit.arguments + ["--tpm", tpm.tcti, "--tpm-lockout", "5:2"], user: user,
+            privileges: unit.privileges, launcher: unit.launcher)
         let security = ClientPrograms.built("security")
         var result = try ClientPrograms.run(security, ["show-keychain-info"], daemon: daemon, user: user)
         XCTAssertEqual(result.status, 0, result.output + daemon.log)
@@ -50,9 +57,8 @@ final class TPMDaemonTests: XCTestCase {
         defer { restarted.stop() }
         restarted.allow(uid: user + 1)
         let fromEnvironment = try TestDaemon(
-            arguments: Array(unit.words("ExecStart").dropFirst()), environment: ["KEYCHAIN_TPM": restarted.tcti],
-            user: user + 1, privileges: unit.values("NoNewPrivileges") == ["yes"] ? ["--no-new-privs"] : [],
-            launcher: sandbox)
+            arguments: unit.arguments, environment: ["KEYCHAIN_TPM": restarted.tcti], user: user + 1,
+            privileges: unit.privileges, launcher: unit.launcher)
         result = try ClientPrograms.run(security, ["show-keychain-info"], daemon: fromEnvironment, user: user + 1)
         XCTAssertTrue(result.output.contains("device root: TPM 2.0 (\(restarted.tcti))"), result.output)
         fromEnvironment.stop()
@@ -63,20 +69,14 @@ final class TPMDaemonTests: XCTestCase {
     }
 
     func testAKeychainServedWithTheSoftwareRootMovesToTheTPMAndNeverBack() throws {
-        try XCTSkipUnless(SoftwareTPM.isAvailable, "swtpm is not installed (apt-get install swtpm swtpm-tools)")
-        guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
-        let unit = try SystemdUnit(path: UserUnitTests.unitPath)
-        guard let sandbox = try AddressFamilyRestriction.prefix(allowing: unit.words("RestrictAddressFamilies")) else {
-            throw XCTSkip("needs cc for the address-family sandbox")
-        }
+        let unit = try unitLaunch()
         let tpm = try SoftwareTPM()
         defer { tpm.stop() }
         let user: uid_t = 4248
         tpm.allow(uid: user)
-        let privileges = unit.values("NoNewPrivileges") == ["yes"] ? ["--no-new-privs"] : []
         let software = try TestDaemon(
-            arguments: Array(unit.words("ExecStart").dropFirst()) + ["--tpm", "none"], user: user,
-            privileges: privileges, launcher: sandbox)
+            arguments: unit.arguments + ["--tpm", "none"], user: user, privileges: unit.privileges,
+            launcher: unit.launcher)
         let security = ClientPrograms.built("security")
         var result = try ClientPrograms.run(security, ["show-keychain-info"], daemon: software, user: user)
         XCTAssertTrue(result.output.contains("device root: software"), result.output)
@@ -97,8 +97,8 @@ final class TPMDaemonTests: XCTestCase {
 
         // The same keychain served by a daemon with a TPM: still the software root until it is moved.
         let daemon = try TestDaemon(
-            arguments: Array(unit.words("ExecStart").dropFirst()) + ["--tpm", tpm.tcti], home: software.home,
-            user: user, privileges: privileges, launcher: sandbox)
+            arguments: unit.arguments + ["--tpm", tpm.tcti], home: software.home, user: user,
+            privileges: unit.privileges, launcher: unit.launcher)
         result = try ClientPrograms.run(security, ["show-keychain-info"], daemon: daemon, user: user)
         XCTAssertTrue(result.output.contains("device root: software"), result.output)
         result = try ClientPrograms.run(security, ["device", "migrate-root", "software"], daemon: daemon, user: user)

@@ -98,12 +98,7 @@ enum ItemCrypto {
         _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors?,
         content: (Data, SecureBytes, Data) throws -> Plaintext
     ) throws -> Plaintext {
-        var reader = ByteReader(blob)
-        let version = try? reader.read() as UInt8
-        let salt = version == guardedBlobVersion ? try? reader.readRaw(16) : nil
-        guard version == blobVersion || salt != nil, let wrappedKey = try? reader.readBytes(),
-            let sealed = try? reader.readRaw(reader.remaining)
-        else { throw Failure.corrupt("malformed blob") }
+        let (salt, wrappedKey, sealed) = try parts(of: blob)
         let (wrapAAD, aad) = associatedData(part: part, binding: binding)
         do {
             let itemKey = try AESGCM.openSecure(wrappedKey, key: classKey, authenticating: wrapAAD)
@@ -117,18 +112,24 @@ enum ItemCrypto {
         }
     }
 
-    /// The same blob with its item key wrapped by `newClassKey` instead of `classKey`: the sealed
-    /// content is kept byte for byte, so a guarded blob moves without its factors (a migration to new
-    /// class keys). Throws `Failure.corrupt` when the item key does not open under `classKey`.
-    static func rewrap(
-        _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, newClassKey: SecureBytes
-    ) throws -> Data {
+    /// A blob's salt (a guarded blob's only), wrapped item key and sealed content.
+    private static func parts(of blob: Data) throws -> (salt: Data?, wrappedKey: Data, sealed: Data) {
         var reader = ByteReader(blob)
         let version = try? reader.read() as UInt8
         let salt = version == guardedBlobVersion ? try? reader.readRaw(16) : nil
         guard version == blobVersion || salt != nil, let wrappedKey = try? reader.readBytes(),
             let sealed = try? reader.readRaw(reader.remaining)
         else { throw Failure.corrupt("malformed blob") }
+        return (salt, wrappedKey, sealed)
+    }
+
+    /// The same blob with its item key wrapped by `newClassKey` instead of `classKey`: the sealed
+    /// content is kept byte for byte, so a guarded blob moves without its factors (a migration to new
+    /// class keys). Throws `Failure.corrupt` when the item key does not open under `classKey`.
+    static func rewrap(
+        _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, newClassKey: SecureBytes
+    ) throws -> Data {
+        let (salt, wrappedKey, sealed) = try parts(of: blob)
         let (wrapAAD, _) = associatedData(part: part, binding: binding)
         let itemKey: SecureBytes
         do {
