@@ -199,7 +199,7 @@ final class RootMigrationTests: XCTestCase {
                 }
             }
         }
-        while added.withLock({ $0.count }) < 20 { usleep(1000) }
+        while added.withLock({ $0.count }) < 20, unexpected.withLock({ $0.isEmpty }) { usleep(1000) }
         _ = try keychain.migrateDeviceRoot(to: .tpm, passcode: passcode)
         group.wait()
         XCTAssertEqual(unexpected.withLock { $0 }, [])
@@ -209,6 +209,24 @@ final class RootMigrationTests: XCTestCase {
         for account in accounts {
             XCTAssertEqual(try read(account, protection: "dk", in: moved), account, "an add that succeeded was lost")
         }
+    }
+
+    func testAMoveThatFailsAfterItsNewKeybagIsWrittenLeavesTheKeychainAsItWas() throws {
+        _ = try makeSoftwareKeychain()
+        var options = KeychainOptions(passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
+        options.deviceRoots = FailingAfterTheKeybag(base: TPMDeviceRootProvider(tpm: tpm))
+        let keychain = try Keychain(directory: directory, options: options)
+        assertCode(.ioError, { _ = try keychain.migrateDeviceRoot(to: .tpm, passcode: passcode) }, containing: "cut")
+        XCTAssertFalse(keychain.isRetired)
+        XCTAssertEqual(try fileMagic(directory + "/device-root"), Data("SKDR".utf8))
+        XCTAssertFalse(
+            try FileManager.default.contentsOfDirectory(atPath: directory).contains { $0.hasSuffix(".migrating") })
+        try keychain.unlock(passcode: passcode)
+        for protection in classes {
+            XCTAssertEqual(try read(protection, protection: protection, in: keychain), "secret-\(protection)")
+        }
+        // And the move, tried again with a root that works, goes through.
+        XCTAssertEqual(try open().migrateDeviceRoot(to: .tpm, passcode: passcode).movedItems, classes.count + 1)
     }
 
     func testWithoutATPMOrWithOneThatFailsNothingMoves() throws {
@@ -273,8 +291,11 @@ final class RootMigrationTests: XCTestCase {
                 try FileManager.default.contentsOfDirectory(atPath: killed).contains { $0.hasSuffix(".migrating") })
             XCTAssertEqual(try markCount(killed + "/keychain.db"), 0, "\(cut): the mark is cleared")
             if cut == .beforeTheItems {
-                // The new root was freed: its file (kept in the finished copy) opens nothing now.
-                assertCode(.notAvailable, { _ = try open(after) })
+                // The undo at open leaves the new root's counters alone: the file it removed may be a
+                // copy of one in use, as here, where the finished move's directory still opens.
+                let finished = try open(after)
+                try finished.unlock(passcode: passcode)
+                XCTAssertEqual(try read("ak", protection: "ak", in: finished), "secret-ak")
             }
         }
     }
@@ -301,5 +322,55 @@ final class RootMigrationTests: XCTestCase {
         defer { sqlite3_finalize(statement) }
         XCTAssertEqual(sqlite3_step(statement), SQLITE_ROW)
         return sqlite3_column_int64(statement, 0)
+    }
+}
+
+/// A TPM provider whose migration target fails once the new keybag is written (its counters moved on),
+/// before the items' transaction: the point where a move is undone by the process itself.
+private struct FailingAfterTheKeybag: DeviceRootProvider {
+    let base: TPMDeviceRootProvider
+
+    func openRoot(path: String, create: Bool) throws -> any DeviceRoot { try base.openRoot(path: path, create: create) }
+
+    func createMigrationTarget(path: String, inheriting: InheritedDeviceRoot) throws -> any DeviceRoot {
+        FailingRoot(base: try base.createMigrationTarget(path: path, inheriting: inheriting))
+    }
+
+    private struct FailingRoot: DeviceRoot {
+        let base: any DeviceRoot
+        var deviceIdentifier: Data { base.deviceIdentifier }
+        var summary: String { base.summary }
+        var anchor: (any KeybagAnchor)? { base.anchor.map(FailingAnchor.init) }
+        func wrap(_ key: SecureBytes, context: Data) throws -> Data { try base.wrap(key, context: context) }
+        func unwrap(_ wrapped: Data, context: Data) throws -> SecureBytes {
+            try base.unwrap(wrapped, context: context)
+        }
+        func authenticate(_ data: Data) throws -> Data { try base.authenticate(data) }
+        func authenticateKeybag(_ data: Data) throws -> Data { try base.authenticateKeybag(data) }
+        func sealKeybagSecret(_ secret: SecureBytes, generation: UInt64) throws -> Data {
+            try base.sealKeybagSecret(secret, generation: generation)
+        }
+        func openKeybagSecret(_ sealed: Data, generation: UInt64) throws -> SecureBytes {
+            try base.openKeybagSecret(sealed, generation: generation)
+        }
+        func bindPasscode(_ passcodeKey: SecureBytes, generation: UInt64) throws -> PasscodeBinding {
+            try base.bindPasscode(passcodeKey, generation: generation)
+        }
+        func entangle(_ passcodeKey: SecureBytes, binding: Data, generation: UInt64) throws -> SecureBytes {
+            try base.entangle(passcodeKey, binding: binding, generation: generation)
+        }
+        func retire() throws { try base.retire() }
+        func release() { base.release() }
+    }
+
+    private struct FailingAnchor: KeybagAnchor {
+        let base: any KeybagAnchor
+        func generation() throws -> UInt64 { try base.generation() }
+        func writes() throws -> UInt64 { try base.writes() }
+        func advanceWrites(to value: UInt64) throws { try base.advanceWrites(to: value) }
+        func advanceGeneration(to value: UInt64) throws {
+            try base.advanceGeneration(to: value)
+            throw KeychainError.ioError("cut short after the new keybag's counters moved on")
+        }
     }
 }

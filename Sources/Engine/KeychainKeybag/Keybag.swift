@@ -308,16 +308,19 @@ public final class Keybag: Sendable {
         try (root as? SoftwareDeviceRoot)?.inheritance()
     }
 
-    /// Writes at `stagingPath` this keybag moved to `target`: new class keys (for every class this one
+    /// Writes at `stagingPath` this keybag moved to the root `makeTarget` makes (called once the
+    /// passcode is proved, under the keybag's lock, so a wrong guess costs the hardware nothing): new class keys (for every class this one
     /// has), the same index key (the database's digests stay valid), the passcode bound to the new root
     /// (checked and counted first, as an unlock: it is needed whenever one is set), the erase option as
     /// it is. Then runs `commit`, still under the keybag's lock, which moves the items to the new keys
     /// and puts the new files in place; once it has, the caller retires this keybag and opens the
     /// directory again. Nothing is changed in this keybag's file but the attempt counted.
     public func migrate(
-        to target: any DeviceRoot, passcode: SecureBytes?, stagingPath: String, commit: (Migration) throws -> Void
+        passcode: SecureBytes?, stagingPath: String, makeTarget: () throws -> any DeviceRoot,
+        commit: (Migration) throws -> Void
     ) throws {
         func move(_ file: KeybagFile, _ passcodeKey: SecureBytes?) throws {
+            let target = try makeTarget()
             let (oldKeys, indexKey, oldSecret) = self.state.withLock { ($0.keys, $0.indexKey, $0.secret) }
             var keys: [ProtectionClass: SecureBytes] = [:]
             for (protectionClass, wrapped) in file.classKeys {

@@ -33,8 +33,9 @@ extension KeychainDaemon {
             answer = .done
         case .migrateDeviceRoot(let kind, let passcode):
             // The engine checks the passcode itself (counted like an unlock) whenever one is set.
+            // Emptied even when the move failed past its point of no return: the next open finishes it.
+            defer { if tenant.keychain.isRetired { emptySlot(of: tenant) } }
             let moved = try engine { try tenant.keychain.migrateDeviceRoot(to: kind, passcode: passcode) }
-            emptySlot(of: tenant)
             DaemonLog.info(
                 "moved the keychain of uid \(tenant.uid) to a \(kind.name) device root, by pid \(caller.pid): \(moved.movedItems) items moved, \(moved.unreadableItems) unreadable ones left as they were"
             )

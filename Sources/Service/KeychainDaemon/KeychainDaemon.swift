@@ -100,7 +100,8 @@ public final class KeychainDaemon: Sendable {
             return slot
         }
         return try slot.tenant.withLock { opened in
-            if let opened { return opened }
+            // An object erased or moved to another root serves nothing more: the directory is opened anew.
+            if let opened, !opened.keychain.isRetired { return opened }
             let tenant: Tenant
             switch configuration.mode {
             case .user:

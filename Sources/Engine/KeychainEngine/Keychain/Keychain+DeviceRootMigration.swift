@@ -58,39 +58,69 @@ extension Keychain {
             if keybag.status.passcodeSet, passcode == nil {
                 throw KeychainError.authenticationFailed("moving the device root needs the keychain's passcode")
             }
-            let staging = Self.migrationStaging(directory: directory, rootPath: deviceRootPath)
-            for path in [staging.root, staging.keybag] { unlink(path) }
-            try pool.writeTransaction { try ItemStore(connection: $0).setMark(.itemsMigrated, to: nil) }
-            let target = try deviceRoots.createMigrationTarget(path: staging.root, inheriting: inheritance)
-            var committed = false
-            var report = DeviceRootMigration(movedItems: 0, unreadableItems: 0)
-            do {
-                try keybag.migrate(to: target, passcode: passcode, stagingPath: staging.keybag) { migration in
+            // One whole-keychain change at a time on this object: an erase and a move never interleave.
+            return try administration.withLock { _ in
+                try move(inheriting: inheritance, passcode: passcode)
+            }
+        }
+    }
+
+    private func move(inheriting inheritance: InheritedDeviceRoot, passcode: SecureBytes?) throws
+        -> DeviceRootMigration
+    {
+        let staging = Self.migrationStaging(directory: directory, rootPath: deviceRootPath)
+        var target: (any DeviceRoot)?
+        var committed = false
+        var retiredHere = false
+        var report = DeviceRootMigration(movedItems: 0, unreadableItems: 0)
+        do {
+            try keybag.migrate(
+                passcode: passcode, stagingPath: staging.keybag,
+                makeTarget: {
+                    // Under the keybag's lock, the passcode proved: what an earlier attempt left goes first.
+                    try Self.recoverMigrationLocked(
+                        staging, directory: directory, rootPath: deviceRootPath, deviceRoots: deviceRoots)
+                    try pool.writeTransaction { try ItemStore(connection: $0).setMark(.itemsMigrated, to: nil) }
+                    let made = try deviceRoots.createMigrationTarget(path: staging.root, inheriting: inheritance)
+                    target = made
+                    return made
+                },
+                commit: { migration in
                     report = try pool.writeTransaction { connection in
                         let report = try Self.moveItems(ItemStore(connection: connection), migration)
                         // Every item write after this one in the queue is refused (`itemTransaction`).
-                        retired.store(true, ordering: .releasing)
+                        guard
+                            retired.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing)
+                                .exchanged
+                        else { throw Self.retiredError }
+                        retiredHere = true
                         return report
                     }
                     committed = true
-                    try Self.finishMigration(staging, rootPath: deviceRootPath, directory: directory)
-                    try pool.writeTransaction { try ItemStore(connection: $0).setMark(.itemsMigrated, to: nil) }
-                }
-            } catch {
-                if !committed {
-                    retired.store(false, ordering: .releasing)
-                    for path in [staging.root, staging.keybag] { unlink(path) }
-                    target.release()
-                }
+                })
+        } catch {
+            if !committed {
+                // The transaction did not commit: nothing moved, and this object serves on.
+                if retiredHere { retired.store(false, ordering: .releasing) }
+                for path in [staging.root, staging.keybag] { unlink(path) }
+                target?.release()
                 throw error
             }
-            retired.store(true, ordering: .releasing)
-            keybag.retire()
-            sessionUnlock?.remove()
-            pool.closeIdleConnections()
-            ownerLock.withLock { $0 = nil }
-            return report
         }
+        // Past the point of no return: this object is done whatever follows, and an open finishes what
+        // the renames below leave undone.
+        keybag.retire()
+        sessionUnlock?.remove()
+        pool.closeIdleConnections()
+        defer { ownerLock.withLock { $0 = nil } }
+        try Self.finishMigration(staging, rootPath: deviceRootPath, directory: directory)
+        do {
+            try pool.writeTransaction { try ItemStore(connection: $0).setMark(.itemsMigrated, to: nil) }
+        } catch {
+            // Harmless: the mark acts only beside staging files, and the next move clears it first.
+            KeychainLog.error("the mark of a finished move could not be cleared: \(Self.describe(error))")
+        }
+        return report
     }
 
     /// Where the new root's file and keybag are written before they are renamed into place.
@@ -153,7 +183,7 @@ extension Keychain {
         }
     }
 
-    private static func recoverMigrationLocked(
+    static func recoverMigrationLocked(
         _ staging: (root: String, keybag: String), directory: String, rootPath: String,
         deviceRoots: any DeviceRootProvider
     ) throws {
@@ -165,12 +195,10 @@ extension Keychain {
             try connection.writeTransaction { try ItemStore(connection: connection).setMark(.itemsMigrated, to: nil) }
             KeychainLog.error("finished moving the keychain to its new device root (the move was cut short)")
         } else {
+            // The new root's counters are left defined: this file may be a copy of one that another
+            // directory (the same keychain, moved) now uses, and freeing them would kill that one.
             if SecureFiles.identity(of: staging.root) != nil {
-                do {
-                    try deviceRoots.openRoot(path: staging.root, create: false).release()
-                } catch {
-                    KeychainLog.error("the new device root of a move cut short could not be freed: \(error)")
-                }
+                KeychainLog.error("a move cut short left a device root whose TPM counters stay defined")
             }
             for path in [staging.root, staging.keybag] { unlink(path) }
             SecureFiles.syncDirectory(of: staging.keybag)

@@ -23,23 +23,25 @@ extension Keychain {
     /// in between leaves no item for an old keybag to open; killed between the keybag and the root, the
     /// new keychain is made under the old root (the one window where the root survives an erase).
     public func eraseAllContentAndSettings() throws {
-        try perform {
-            try pool.writeTransaction { connection in try ItemStore(connection: connection).deleteAll() }
-            // A hardware root revokes what it keeps first, so no copy of the old files opens again; if it
-            // cannot, the erase fails here and can be tried again.
-            try keybag.retireRoot()
-            retired.store(true, ordering: .releasing)
-            keybag.retire()
-            sessionUnlock?.remove()
-            for path in [(directory as NSString).appendingPathComponent("keybag"), deviceRootPath] {
-                guard unlink(path) == 0 || errno == ENOENT else {
-                    throw KeychainError.ioError("cannot remove \(path): \(String(cString: strerror(errno)))")
-                }
+        try perform { try administration.withLock { _ in try eraseLocked() } }
+    }
+
+    private func eraseLocked() throws {
+        try itemTransaction { connection in try ItemStore(connection: connection).deleteAll() }
+        // A hardware root revokes what it keeps first, so no copy of the old files opens again; if it
+        // cannot, the erase fails here and can be tried again.
+        try keybag.retireRoot()
+        retired.store(true, ordering: .releasing)
+        keybag.retire()
+        sessionUnlock?.remove()
+        for path in [(directory as NSString).appendingPathComponent("keybag"), deviceRootPath] {
+            guard unlink(path) == 0 || errno == ENOENT else {
+                throw KeychainError.ioError("cannot remove \(path): \(String(cString: strerror(errno)))")
             }
-            keybag.releaseRoot()
-            pool.closeIdleConnections()
-            // The directory is no longer this object's: the next open, in this process too, claims it.
-            ownerLock.withLock { $0 = nil }
         }
+        keybag.releaseRoot()
+        pool.closeIdleConnections()
+        // The directory is no longer this object's: the next open, in this process too, claims it.
+        ownerLock.withLock { $0 = nil }
     }
 }

@@ -75,7 +75,7 @@ extension Keychain {
         }
     }
 
-    private static var retiredError: KeychainError {
+    static var retiredError: KeychainError {
         .notAvailable("the keychain was erased, or moved to another device root: open it again")
     }
 
