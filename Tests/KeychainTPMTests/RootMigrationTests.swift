@@ -14,30 +14,10 @@ import XCTest
 /// A keychain made with the software root moved to a TPM root (`security device migrate-root tpm`):
 /// every item kept, the old root's copies left with nothing new to open, a move cut short undone or
 /// finished, and never the other way.
-final class RootMigrationTests: XCTestCase {
-    private var softwareTPM: SoftwareTPM!
-    private var tpm: TPM!
-    private var directory: String!
-    private let client = ClientIdentity(accessGroups: ["TEAM.app"])
+final class RootMigrationTests: KeychainOnSoftwareTPMTestCase {
     private let passcode = SecureBytes(copying: Data("1234".utf8))
     /// Every protection class an item can have once a passcode is set.
     private let classes = ["ak", "ck", "dk", "aku", "cku", "dku", "akpu"]
-
-    override func setUpWithError() throws {
-        try XCTSkipUnless(SoftwareTPM.isAvailable, "swtpm is not installed (apt-get install swtpm swtpm-tools)")
-        setenv("TSS2_LOG", "all+NONE", 1)
-        KeychainLog.setSink { _ in }
-        softwareTPM = try SoftwareTPM()
-        tpm = try TPM(tcti: softwareTPM.tcti)
-        directory = NSTemporaryDirectory() + "root-migration-" + UUID().uuidString
-    }
-
-    override func tearDown() {
-        tpm = nil
-        softwareTPM?.stop()
-        KeychainLog.setSink(nil)
-        if let directory { try? FileManager.default.removeItem(atPath: directory) }
-    }
 
     /// The daemon's provider (a software root is opened as it is, a new keychain gets a TPM root), or
     /// the embedded one's (software only).

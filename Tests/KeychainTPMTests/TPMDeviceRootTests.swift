@@ -11,29 +11,9 @@ import XCTest
 
 /// A keychain whose device root is a TPM (a swtpm of the test's own), and the attacks the software
 /// root does not stop, replayed against it.
-final class TPMDeviceRootTests: XCTestCase {
-    private var softwareTPM: SoftwareTPM!
-    private var tpm: TPM!
-    private var directory: String!
-    private let client = ClientIdentity(accessGroups: ["TEAM.app"])
+final class TPMDeviceRootTests: KeychainOnSoftwareTPMTestCase {
     /// Small numbers, so a test reaches the lockout and sees it lift.
     private let lockout = TPMLockoutPolicy(maxTries: 3, recoveryTime: 2, lockoutRecovery: 2)
-
-    override func setUpWithError() throws {
-        try XCTSkipUnless(SoftwareTPM.isAvailable, "swtpm is not installed (apt-get install swtpm swtpm-tools)")
-        setenv("TSS2_LOG", "all+NONE", 1)
-        KeychainLog.setSink { _ in }
-        softwareTPM = try SoftwareTPM()
-        tpm = try TPM(tcti: softwareTPM.tcti)
-        directory = NSTemporaryDirectory() + "tpm-root-" + UUID().uuidString
-    }
-
-    override func tearDown() {
-        tpm = nil
-        softwareTPM?.stop()
-        KeychainLog.setSink(nil)
-        if let directory { try? FileManager.default.removeItem(atPath: directory) }
-    }
 
     private func open(_ directory: String? = nil, tpm: TPM? = nil) throws -> Keychain {
         var options = KeychainOptions(passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
