@@ -7,6 +7,7 @@ import KeychainKeybag
 import KeychainTPM
 import KeychainTPMRoot
 import KeychainTestSupport
+import Synchronization
 import XCTest
 
 /// A keychain whose device root is a TPM (a swtpm of the test's own), and the attacks the software
@@ -349,6 +350,30 @@ final class TPMDeviceRootTests: KeychainOnSoftwareTPMTestCase {
         }
     }
 
+    func testTheEraseAfterTenFailuresWorksOnTopOfTheChipsCount() throws {
+        let clock = SteppedClock()
+        var options = KeychainOptions(clock: clock, passcodeFunction: .scrypt(logN: 4, r: 1, p: 1))
+        // Room in the chip for ten wrong guesses: the keychain's own count and erase come first.
+        options.deviceRoots = TPMDeviceRootProvider(tpm: tpm, lockout: TPMLockoutPolicy(maxTries: 32))
+        let keychain = try Keychain(directory: directory, options: options)
+        try keychain.setPasscode(SecureBytes(copying: Data("1234".utf8)), current: nil)
+        try keychain.setEraseAfterFailedAttempts(true, passcode: SecureBytes(copying: Data("1234".utf8)))
+        _ = try keychain.add(item("a", secret: "s3cret", protection: "dk"), client: client)
+        let wrong = SecureBytes(copying: Data("0000".utf8))
+        for attempt in 1...9 {
+            assertCode(.authenticationFailed, { try keychain.unlock(passcode: wrong) }, containing: "wrong passcode")
+            XCTAssertEqual(keychain.status.failedAttempts, attempt)
+            clock.advance(3600)  // past the escalating delay
+        }
+        assertCode(.authenticationFailed, { try keychain.unlock(passcode: wrong) }, containing: "erased")
+        XCTAssertEqual(keychain.status.lockState, .noPasscode)
+        assertCode(.itemNotFound, { _ = try read("a", in: keychain, protection: "dk") })
+        // The keychain goes on under the same TPM root, with a new keybag.
+        _ = try keychain.add(item("b", secret: "after", protection: "dk"), client: client)
+        XCTAssertEqual(try read("b", in: keychain, protection: "dk"), "after")
+        XCTAssertTrue(keychain.deviceRootSummary.hasPrefix("TPM 2.0"))
+    }
+
     func testAnEraseIsCryptographic() throws {
         let keychain = try open()
         _ = try keychain.add(item("a", secret: "s3cret", protection: "dk"), client: client)
@@ -433,5 +458,16 @@ private struct TPMRootFileSnapshot {
         generationCounter = try reader.read()
         writesCounter = try reader.read()
         epochCounter = try reader.read()
+    }
+}
+
+/// A wall clock the test moves on (time since boot moves with it), to get past the escalating delays.
+private final class SteppedClock: KeychainClock, @unchecked Sendable {
+    private let start = Date(timeIntervalSince1970: 1_800_000_000)
+    private let offset = Mutex<TimeInterval>(0)
+    func now() -> Date { start + offset.withLock { $0 } }
+    func advance(_ seconds: TimeInterval) { offset.withLock { $0 += seconds } }
+    func sinceBoot() -> BootInstant {
+        BootInstant(boot: Data(repeating: 7, count: 16), nanoseconds: UInt64(offset.withLock { $0 } * 1e9))
     }
 }
