@@ -18,6 +18,23 @@ final class TPMDaemonTests: XCTestCase {
         return (Array(unit.words("ExecStart").dropFirst()), privileges, sandbox)
     }
 
+    /// A test app made in `programs` (which must outlive it) and registered with the daemon in its
+    /// own access group, which has stored `secret` as the password "web"/"me".
+    private func registeredApp(
+        _ name: String, in programs: ClientPrograms, storing secret: String, daemon: TestDaemon, user: uid_t
+    ) throws -> String {
+        let app = try programs.app(name)
+        let result = try ClientPrograms.run(
+            ClientPrograms.built("security"),
+            ["app", "register", app, "--application-identifier", "TEAM.\(name)", "--access-group", "TEAM.\(name)"],
+            daemon: daemon, user: user)
+        XCTAssertEqual(result.status, 0, result.output + daemon.log)
+        XCTAssertEqual(
+            try ClientPrograms.run(app, ["put", "web", "me", secret], daemon: daemon, user: user).output, "status 0",
+            daemon.log)
+        return app
+    }
+
     func testADaemonWithATPMRootServesAndReopensItsKeychain() throws {
         let unit = try unitLaunch()
         let tpm = try SoftwareTPM()
@@ -32,14 +49,7 @@ final class TPMDaemonTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.output + daemon.log)
         XCTAssertTrue(result.output.contains("device root: TPM 2.0 (\(tpm.tcti))"), result.output)
         let programs = try ClientPrograms()
-        let app = try programs.app("tpm-app")
-        result = try ClientPrograms.run(
-            security, ["app", "register", app, "--application-identifier", "TEAM.t", "--access-group", "TEAM.t"],
-            daemon: daemon, user: user)
-        XCTAssertEqual(result.status, 0, result.output + daemon.log)
-        XCTAssertEqual(
-            try ClientPrograms.run(app, ["put", "web", "me", "tpm-secret"], daemon: daemon, user: user).output,
-            "status 0", daemon.log)
+        let app = try registeredApp("tpm-app", in: programs, storing: "tpm-secret", daemon: daemon, user: user)
         // A restart finds the root in the TPM again.
         daemon.stop()
         try daemon.start()
@@ -81,14 +91,7 @@ final class TPMDaemonTests: XCTestCase {
         var result = try ClientPrograms.run(security, ["show-keychain-info"], daemon: software, user: user)
         XCTAssertTrue(result.output.contains("device root: software"), result.output)
         let programs = try ClientPrograms()
-        let app = try programs.app("moved-app")
-        result = try ClientPrograms.run(
-            security, ["app", "register", app, "--application-identifier", "TEAM.m", "--access-group", "TEAM.m"],
-            daemon: software, user: user)
-        XCTAssertEqual(result.status, 0, result.output + software.log)
-        XCTAssertEqual(
-            try ClientPrograms.run(app, ["put", "web", "me", "kept-secret"], daemon: software, user: user).output,
-            "status 0", software.log)
+        let app = try registeredApp("moved-app", in: programs, storing: "kept-secret", daemon: software, user: user)
         // A daemon without a TPM has nowhere to move it, and says so.
         result = try ClientPrograms.run(security, ["device", "migrate-root", "tpm"], daemon: software, user: user)
         XCTAssertNotEqual(result.status, 0)

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 import KeychainEngine
 import KeychainTPM
 import KeychainTestSupport
@@ -26,5 +27,16 @@ class KeychainOnSoftwareTPMTestCase: XCTestCase {
         softwareTPM?.stop()
         KeychainLog.setSink(nil)
         if let directory { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    /// Asserts that `body` fails with `code`, its message containing `text` when given.
+    func assertCode(
+        _ code: KeychainError.Code, _ body: () throws -> Void, containing text: String? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertThrowsError(try body(), file: file, line: line) { error in
+            XCTAssertEqual((error as? KeychainError)?.code, code, "\(error)", file: file, line: line)
+            if let text { XCTAssertTrue("\(error)".contains(text), "\(error)", file: file, line: line) }
+        }
     }
 }

@@ -41,16 +41,6 @@ final class RootMigrationTests: KeychainOnSoftwareTPMTestCase {
         return try keychain.copyMatching(query, client: client)?.bytes.map { String(decoding: $0, as: UTF8.self) }
     }
 
-    private func assertCode(
-        _ code: KeychainError.Code, _ body: () throws -> Void, containing text: String? = nil,
-        file: StaticString = #filePath, line: UInt = #line
-    ) {
-        XCTAssertThrowsError(try body(), file: file, line: line) { error in
-            XCTAssertEqual((error as? KeychainError)?.code, code, "\(error)", file: file, line: line)
-            if let text { XCTAssertTrue("\(error)".contains(text), "\(error)", file: file, line: line) }
-        }
-    }
-
     /// A software-root keychain with a passcode, an item of every class and a software enclave key.
     private func makeSoftwareKeychain() throws -> (publicKey: Data, reference: Data) {
         let keychain = try open(withTPM: false)

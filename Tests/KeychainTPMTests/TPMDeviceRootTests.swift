@@ -36,17 +36,6 @@ final class TPMDeviceRootTests: KeychainOnSoftwareTPMTestCase {
         return try keychain.copyMatching(query, client: client)?.bytes.map { String(decoding: $0, as: UTF8.self) }
     }
 
-    private func assertCode(
-        _ code: KeychainError.Code, _ body: () throws -> Void, containing text: String? = nil,
-        file: StaticString = #filePath, line: UInt = #line
-    ) {
-        XCTAssertThrowsError(try body(), file: file, line: line) { error in
-            let failure = error as? KeychainError
-            XCTAssertEqual(failure?.code, code, "\(error)", file: file, line: line)
-            if let text { XCTAssertTrue("\(error)".contains(text), "\(error)", file: file, line: line) }
-        }
-    }
-
     private func copyDirectory(to target: String) throws {
         try FileManager.default.copyItem(atPath: directory, toPath: target)
         addTeardownBlock { try? FileManager.default.removeItem(atPath: target) }
