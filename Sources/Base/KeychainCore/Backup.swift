@@ -44,8 +44,9 @@ public enum BackupSkip: String, Sendable, CaseIterable {
     case passcodeOnly
     /// A token's item (an enclave key): its private half exists only under this device's root.
     case tokenItem
-    /// An item whose access control guards its secret (the user, a passcode, an application
-    /// password): reading it for a backup would need the user, so it is left out, as Apple does.
+    /// An item whose access control guards its secret, left out by the builds that did not yet carry
+    /// such items sealed under their factors (as Apple's backups leave them out). This build carries
+    /// them, so it counts none here; the case stays for the summaries of earlier files.
     case needsUser
     /// A row that does not open under its class key (damaged), or whose class is locked.
     case unreadable

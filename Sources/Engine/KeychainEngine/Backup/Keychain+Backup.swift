@@ -16,8 +16,11 @@ extension Keychain {
     /// Writes a backup of this keychain to `path`: with a password, the migrating classes restore onto
     /// any keychain that is given it and the `ThisDeviceOnly` ones only onto this one; without, every
     /// class restores only onto this one. Never in a backup: `WhenPasscodeSetThisDeviceOnly` items,
-    /// token items (enclave keys), tombstones, and items whose access control guards their secret
-    /// (reading them would need the user, as Apple's backup skips them); each is counted.
+    /// token items (enclave keys) and tombstones; each is counted. An item whose access control guards
+    /// its secret travels without the user: its item key is opened with the class key and its content
+    /// is carried still sealed under its factors, so that an application password is still needed
+    /// wherever it is restored, and an item bound to this device's enrolled biometry or passcode opens
+    /// nowhere else.
     ///
     /// The file is written beside `path` under a temporary name and renamed onto it when complete, so
     /// `path` never holds a partial backup; a link or directory at `path` is never written through.
@@ -148,11 +151,11 @@ extension Keychain {
                     }
                     switch try backupRecord(of: row, keys: localKeys) {
                     case .skipped(let reason): counts.skipped[reason, default: 0] += 1
-                    case .record(let record):
+                    case .record(let record, let carried):
                         guard let classKey = backupKeybag.classKeys[record.protection] else {
                             throw KeychainError.internalError("a backup without the key of a class it carries")
                         }
-                        let plaintext = BackupItemCoding.encode(record)
+                        let plaintext = BackupItemCoding.encode(record, carried: carried)
                         guard plaintext.count + AESGCM.overhead + 2 <= BackupHeader.maximumItem else {
                             counts.skipped[.tooLarge, default: 0] += 1
                             return
@@ -185,7 +188,8 @@ extension Keychain {
     }
 
     private enum BackupEntry {
-        case record(ItemRecord)
+        /// A record, with its guarded secret carried sealed when its access control guards it.
+        case record(ItemRecord, carried: ItemCrypto.CarriedSecret?)
         case skipped(BackupSkip)
     }
 
@@ -194,52 +198,86 @@ extension Keychain {
         guard let protection = ProtectionClass(rawValue: row.protectionClass) else { return .skipped(.unreadable) }
         if protection == .whenPasscodeSetThisDeviceOnly { return .skipped(.passcodeOnly) }
         guard let classKey = keys[protection] else { return .skipped(.unreadable) }
-        // A guarded secret's blob says so itself: its item is left out without an attempt to open it
-        // (which would need the user).
-        if ItemCrypto.isGuarded(row.secret) {
-            guard let header = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false)
-            else { return .skipped(.unreadable) }
-            if let token = header.attributes["tkid"], token != .string("") { return .skipped(.tokenItem) }
-            return .skipped(.needsUser)
-        }
-        guard let record = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: true)
+        // A guarded secret's blob says so itself: it is carried as it is sealed, never opened (which
+        // would need the user).
+        let guarded = ItemCrypto.isGuarded(row.secret)
+        guard
+            let record = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: !guarded)
         else { return .skipped(.unreadable) }
         if let token = record.attributes["tkid"], token != .string("") { return .skipped(.tokenItem) }
-        // A guarded access control whose secret was sealed unguarded cannot occur; were it found, the
-        // item would still not travel without its guard.
-        if record.accessControl?.guardsSecret == true { return .skipped(.needsUser) }
-        return .record(record)
+        // The attributes, which are authenticated, say whether the secret is guarded: a blob that
+        // disagrees (a column rolled back or swapped) is damaged.
+        guard guarded == (record.accessControl?.guardsSecret == true),
+            let itemClass = ItemClass(rawValue: row.itemClass)
+        else { return .skipped(.unreadable) }
+        guard guarded else { return .record(record, carried: nil) }
+        do {
+            let carried = try ItemCrypto.carry(
+                row.secret, part: .secret, binding: RowBinding(row: row, itemClass: itemClass, protection: protection),
+                classKey: classKey)
+            return .record(record, carried: carried)
+        } catch {
+            return .skipped(.unreadable)
+        }
     }
 }
 
 /// An item inside a backup, in the clear (it is sealed under its class's backup key):
 ///
 ///     item class (1) ‖ protection (1) ‖ persistent id (bytes) ‖ metadata (bytes, the stored record's
-///     format) ‖ secret (the stored secret's format)
+///     format) ‖ secret (bytes)
+///
+/// The secret is the stored secret's format (which starts with its version, 1), or a guarded
+/// secret carried sealed: `0x80 ‖ salt (16) ‖ item key (bytes) ‖ content context (bytes) ‖ sealed
+/// content (bytes)`. A build that knows only the first counts the second as an item it could not
+/// restore.
 enum BackupItemCoding {
-    static func encode(_ record: ItemRecord) -> SecureBytes {
+    private static let carriedMarker: UInt8 = 0x80
+
+    static func encode(_ record: ItemRecord, carried: ItemCrypto.CarriedSecret? = nil) -> SecureBytes {
         var writer = ByteWriter()
         writer.write(UInt8(record.itemClass.rawValue))
         writer.write(UInt8(record.protection.rawValue))
         writer.writeBytes(record.persistentID)
         writer.writeBytes(ItemRecordCoding.encodeMetadata(record))
-        let secret = ItemRecordCoding.encodeSecret(record.secret)
-        secret.withUnsafeBytes { writer.writeSecretBytes($0) }
+        if let carried {
+            var inner = ByteWriter()
+            inner.write(carriedMarker)
+            inner.writeRaw(carried.salt)
+            carried.itemKey.withUnsafeBytes { inner.writeSecretBytes($0) }
+            inner.writeBytes(carried.context)
+            inner.writeBytes(carried.sealed)
+            inner.takeSecure().withUnsafeBytes { writer.writeSecretBytes($0) }
+        } else {
+            let secret = ItemRecordCoding.encodeSecret(record.secret)
+            secret.withUnsafeBytes { writer.writeSecretBytes($0) }
+        }
         return writer.takeSecure()
     }
 
-    /// The record back, checked against the class it was sealed as; nil when it does not decode.
-    static func decode(_ plaintext: SecureBytes, protection: ProtectionClass, itemClass: ItemClass) -> ItemRecord? {
-        plaintext.withBorrowedData { data -> ItemRecord? in
+    /// The record back, checked against the class it was sealed as, with its guarded secret when it
+    /// was carried sealed; nil when it does not decode.
+    static func decode(_ plaintext: SecureBytes, protection: ProtectionClass, itemClass: ItemClass)
+        -> (record: ItemRecord, carried: ItemCrypto.CarriedSecret?)?
+    {
+        plaintext.withBorrowedData { data -> (ItemRecord, ItemCrypto.CarriedSecret?)? in
             var reader = ByteReader(data)
             guard let classByte = try? reader.read() as UInt8, Int(classByte) == itemClass.rawValue,
                 let protectionByte = try? reader.read() as UInt8, Int(protectionByte) == protection.rawValue,
                 let persistentID = try? reader.readBytes(), persistentID.count == 16,
                 let metadataBytes = try? reader.readBytes(),
                 let metadata = try? ItemRecordCoding.decodeMetadata(metadataBytes),
-                let secretBytes = try? reader.readSecureBytes(),
-                let secret = try? ItemRecordCoding.decodeSecret(secretBytes), reader.isAtEnd
+                let secretBytes = try? reader.readSecureBytes(), reader.isAtEnd
             else { return nil }
+            var carried: ItemCrypto.CarriedSecret?
+            var secret: SecureBytes?
+            if secretBytes.withUnsafeBytes({ $0.first }) == carriedMarker {
+                guard let parts = decodeCarried(secretBytes) else { return nil }
+                carried = parts
+            } else {
+                guard let plain = try? ItemRecordCoding.decodeSecret(secretBytes) else { return nil }
+                secret = plain
+            }
             var record = ItemRecord(
                 itemClass: itemClass, persistentID: persistentID, protection: protection,
                 accessGroup: metadata.accessGroup, synchronizable: metadata.synchronizable,
@@ -247,7 +285,18 @@ enum BackupItemCoding {
                 secret: secret)
             record.biometryBinding = metadata.biometryBinding
             record.enclavePublicKey = metadata.enclavePublicKey
-            return record
+            return (record, carried)
+        }
+    }
+
+    private static func decodeCarried(_ bytes: SecureBytes) -> ItemCrypto.CarriedSecret? {
+        bytes.withBorrowedData { data -> ItemCrypto.CarriedSecret? in
+            var reader = ByteReader(data)
+            guard (try? reader.read() as UInt8) == carriedMarker, let salt = try? reader.readRaw(16),
+                let itemKey = try? reader.readSecureBytes(), let context = try? reader.readBytes(),
+                let sealed = try? reader.readBytes(), reader.isAtEnd
+            else { return nil }
+            return ItemCrypto.CarriedSecret(salt: salt, itemKey: itemKey, context: context, sealed: sealed)
         }
     }
 }

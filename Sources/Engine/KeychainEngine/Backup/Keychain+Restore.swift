@@ -68,13 +68,16 @@ extension Keychain {
                         let plaintext = try? AESGCM.openSecure(
                             sealed, key: classKey,
                             authenticating: backupKeybag.itemContext(protection: protection, itemClass: itemClass)),
-                        let record = BackupItemCoding.decode(plaintext, protection: protection, itemClass: itemClass),
-                        Self.isRestorable(record)
+                        let (record, carried) = BackupItemCoding.decode(
+                            plaintext, protection: protection, itemClass: itemClass),
+                        Self.isRestorable(record, carried: carried)
                     else {
                         report.skipped += 1
                         return
                     }
-                    switch try restore(record, store: store, digests: digests, keys: localKeys, now: now) {
+                    switch try restore(
+                        record, carried: carried, store: store, digests: digests, keys: localKeys, now: now)
+                    {
                     case .restored: report.restored += 1
                     case .keptLocal: report.keptLocal += 1
                     case .skipped: report.skipped += 1
@@ -166,13 +169,17 @@ extension Keychain {
         return removed
     }
 
-    /// Whether a record from a backup may be stored as an item here: what an add would accept of it.
-    /// Only a crafted file (made with its password) holds anything else.
-    private static func isRestorable(_ record: ItemRecord) -> Bool {
-        guard !record.tombstone, record.accessControl?.guardsSecret != true, record.enclavePublicKey == nil,
-            record.biometryBinding == nil, record.protection != .whenPasscodeSetThisDeviceOnly,
+    /// Whether a record from a backup may be stored as an item here: what an add would accept of it,
+    /// with its secret carried sealed exactly when its access control guards it. Only a crafted file
+    /// (made with its password) holds anything else.
+    private static func isRestorable(_ record: ItemRecord, carried: ItemCrypto.CarriedSecret?) -> Bool {
+        let guarded = record.accessControl?.guardsSecret == true
+        guard !record.tombstone, guarded == (carried != nil), record.enclavePublicKey == nil,
+            record.biometryBinding == nil || record.accessControl != nil,
+            record.protection != .whenPasscodeSetThisDeviceOnly,
             record.attributes["tkid"].map({ $0 == .string("") }) ?? true,
-            !(record.synchronizable && !record.protection.migrates), !record.accessGroup.isEmpty
+            !(record.synchronizable && (!record.protection.migrates || record.accessControl?.flags ?? 0 != 0)),
+            !record.accessGroup.isEmpty
         else { return false }
         return record.attributes.keys.allSatisfy { name in
             AttributeSchema.descriptor(name, in: record.itemClass) != nil || ["cdat", "mdat", "sha1"].contains(name)
@@ -188,10 +195,11 @@ extension Keychain {
     /// or one restored a moment ago from the same file), and when it is synchronizable and newer
     /// (`mdat`, then the smaller `sha1`); a backup's date later than now counts as now.
     private func restore(
-        _ record: ItemRecord, store: ItemStore, digests: ItemDigests, keys: [ProtectionClass: SecureBytes], now: Date
+        _ record: ItemRecord, carried: ItemCrypto.CarriedSecret?, store: ItemStore, digests: ItemDigests,
+        keys: [ProtectionClass: SecureBytes], now: Date
     ) throws -> RestoreOutcome {
         guard let classKey = keys[record.protection],
-            var row = try? ItemSealing.seal(record, classKey: classKey, digests: digests)
+            var row = try? ItemSealing.seal(record, classKey: classKey, digests: digests, carried: carried)
         else { return .skipped }
         // Most restores go into a keychain emptied of everything the backup holds: the insert is tried
         // first, and only a collision is looked into.
@@ -211,7 +219,8 @@ extension Keychain {
             // The reference names another item here (one kept): the restored item gets a new one.
             var renamed = record
             renamed.persistentID = try Random.bytes(16)
-            guard let resealed = try? ItemSealing.seal(renamed, classKey: classKey, digests: digests) else {
+            guard let resealed = try? ItemSealing.seal(renamed, classKey: classKey, digests: digests, carried: carried)
+            else {
                 return .skipped
             }
             row = resealed

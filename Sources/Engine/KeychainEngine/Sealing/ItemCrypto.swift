@@ -40,6 +40,24 @@ enum ItemCrypto {
     /// byte is changed no longer opens either way.
     static let guardedBlobVersion: UInt8 = 2
 
+    /// A guarded secret brought from another keychain (a restored backup): `version (3) ‖ salt (16) ‖
+    /// wrapped item key ‖ content context (bytes) ‖ sealed plaintext`. Its content was sealed under the
+    /// binding of the row it came from, which names that keychain's keyed lookup digest and cannot be
+    /// re-sealed here without the factors; so the authenticated data it was sealed under travels with
+    /// it. The row binds it all the same: its item key is wrapped under this row's binding, and the
+    /// content key is derived from that item key.
+    static let carriedBlobVersion: UInt8 = 3
+
+    /// A guarded secret taken out of its row without its factors, for a backup: the item key (opened
+    /// with the class key), the salt, the authenticated data the content was sealed under, and the
+    /// sealed content as it is. Whoever holds it still needs the factors to read the secret.
+    struct CarriedSecret {
+        var salt: Data
+        var itemKey: SecureBytes
+        var context: Data
+        var sealed: Data
+    }
+
     static func seal(
         _ plaintext: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
     ) throws -> Data {
@@ -75,7 +93,7 @@ enum ItemCrypto {
     }
 
     /// Whether a blob is guarded (opens only with its factors).
-    static func isGuarded(_ blob: Data) -> Bool { blob.first == guardedBlobVersion }
+    static func isGuarded(_ blob: Data) -> Bool { blob.first == guardedBlobVersion || blob.first == carriedBlobVersion }
 
     static func open(
         _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
@@ -98,13 +116,15 @@ enum ItemCrypto {
         _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors?,
         content: (Data, SecureBytes, Data) throws -> Plaintext
     ) throws -> Plaintext {
-        let (salt, wrappedKey, sealed) = try parts(of: blob)
-        let (wrapAAD, aad) = associatedData(part: part, binding: binding)
+        let blob = try parts(of: blob)
+        let (wrapAAD, bindingAAD) = associatedData(part: part, binding: binding)
+        let aad = blob.context ?? bindingAAD
+        let salt = blob.salt
         do {
-            let itemKey = try AESGCM.openSecure(wrappedKey, key: classKey, authenticating: wrapAAD)
-            guard let salt else { return try content(sealed, itemKey, aad) }
+            let itemKey = try AESGCM.openSecure(blob.wrappedKey, key: classKey, authenticating: wrapAAD)
+            guard let salt else { return try content(blob.sealed, itemKey, aad) }
             guard let factors else { throw Failure.needsFactors }
-            return try content(sealed, try factors.contentKey(itemKey: itemKey, salt: salt), aad)
+            return try content(blob.sealed, try factors.contentKey(itemKey: itemKey, salt: salt), aad)
         } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext, CryptoError.invalidKeySize {
             // A guarded blob that does not open with its factors: a changed enrollment or a wrong
             // application password, or tampering; callers tell them apart by what the item requires.
@@ -112,15 +132,60 @@ enum ItemCrypto {
         }
     }
 
-    /// A blob's salt (a guarded blob's only), wrapped item key and sealed content.
-    private static func parts(of blob: Data) throws -> (salt: Data?, wrappedKey: Data, sealed: Data) {
+    /// A blob taken apart: its salt (a guarded blob's only), wrapped item key, the context its content
+    /// was sealed under (a carried blob's only) and sealed content.
+    private struct Parts {
+        var version: UInt8
+        var salt: Data?
+        var wrappedKey: Data
+        var context: Data?
+        var sealed: Data
+    }
+
+    private static func parts(of blob: Data) throws -> Parts {
         var reader = ByteReader(blob)
-        let version = try? reader.read() as UInt8
-        let salt = version == guardedBlobVersion ? try? reader.readRaw(16) : nil
-        guard version == blobVersion || salt != nil, let wrappedKey = try? reader.readBytes(),
+        guard let version = try? reader.read() as UInt8,
+            [blobVersion, guardedBlobVersion, carriedBlobVersion].contains(version)
+        else { throw Failure.corrupt("malformed blob") }
+        let salt = version == blobVersion ? nil : try? reader.readRaw(16)
+        let wrappedKey = try? reader.readBytes()
+        let context = version == carriedBlobVersion ? try? reader.readBytes() : nil
+        guard version == blobVersion || salt != nil, let wrappedKey, version != carriedBlobVersion || context != nil,
             let sealed = try? reader.readRaw(reader.remaining)
         else { throw Failure.corrupt("malformed blob") }
-        return (salt, wrappedKey, sealed)
+        return Parts(version: version, salt: salt, wrappedKey: wrappedKey, context: context, sealed: sealed)
+    }
+
+    /// A guarded secret's blob taken apart for a backup: its item key opened with the class key, its
+    /// content left sealed under the factors. Throws `Failure.corrupt` for a blob that is not guarded
+    /// or does not open.
+    static func carry(_ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes) throws -> CarriedSecret {
+        let parts = try parts(of: blob)
+        guard let salt = parts.salt else { throw Failure.corrupt("not a guarded blob") }
+        let (wrapAAD, bindingAAD) = associatedData(part: part, binding: binding)
+        do {
+            let itemKey = try AESGCM.openSecure(parts.wrappedKey, key: classKey, authenticating: wrapAAD)
+            return CarriedSecret(
+                salt: salt, itemKey: itemKey, context: parts.context ?? bindingAAD, sealed: parts.sealed)
+        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
+            throw Failure.corrupt("authentication failed")
+        }
+    }
+
+    /// A carried guarded secret sealed into a row of this keychain: its item key wrapped under this
+    /// row's binding and class key, its content as it came.
+    static func seal(carried: CarriedSecret, part: Part, binding: RowBinding, classKey: SecureBytes) throws -> Data {
+        guard carried.salt.count == 16, carried.itemKey.count == AESGCM.keySize else {
+            throw Failure.corrupt("a carried secret of the wrong shape")
+        }
+        let (wrapAAD, _) = associatedData(part: part, binding: binding)
+        var writer = ByteWriter()
+        writer.write(carriedBlobVersion)
+        writer.writeRaw(carried.salt)
+        writer.writeBytes(try AESGCM.seal(carried.itemKey, key: classKey, authenticating: wrapAAD))
+        writer.writeBytes(carried.context)
+        writer.writeRaw(carried.sealed)
+        return writer.data
     }
 
     /// The same blob with its item key wrapped by `newClassKey` instead of `classKey`: the sealed
@@ -129,19 +194,20 @@ enum ItemCrypto {
     static func rewrap(
         _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, newClassKey: SecureBytes
     ) throws -> Data {
-        let (salt, wrappedKey, sealed) = try parts(of: blob)
+        let parts = try parts(of: blob)
         let (wrapAAD, _) = associatedData(part: part, binding: binding)
         let itemKey: SecureBytes
         do {
-            itemKey = try AESGCM.openSecure(wrappedKey, key: classKey, authenticating: wrapAAD)
+            itemKey = try AESGCM.openSecure(parts.wrappedKey, key: classKey, authenticating: wrapAAD)
         } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
             throw Failure.corrupt("authentication failed")
         }
         var writer = ByteWriter()
-        writer.write(salt == nil ? blobVersion : guardedBlobVersion)
-        if let salt { writer.writeRaw(salt) }
+        writer.write(parts.version)
+        if let salt = parts.salt { writer.writeRaw(salt) }
         writer.writeBytes(try AESGCM.seal(itemKey, key: newClassKey, authenticating: wrapAAD))
-        writer.writeRaw(sealed)
+        if let context = parts.context { writer.writeBytes(context) }
+        writer.writeRaw(parts.sealed)
         return writer.data
     }
 

@@ -8,12 +8,17 @@ import KeychainStorage
 enum ItemSealing {
     /// Seals a record into a row: encrypted blobs and keyed digests.
     /// A record whose access control guards its secret needs `factors` (`AuthenticationBroker`).
-    static func seal(_ record: ItemRecord, classKey: SecureBytes, digests: ItemDigests, factors: SecretFactors? = nil)
-        throws -> StoredItem
-    {
+    /// A guarded record from another keychain (a restore) brings its secret `carried`, sealed as it was.
+    static func seal(
+        _ record: ItemRecord, classKey: SecureBytes, digests: ItemDigests, factors: SecretFactors? = nil,
+        carried: ItemCrypto.CarriedSecret? = nil
+    ) throws -> StoredItem {
         let guarded = record.accessControl?.guardsSecret == true
-        guard !guarded || factors != nil else {
+        guard !guarded || factors != nil || carried != nil else {
             throw KeychainError.internalError("a guarded item was sealed without its factors")
+        }
+        guard carried == nil || (guarded && factors == nil) else {
+            throw KeychainError.internalError("a carried secret belongs to a guarded item, sealed without factors")
         }
         let lookupDigest = try digests.lookup(
             itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
@@ -29,9 +34,12 @@ enum ItemSealing {
             lookupDigest: lookupDigest,
             metadata: try ItemCrypto.seal(
                 ItemRecordCoding.encodeMetadata(record), part: .metadata, binding: binding, classKey: classKey),
-            secret: try ItemCrypto.seal(
-                ItemRecordCoding.encodeSecret(record.secret), part: .secret, binding: binding, classKey: classKey,
-                factors: guarded ? factors : nil),
+            secret: try carried.map {
+                try ItemCrypto.seal(carried: $0, part: .secret, binding: binding, classKey: classKey)
+            }
+                ?? ItemCrypto.seal(
+                    ItemRecordCoding.encodeSecret(record.secret), part: .secret, binding: binding, classKey: classKey,
+                    factors: guarded ? factors : nil),
             indexDigests: try digests.indexEntries(for: record))
     }
 }
