@@ -78,6 +78,10 @@ public final class Connection {
 
     public var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
+    /// Whether a transaction is open: false once SQLite has rolled one back by itself (a full disk,
+    /// an I/O error, no memory), after which its savepoints are gone too.
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
     /// Runs `body` in a write transaction taken at once (BEGIN IMMEDIATE), so two writers never both hold
     /// a read snapshot they then try to upgrade. Commits when `body` returns, rolls back when it throws.
     public func writeTransaction<T>(_ body: () throws -> T) throws -> T {

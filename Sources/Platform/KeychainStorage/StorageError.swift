@@ -1,5 +1,9 @@
 import CSQLite
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A failure of the SQLite layer, classified the way the engine needs to react to it.
 public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     public enum Kind: Equatable, Sendable {
@@ -39,11 +43,15 @@ public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible 
         let message =
             connection.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) }
             ?? String(cString: sqlite3_errstr(code))
-        self.init(kind: StorageError.classify(code), code: code, message: message)
+        // A write refused for want of room reaches SQLite as an I/O error unless the OS said ENOSPC:
+        // a file-size limit (EFBIG) or a quota (EDQUOT) is a full disk to the caller all the same.
+        let systemError = connection.map { sqlite3_system_errno($0) } ?? 0
+        self.init(kind: StorageError.classify(code, systemError: systemError), code: code, message: message)
     }
 
-    static func classify(_ code: Int32) -> Kind {
-        switch code & 0xff {
+    static func classify(_ code: Int32, systemError: Int32 = 0) -> Kind {
+        if code & 0xff == SQLITE_IOERR, [ENOSPC, EFBIG, EDQUOT].contains(systemError) { return .full }
+        return switch code & 0xff {
         case SQLITE_CONSTRAINT: .constraint
         case SQLITE_BUSY, SQLITE_LOCKED: .busy
         case SQLITE_CORRUPT, SQLITE_NOTADB: .corrupt

@@ -92,9 +92,15 @@ final class WriteBatcher: @unchecked Sendable {
                     try writer.execute("RELEASE piece")
                     succeeded += 1
                 } catch {
+                    job.error = error
+                    guard writer.isInTransaction else {
+                        // SQLite rolled the whole transaction back (a full disk, an I/O error): every
+                        // piece before this one went with it, and fails with the same cause.
+                        for job in batch where job.error == nil { job.error = error }
+                        return 0
+                    }
                     try writer.execute("ROLLBACK TO piece")
                     try writer.execute("RELEASE piece")
-                    job.error = error
                 }
             }
             guard succeeded > 0 else {
