@@ -2,6 +2,7 @@ import Foundation
 import KeychainBytes
 import KeychainCore
 import KeychainTestSupport
+import Synchronization
 import XCTest
 
 /// Backups through a user's daemon: the daemon makes and restores them, after the keychain's passcode
@@ -84,6 +85,48 @@ final class DaemonBackupTests: XCTestCase {
 
     /// In system mode the command makes the file as its user and passes it to the daemon, which opens
     /// nothing itself; another user's keychain is another device.
+    /// Through the daemon, a backup and a restore tell how far they have come: progress frames before
+    /// the answer, at most one a percent, and the command draws them as a bar on a terminal.
+    func testABackupAndARestoreThroughTheDaemonTellTheirProgress() throws {
+        let daemon = try TestDaemon()
+        let programs = try ClientPrograms()
+        let app = try programs.app("app")
+        try daemon.register(executable: app, identifier: "TEAM.a", groups: ["TEAM.a"])
+        for index in 0..<3 {
+            XCTAssertEqual(
+                try ClientPrograms.run(app, ["put", "svc", "a\(index)", "s\(index)", "", "ak"], daemon: daemon).output,
+                "status 0")
+        }
+        let file = programs.directory + "/progress.skbk"
+        let told = Mutex<[[Int]]>([])
+        let summary = try daemon.service().createBackup(
+            to: .path(file), password: nil, passcode: nil,
+            progress: { done, total in told.withLock { $0.append([done, total]) } })
+        XCTAssertEqual(summary.itemCount, 3)
+        XCTAssertEqual(told.withLock { $0 }, [[1, 3], [2, 3], [3, 3]])
+        told.withLock { $0 = [] }
+        let report = try daemon.service().restoreBackup(
+            from: .path(file), password: nil, passcode: nil,
+            progress: { done, total in told.withLock { $0.append([done, total]) } })
+        XCTAssertEqual(report.restored, 3)
+        XCTAssertEqual(told.withLock { $0 }, [[1, 3], [2, 3], [3, 3]])
+        // Without a handler the same frames come and are passed over: the answer is the same.
+        XCTAssertEqual(try daemon.service().restoreBackup(from: .path(file), password: nil, passcode: nil).restored, 3)
+        XCTAssertEqual(try daemon.service().status().lockState, .noPasscode, "the connection is still good")
+
+        let script = "/usr/bin/script"
+        guard FileManager.default.isExecutableFile(atPath: script) else {
+            throw XCTSkip("util-linux's script, which gives the command a terminal, is not installed")
+        }
+        let security = ClientPrograms.built("security")
+        let onTerminal = try ClientPrograms.run(
+            script, ["-qec", "\"\(security)\" backup restore \"\(file)\"", "/dev/null"], daemon: daemon)
+        XCTAssertEqual(onTerminal.status, 0, onTerminal.output)
+        XCTAssertTrue(
+            onTerminal.output.contains("restoring [") && onTerminal.output.contains("100% 3/3"), onTerminal.output)
+        XCTAssertTrue(onTerminal.output.contains("restored 3 items"), onTerminal.output)
+    }
+
     func testInSystemModeTheFileIsTheUsersAndAnotherUsersKeychainIsAnotherDevice() throws {
         guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
         let daemon = try TestDaemon(arguments: ["--system"])

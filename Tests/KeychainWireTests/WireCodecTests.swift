@@ -197,6 +197,27 @@ final class WireCodecTests: XCTestCase {
         XCTAssertEqual(error.reason, "group g")
     }
 
+    func testProgressTravelsInFramesOfItsOwnThatNoAnswerIsTakenFor() throws {
+        let frame = WireCodec.progressFrame(done: 4200, total: 10_000, id: 9)
+        XCTAssertTrue(WireCodec.isProgress(frame))
+        let told = try WireCodec.progress(from: frame)
+        XCTAssertEqual(told.id, 9)
+        XCTAssertEqual(told.done, 4200)
+        XCTAssertEqual(told.total, 10_000)
+        XCTAssertEqual(frame[5], 5, "its own frame kind")
+        XCTAssertThrowsError(try WireCodec.answer(from: frame), "never an answer")
+        XCTAssertThrowsError(try WireCodec.request(from: frame), "never a request")
+        let answer = WireCodec.frame(.success(.done), id: 9)
+        XCTAssertFalse(WireCodec.isProgress(answer))
+        XCTAssertThrowsError(try WireCodec.progress(from: answer))
+        // Past its total, truncated, or with bytes after it: refused.
+        XCTAssertThrowsError(try WireCodec.progress(from: WireCodec.progressFrame(done: 2, total: 1, id: 9)))
+        XCTAssertThrowsError(try WireCodec.progress(from: frame.dropLast()))
+        var longer = frame + Data([0])
+        longer[10] += 1
+        XCTAssertThrowsError(try WireCodec.progress(from: longer))
+    }
+
     func testBadFramesAreRefusedWithAReason() {
         let good = WireCodec.frame(.copyMatching(query: query), id: 3)
         func refused(_ frame: Data, _ expected: String, file: StaticString = #filePath, line: UInt = #line) {

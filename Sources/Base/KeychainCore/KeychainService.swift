@@ -88,6 +88,20 @@ public protocol KeychainService: Sendable {
     /// Carries out one control of the keychain or the simulated device; failures are `KeychainError`s.
     /// A daemon decides these by who asks (`security` run by the user, root), not by app registration.
     func administer(_ request: KeychainAdminRequest) throws -> KeychainAnswer
+
+    /// The same, telling `progress` how far a long control has come (a backup or a restore: items done
+    /// of all) while it runs, on the calling thread. A service that cannot tell runs it without.
+    func administer(_ request: KeychainAdminRequest, progress: @escaping (_ done: Int, _ total: Int) -> Void)
+        throws -> KeychainAnswer
+}
+
+extension KeychainService {
+    /// A service that cannot tell how far a control has come runs it without telling.
+    public func administer(
+        _ request: KeychainAdminRequest, progress: @escaping (_ done: Int, _ total: Int) -> Void
+    ) throws -> KeychainAnswer {
+        try administer(request)
+    }
 }
 
 // One method per request, each unpacking the answer it expects: callers then never match on
@@ -213,22 +227,35 @@ extension KeychainService {
         _ = try administer(.eraseAllContentAndSettings(passcode: passcode))
     }
 
-    /// `.createBackup`: what the backup holds.
-    public func createBackup(to file: BackupFile, password: SecureBytes?, passcode: SecureBytes?) throws
-        -> BackupSummary
-    {
+    /// `.createBackup`: what the backup holds; `progress`, when given, is told the items done of all.
+    public func createBackup(
+        to file: BackupFile, password: SecureBytes?, passcode: SecureBytes?,
+        progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws -> BackupSummary {
         let request = KeychainAdminRequest.createBackup(file: file, password: password, passcode: passcode)
-        guard case .backup(let summary) = try administer(request) else { throw unexpected(request.name) }
+        guard case .backup(let summary) = try administer(request, reporting: progress) else {
+            throw unexpected(request.name)
+        }
         return summary
     }
 
-    /// `.restoreBackup`: what the restore did.
-    public func restoreBackup(from file: BackupFile, password: SecureBytes?, passcode: SecureBytes?) throws
-        -> RestoreReport
-    {
+    /// `.restoreBackup`: what the restore did; `progress`, when given, is told the items done of all.
+    public func restoreBackup(
+        from file: BackupFile, password: SecureBytes?, passcode: SecureBytes?,
+        progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws -> RestoreReport {
         let request = KeychainAdminRequest.restoreBackup(file: file, password: password, passcode: passcode)
-        guard case .restore(let report) = try administer(request) else { throw unexpected(request.name) }
+        guard case .restore(let report) = try administer(request, reporting: progress) else {
+            throw unexpected(request.name)
+        }
         return report
+    }
+
+    private func administer(_ request: KeychainAdminRequest, reporting progress: ((Int, Int) -> Void)?) throws
+        -> KeychainAnswer
+    {
+        guard let progress else { return try administer(request) }
+        return try administer(request, progress: progress)
     }
 
     /// `.generateEnclaveKey`.

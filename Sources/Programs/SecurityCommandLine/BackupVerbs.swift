@@ -49,25 +49,25 @@ struct BackupVerbs {
             password = try newBackupPassword()
         }
         let summary: BackupSummary
+        let bar = ProgressBar.onTerminal(label: "backing up")
         do {
-            if let keychain = try embeddedKeychain(unlockingWith: passcode) {
-                let bar = ProgressBar(label: "backing up")
-                defer { bar.finish() }
-                summary = try keychain.createBackup(at: path, password: password, progress: bar.show)
-            } else if KeychainServices.daemonSocketInUse() != nil {
+            defer { bar?.finish() }
+            if KeychainServices.daemonSocketInUse() != nil {
                 // The daemon opens no file for this command: the command makes the file, as its user,
                 // and passes it over the socket; it goes into place only once the backup is complete.
                 let target = try BackupTarget(path: path)
                 do {
                     summary = try session.keychain().createBackup(
-                        to: .descriptor(target.descriptor), password: password, passcode: passcode)
+                        to: .descriptor(target.descriptor), password: password, passcode: passcode,
+                        progress: bar?.show)
                     try target.commit()
                 } catch {
                     target.abandon()
                     throw error
                 }
             } else {
-                summary = try session.keychain().createBackup(to: .path(path), password: password, passcode: passcode)
+                summary = try session.keychain().createBackup(
+                    to: .path(path), password: password, passcode: passcode, progress: bar?.show)
             }
         } catch {
             throw Failure.withReason(error, function: Functions.create)
@@ -95,12 +95,10 @@ struct BackupVerbs {
             password = typed
         }
         let report: RestoreReport
+        let bar = ProgressBar.onTerminal(label: "restoring")
         do {
-            if let keychain = try embeddedKeychain(unlockingWith: passcode) {
-                let bar = ProgressBar(label: "restoring")
-                defer { bar.finish() }
-                report = try keychain.restoreBackup(from: path, password: password, progress: bar.show)
-            } else if KeychainServices.daemonSocketInUse() != nil {
+            defer { bar?.finish() }
+            if KeychainServices.daemonSocketInUse() != nil {
                 // Opened by the command, as its user, and passed to the daemon.
                 let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
                 guard descriptor >= 0 else {
@@ -108,9 +106,10 @@ struct BackupVerbs {
                 }
                 defer { close(descriptor) }
                 report = try session.keychain().restoreBackup(
-                    from: .descriptor(descriptor), password: password, passcode: passcode)
+                    from: .descriptor(descriptor), password: password, passcode: passcode, progress: bar?.show)
             } else {
-                report = try session.keychain().restoreBackup(from: .path(path), password: password, passcode: passcode)
+                report = try session.keychain().restoreBackup(
+                    from: .path(path), password: password, passcode: passcode, progress: bar?.show)
             }
         } catch {
             throw Failure.withReason(error, function: Functions.restore)
@@ -169,18 +168,6 @@ struct BackupVerbs {
         return passcode
     }
 
-    /// The keychain this process serves itself (the embedded one), unlocked with `passcode` when one is
-    /// given, when a progress bar is drawn (standard error is a terminal): the engine reports progress
-    /// to its own process only. Nil otherwise, and for a daemon or any other service: the request then
-    /// goes through the keychain service.
-    private func embeddedKeychain(unlockingWith passcode: SecureBytes?) throws -> Keychain? {
-        guard isatty(STDERR_FILENO) == 1, let service = try session.keychain() as? InProcessKeychainService else {
-            return nil
-        }
-        if let passcode { try service.keychain.unlock(passcode: passcode) }
-        return service.keychain
-    }
-
     /// A new backup password: typed twice on a terminal, else one line of standard input.
     private func newBackupPassword() throws(Failure) -> SecureBytes {
         if Terminal.inputIsTerminal {
@@ -206,12 +193,18 @@ struct BackupVerbs {
 }
 
 /// A progress bar on standard error, redrawn at most once a percent: `label [#####     ] 42% 4200/10000`.
+/// Embedded, the engine tells it how far it has come; through the daemon, the daemon's progress frames do.
 final class ProgressBar {
     private let label: String
     private var lastPercent = -1
     private var drawn = false
 
     init(label: String) { self.label = label }
+
+    /// A bar when standard error is a terminal, none otherwise (a log or a pipe gets no redrawn line).
+    static func onTerminal(label: String) -> ProgressBar? {
+        isatty(STDERR_FILENO) == 1 ? ProgressBar(label: label) : nil
+    }
 
     func show(_ done: Int, _ total: Int) {
         guard total > 0 else { return }

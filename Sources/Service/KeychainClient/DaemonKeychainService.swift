@@ -32,7 +32,14 @@ public final class DaemonKeychainService: KeychainService {
 
     public func administer(_ request: KeychainAdminRequest) throws -> KeychainAnswer { try send(.admin(request)) }
 
-    private func send(_ request: WireRequest) throws -> KeychainAnswer {
+    /// A backup or a restore sends progress frames before its answer: each is handed to `progress`.
+    public func administer(_ request: KeychainAdminRequest, progress: @escaping (_ done: Int, _ total: Int) -> Void)
+        throws -> KeychainAnswer
+    {
+        try send(.admin(request), progress: progress)
+    }
+
+    private func send(_ request: WireRequest, progress: ((Int, Int) -> Void)? = nil) throws -> KeychainAnswer {
         var connection = try takeConnection()
         let id = nextID.add(1, ordering: .relaxed).oldValue
         var answer: Data
@@ -58,10 +65,20 @@ public final class DaemonKeychainService: KeychainService {
             if !sent { try connection.stream.writeFrame(frame, passing: request.passedDescriptor, stall: .seconds(1)) }
             // A backup or a restore takes as long as the keychain is large: no deadline for its answer
             // (the daemon is there; it took the request).
-            answer = try connection.stream.readFrame(
-                idle: request.passedDescriptor == nil ? answerTimeout : nil, stall: .seconds(1))
-            // Nothing a daemon passes back is used.
-            for descriptor in connection.stream.takePassedDescriptors() { DescriptorReaper.close(descriptor) }
+            while true {
+                answer = try connection.stream.readFrame(
+                    idle: request.passedDescriptor == nil ? answerTimeout : nil, stall: .seconds(1))
+                // Nothing a daemon passes back is used.
+                for descriptor in connection.stream.takePassedDescriptors() { DescriptorReaper.close(descriptor) }
+                guard WireCodec.isProgress(answer) else { break }
+                // How far this request has come, before its answer: shown if asked for, never taken for it.
+                let told = try WireCodec.progress(from: answer)
+                guard told.id == id else { throw WireError("progress of another request") }
+                progress?(told.done, told.total)
+            }
+        } catch let error as WireError {
+            connection.close()
+            throw KeychainError.notAvailable("the keychain daemon sent a bad frame: \(error.reason)")
         } catch {
             connection.close()
             throw KeychainError.notAvailable("the keychain daemon at \(socketPath) \(Self.explain(error))")

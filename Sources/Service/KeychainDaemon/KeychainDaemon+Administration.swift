@@ -6,10 +6,11 @@ import KeychainEngine
 // The controls (`KeychainAdminRequest`): each decided by `StateChangePolicy` for the caller, then
 // carried out on the caller's own keychain or its registry.
 extension KeychainDaemon {
-    /// One control from one caller.
-    func administer(_ request: KeychainAdminRequest, from caller: any PeerIdentity) throws(KeychainError)
-        -> KeychainAnswer
-    {
+    /// One control from one caller; a backup or a restore tells `progress` how far it has come.
+    func administer(
+        _ request: KeychainAdminRequest, from caller: any PeerIdentity,
+        progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws(KeychainError) -> KeychainAnswer {
         let tenant = try engine { try self.tenant(for: caller.uid) }
         let requirement = try stateChanges.requirement(
             for: request, by: caller, passcodeSet: tenant.keychain.status.passcodeSet)
@@ -58,12 +59,16 @@ extension KeychainDaemon {
             return .done
         case .createBackup(let file, let password, let passcode):
             try checkPasscode(passcode, if: requirement, in: tenant)
-            let summary = try engine { try tenant.keychain.createBackup(to: try absolute(file), password: password) }
+            let summary = try engine {
+                try tenant.keychain.createBackup(to: try absolute(file), password: password, progress: progress)
+            }
             DaemonLog.info("backup of uid \(tenant.uid) written by pid \(caller.pid): \(summary.itemCount) items")
             return .backup(summary)
         case .restoreBackup(let file, let password, let passcode):
             try checkPasscode(passcode, if: requirement, in: tenant)
-            let report = try engine { try tenant.keychain.restoreBackup(from: try absolute(file), password: password) }
+            let report = try engine {
+                try tenant.keychain.restoreBackup(from: try absolute(file), password: password, progress: progress)
+            }
             DaemonLog.info(
                 "backup restored into the keychain of uid \(tenant.uid) by pid \(caller.pid): \(report.restored) items")
             return .restore(report)

@@ -153,12 +153,15 @@ public final class KeychainDaemon: Sendable {
         tenants.withLock { Array($0.values) }.compactMap { $0.tenant.withLock { $0 } }
     }
 
-    /// Answers one request from one connection.
-    func handle(_ request: WireRequest, from caller: any PeerIdentity) -> Result<KeychainAnswer, KeychainError> {
+    /// Answers one request from one connection; a backup or a restore tells `progress` how far it has
+    /// come as it goes.
+    func handle(
+        _ request: WireRequest, from caller: any PeerIdentity, progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) -> Result<KeychainAnswer, KeychainError> {
         Result { () throws(KeychainError) in
             switch request {
             case .keychain(let request): try perform(request, from: caller)
-            case .admin(let request): try administer(request, from: caller)
+            case .admin(let request): try administer(request, from: caller, progress: progress)
             }
         }
     }

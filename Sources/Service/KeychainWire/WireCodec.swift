@@ -37,6 +37,28 @@ public enum WireCodec {
         }
     }
 
+    /// A progress frame: `done` of `total` items of the request `id`.
+    public static func progressFrame(done: Int, total: Int, id: UInt32) -> Data {
+        var payload = PayloadWriter()
+        payload.progress(done: done, total: total)
+        return payload.frame(kind: .progress, id: id)
+    }
+
+    /// Whether a whole frame is a progress frame (its header checked), without reading its payload.
+    public static func isProgress(_ frame: Data) -> Bool {
+        (try? FrameHeader(frame))?.kind == .progress
+    }
+
+    /// A whole progress frame: the request it is about, and how far it has come (`done` ≤ `total`).
+    public static func progress(from frame: Data) throws(WireError) -> (id: UInt32, done: Int, total: Int) {
+        let (header, payload) = try split(frame, expecting: [.progress])
+        var reader = PayloadReader(payload)
+        let (done, total) = try reader.progress()
+        try reader.finish()
+        guard done <= total else { throw WireError("progress past its total") }
+        return (header.requestID, done, total)
+    }
+
     /// A whole request frame (header and payload).
     public static func request(from frame: Data) throws(WireError) -> (id: UInt32, request: WireRequest) {
         let (header, payload) = try split(frame, expecting: [.request, .adminRequest])
@@ -148,6 +170,11 @@ private struct PayloadWriter {
     }
 
     mutating func string(_ value: String) { writer.string(value) }
+
+    mutating func progress(done: Int, total: Int) {
+        writer.unsigned64(UInt64(clamping: done))
+        writer.unsigned64(UInt64(clamping: total))
+    }
 
     private mutating func tag(_ tag: RequestTag) { writer.byte(tag.rawValue) }
     private mutating func adminTag(_ tag: AdminRequestTag) { writer.byte(tag.rawValue) }
@@ -422,6 +449,15 @@ private struct PayloadReader {
 
     func finish() throws(WireError) {
         guard reader.isAtEnd else { throw WireError("bytes follow the payload") }
+    }
+
+    mutating func progress() throws(WireError) -> (done: Int, total: Int) {
+        let done = try read { (reader) throws(FormatError) in try reader.unsigned64() }
+        let total = try read { (reader) throws(FormatError) in try reader.unsigned64() }
+        guard let done = Int(exactly: done), let total = Int(exactly: total) else {
+            throw WireError("a progress count out of range")
+        }
+        return (done, total)
     }
 
     mutating func request() throws(WireError) -> KeychainRequest {

@@ -9,7 +9,7 @@ import KeychainCore
 /// payload bytes as it announces: nothing is allocated for a length that is out of bounds.
 public enum WireFormat {
     public static let magic = Data("SKWP".utf8)
-    public static let version: UInt8 = 7
+    public static let version: UInt8 = 8
     public static let headerSize = 14
     /// Room for a 64 MiB secret (the `security` command's limit) and its query.
     public static let maximumPayload = 80 << 20
@@ -29,6 +29,9 @@ public enum FrameKind: UInt8, Sendable {
     case failure = 3
     /// A control of the keychain or the simulated device (`KeychainAdminRequest`), with tags of its own.
     case adminRequest = 4
+    /// How far a long control has come (a backup, a restore): items done and in all, sent by the daemon
+    /// before the answer, with the request's id.
+    case progress = 5
 }
 
 /// A request as it arrives: what an app asks, or a control.

@@ -77,18 +77,23 @@ extension Keychain {
     }
 
     /// A backup to `file`: by its path, or into a descriptor the caller opened.
-    public func createBackup(to file: BackupFile, password: SecureBytes?) throws -> BackupSummary {
+    public func createBackup(
+        to file: BackupFile, password: SecureBytes?, progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws -> BackupSummary {
         switch file {
-        case .path(let path): try createBackup(at: path, password: password)
-        case .descriptor(let descriptor): try createBackup(into: descriptor, password: password)
+        case .path(let path): try createBackup(at: path, password: password, progress: progress)
+        case .descriptor(let descriptor): try createBackup(into: descriptor, password: password, progress: progress)
         }
     }
 
     /// A restore from `file`: by its path, or from a descriptor the caller opened.
-    public func restoreBackup(from file: BackupFile, password: SecureBytes?) throws -> RestoreReport {
+    public func restoreBackup(
+        from file: BackupFile, password: SecureBytes?, progress: ((_ done: Int, _ total: Int) -> Void)? = nil
+    ) throws -> RestoreReport {
         switch file {
-        case .path(let path): try restoreBackup(from: path, password: password)
-        case .descriptor(let descriptor): try restoreBackup(fromDescriptor: descriptor, password: password)
+        case .path(let path): try restoreBackup(from: path, password: password, progress: progress)
+        case .descriptor(let descriptor):
+            try restoreBackup(fromDescriptor: descriptor, password: password, progress: progress)
         }
     }
 

@@ -34,6 +34,19 @@ public struct InProcessKeychainService: KeychainService {
     }
 
     public func administer(_ request: KeychainAdminRequest) throws -> KeychainAnswer {
+        try administer(request, reporting: nil)
+    }
+
+    /// A backup or a restore tells `progress` how far it has come, from the engine, as it goes.
+    public func administer(_ request: KeychainAdminRequest, progress: @escaping (_ done: Int, _ total: Int) -> Void)
+        throws -> KeychainAnswer
+    {
+        try administer(request, reporting: progress)
+    }
+
+    private func administer(_ request: KeychainAdminRequest, reporting progress: ((Int, Int) -> Void)?) throws
+        -> KeychainAnswer
+    {
         switch request {
         case .lock: keychain.lock()
         case .unlock(let passcode): try keychain.unlock(passcode: passcode)
@@ -63,10 +76,10 @@ public struct InProcessKeychainService: KeychainService {
             _ = try keychain.migrateDeviceRoot(to: kind, passcode: passcode)
         case .createBackup(let file, let password, let passcode):
             if let passcode { try keychain.unlock(passcode: passcode) }
-            return .backup(try keychain.createBackup(to: file, password: password))
+            return .backup(try keychain.createBackup(to: file, password: password, progress: progress))
         case .restoreBackup(let file, let password, let passcode):
             if let passcode { try keychain.unlock(passcode: passcode) }
-            return .restore(try keychain.restoreBackup(from: file, password: password))
+            return .restore(try keychain.restoreBackup(from: file, password: password, progress: progress))
         case .registerApp, .listApps, .removeApp:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")

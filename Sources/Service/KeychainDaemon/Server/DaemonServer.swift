@@ -275,7 +275,9 @@ public final class DaemonServer: Sendable {
             // a request that cannot be served).
             let answer: Result<KeychainAnswer, KeychainError>
             switch checkedFile {
-            case .success: answer = daemon.handle(decoded.request, from: caller)
+            case .success:
+                let progress = ProgressFrames(stream: stream, id: decoded.id, stall: configuration.stallTimeout)
+                answer = daemon.handle(decoded.request, from: caller, progress: progress.report)
             case .failure(let error): answer = .failure(error)
             }
             handling.subtract(1, ordering: .relaxed)
