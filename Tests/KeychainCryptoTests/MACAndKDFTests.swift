@@ -70,6 +70,27 @@ final class MACAndKDFTests: XCTestCase {
         XCTAssertEqual(wrong.value, 0)
     }
 
+    /// The contexts a key keeps between MACs start each MAC from the key alone: a run of messages of
+    /// every length, in several threads, each gives what a key made for it alone gives, and what the
+    /// RFC says for a known case.
+    func testKeptContextsStartEveryMACFromTheKeyAlone() throws {
+        let secret = SecureBytes(copying: Data("Jefe".utf8))
+        let key = try HMACKey(key: secret)
+        let messages = (0..<40).map { Data(repeating: UInt8($0), count: $0 * 7) }
+        let expected = try messages.map { try HMACKey(key: secret).authenticationCode($0) }
+        let wrong = Atomic(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            for round in 0..<50 {
+                let index = (round * 7 + thread) % messages.count
+                if (try? key.authenticationCode(messages[index])) != expected[index] { wrong.add(1) }
+            }
+        }
+        XCTAssertEqual(wrong.value, 0)
+        XCTAssertEqual(
+            try key.authenticationCode(Data("what do ya want for nothing?".utf8)).hex,
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+    }
+
     func testHMACRefusesAShortOutputBuffer() throws {
         let key = try HMACKey(key: SecureBytes(copying: [1]))
         var short = [UInt8](repeating: 0, count: 31)

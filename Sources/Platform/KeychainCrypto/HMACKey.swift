@@ -1,18 +1,24 @@
 import COpenSSL
 import Foundation
 import KeychainBytes
+import Synchronization
 
 /// An HMAC-SHA256 key, keyed once in an OpenSSL `EVP_MAC` context.
 ///
 /// The keychain computes several HMACs per query (the digests of the searchable columns), so the
-/// per-call cost matters: keying hashes the two pads, and each MAC instead starts from a copy of the
-/// keyed context (`EVP_MAC_CTX_dup`), which costs two SHA-256 compressions for a short message and
-/// no hashing of the key again. OpenSSL wipes the keyed state (the key and the pad states derived
-/// from it) when it frees a context.
+/// per-call cost matters: keying hashes the two pads, and each MAC instead runs in a copy of the
+/// keyed context, which costs two SHA-256 compressions for a short message and no hashing of the key
+/// again. Copies are kept between MACs (a few, one per thread at work) and reset to the keyed state
+/// before each (`EVP_MAC_init` without a key), since making and freeing a copy costs more than the MAC
+/// of a short message. They hold nothing the key itself does not: the pad states, which the key holds
+/// as long as it lives. OpenSSL wipes the keyed state when it frees a context.
 public final class HMACKey: @unchecked Sendable {
     // Keyed in init and never changed after: every MAC runs in a copy, and copying only reads the
     // original, so threads may share one key.
     private let keyed: OpaquePointer
+    /// Copies of `keyed` between uses, each used by one thread at a time (taken out under the lock).
+    private let spares = Mutex<[SpareContext]>([])
+    private static let maximumSpares = 8
 
     // Fetched once: a fetch is a locked search of OpenSSL's algorithm store, which no key needs to repeat.
     nonisolated(unsafe) private static let algorithm: OpaquePointer? = EVP_MAC_fetch(nil, "HMAC", nil)
@@ -38,7 +44,38 @@ public final class HMACKey: @unchecked Sendable {
         keyed = context
     }
 
-    deinit { EVP_MAC_CTX_free(keyed) }
+    deinit {
+        EVP_MAC_CTX_free(keyed)
+        for spare in spares.withLock({ $0 }) { EVP_MAC_CTX_free(spare.context) }
+    }
+
+    /// A copy of the keyed context, reset to the keyed state: a kept one, or a new one.
+    private func takeContext() throws -> OpaquePointer {
+        if let kept = spares.withLock({ $0.popLast() })?.context {
+            // Without a key, the context starts again from its keyed pad states.
+            guard EVP_MAC_init(kept, nil, 0, nil) == 1 else {
+                EVP_MAC_CTX_free(kept)
+                ERR_clear_error()
+                throw CryptoError.libraryFailure("EVP_MAC_init")
+            }
+            return kept
+        }
+        guard let context = EVP_MAC_CTX_dup(keyed) else {
+            ERR_clear_error()
+            throw CryptoError.libraryFailure("EVP_MAC_CTX_dup")
+        }
+        return context
+    }
+
+    /// Keeps a context whose MAC was finished, for the next; frees it when enough are kept.
+    private func giveBack(_ context: OpaquePointer) {
+        let kept = spares.withLock { spares in
+            guard spares.count < Self.maximumSpares else { return false }
+            spares.append(SpareContext(context: context))
+            return true
+        }
+        if !kept { EVP_MAC_CTX_free(context) }
+    }
 
     /// HMAC over the concatenation of `parts`, without building the concatenation, written to the
     /// 32 bytes at `out` (a key's own buffer, when the result is a key).
@@ -46,11 +83,10 @@ public final class HMACKey: @unchecked Sendable {
         guard out.count >= 32, let result = out.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             throw CryptoError.libraryFailure("HMAC output buffer too small")
         }
-        guard let context = EVP_MAC_CTX_dup(keyed) else {
-            ERR_clear_error()
-            throw CryptoError.libraryFailure("EVP_MAC_CTX_dup")
-        }
-        defer { EVP_MAC_CTX_free(context) }
+        let context = try takeContext()
+        var finished = false
+        // A context whose MAC failed midway is freed, never kept.
+        defer { if finished { giveBack(context) } else { EVP_MAC_CTX_free(context) } }
         for part in parts where part.count > 0 {
             guard EVP_MAC_update(context, OpenSSLParameters.address(part), part.count) == 1 else {
                 ERR_clear_error()
@@ -62,6 +98,7 @@ public final class HMACKey: @unchecked Sendable {
             ERR_clear_error()
             throw CryptoError.libraryFailure("EVP_MAC_final")
         }
+        finished = true
     }
 
     /// HMAC over the concatenation of `parts`, for MACs and digests that are not keys.
@@ -84,6 +121,11 @@ public final class HMACKey: @unchecked Sendable {
         }
         return HMACStream(context: context)
     }
+}
+
+/// A kept copy of a keyed context: only ever in the spares list or in the one thread that took it.
+private struct SpareContext: @unchecked Sendable {
+    let context: OpaquePointer
 }
 
 /// One HMAC-SHA256 computed piece by piece (`HMACKey.stream()`); its context is freed, and wiped by

@@ -213,6 +213,15 @@ public struct ItemStore {
         return rows
     }
 
+    /// How many rows of one item class there are, live items or tombstones.
+    public func count(itemClass: Int, tombstone: Bool) throws -> Int {
+        let statement = try connection.statement("SELECT count(*) FROM items WHERE class = ? AND tomb = ?")
+        defer { statement.reset() }
+        try statement.bind(Int64(itemClass), at: 1)
+        try statement.bind(tombstone ? 1 : 0, at: 2)
+        return try statement.step() ? Int(statement.int64(at: 0)) : 0
+    }
+
     /// Every row of one item class, live items or tombstones, in rowid order, handed to `body` one at a
     /// time: a whole keychain is never held in memory (a backup streams through this).
     public func forEachItem(itemClass: Int, tombstone: Bool, _ body: (StoredItem) throws -> Void) throws {
@@ -253,6 +262,17 @@ public struct ItemStore {
         try statement.bind(Int64(protectionClass), at: 1)
         _ = try statement.step()
         return connection.changes
+    }
+
+    /// The index entries of a row (the keyed digests of its searchable attributes), which `forEachItem`
+    /// and the other row reads leave out: what a copy of the row needs besides its columns.
+    public func indexDigests(rowID: Int64) throws -> [Data] {
+        let statement = try connection.statement("SELECT digest FROM attribute_index WHERE item = ?")
+        defer { statement.reset() }
+        try statement.bind(rowID, at: 1)
+        var digests: [Data] = []
+        while try statement.step() { digests.append(statement.data(at: 0) ?? Data()) }
+        return digests
     }
 
     private func insertIndex(_ digests: [Data], rowID: Int64) throws {

@@ -33,17 +33,23 @@ struct BackupBenchmark {
                 "\(function)", rate, cores, passcode))
     }
 
-    /// Restores a backup of `sizes[0]` items five times, and nothing else, for a profiler.
-    func profileRestore() {
+    /// Restores (or makes) a backup of `sizes[0]` items five times, and nothing else, for a profiler.
+    func profile(restoring: Bool) {
         do {
             let home = directory + "/profile"
             let keychain = try filled(home, size: sizes.first ?? 1_000)
             defer { keychain.closeIdleConnections() }
             let file = directory + "/profile.skbk"
             _ = try keychain.createBackup(at: file, password: nil)
-            for _ in 0..<5 { _ = try keychain.restoreBackup(from: file, password: nil) }
+            for _ in 0..<5 {
+                if restoring {
+                    _ = try keychain.restoreBackup(from: file, password: nil)
+                } else {
+                    _ = try keychain.createBackup(at: file, password: nil)
+                }
+            }
         } catch {
-            fail("restore profile: \(error)")
+            fail("\(restoring ? "restore" : "backup") profile: \(error)")
         }
     }
 
@@ -165,7 +171,10 @@ private final class BackupFloor {
             for itemClass in 1...4 {
                 try source.forEachItem(itemClass: itemClass, tombstone: false) { row in
                     try openAndSeal()
-                    _ = try store.insert(row)
+                    // The row as the keychain stores it: its columns and its index entries.
+                    var copy = row
+                    copy.indexDigests = try source.indexDigests(rowID: row.rowID)
+                    _ = try store.insert(copy)
                 }
             }
         }

@@ -46,6 +46,7 @@ struct Options {
     var tpmOnly = false
     /// Only restore a backup of this many items, five times, for a profiler.
     var profileRestore: Int?
+    var profileBackup: Int?
     /// The numbers of items backed up and restored.
     var backupSizes = [1_000, 100_000]
 
@@ -71,6 +72,7 @@ struct Options {
           --tpm-only             only the TPM root beside the software root, on a swtpm of its own
           --backup-sizes N,N,... the numbers of items backed up and restored (default 1000,100000)
           --profile-restore N    only restore a backup of N items, five times, for a profiler
+          --profile-backup N     only back up a keychain of N items, five times, for a profiler
           --profile-lookups N    only N engine lookups on 1,000 items, for a profiler
           --profile-secitem N    only N SecItemCopyMatching lookups on 1,000 items, for a profiler
           --profile-daemon N     only N lookups through securityd, for a profiler
@@ -109,6 +111,7 @@ struct Options {
             case "--backup-only": backupOnly = true
             case "--tpm-only": tpmOnly = true
             case "--profile-restore": profileRestore = count(after: argument)
+            case "--profile-backup": profileBackup = count(after: argument)
             case "--samples": samples = count(after: argument)
             case "--command-samples": commandSamples = count(after: argument)
             case "--write-samples": writeSamples = count(after: argument)
@@ -285,9 +288,9 @@ if let lookups = options.profileDaemon {
     exit(0)
 }
 
-if let items = options.profileRestore {
+if let items = options.profileRestore ?? options.profileBackup {
     try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-    BackupBenchmark(sizes: [items], directory: root).profileRestore()
+    BackupBenchmark(sizes: [items], directory: root).profile(restoring: options.profileRestore != nil)
     try? FileManager.default.removeItem(atPath: root)
     exit(0)
 }

@@ -145,8 +145,9 @@ extension Keychain {
             defer { try? connection.execute("COMMIT") }
             let store = ItemStore(connection: connection)
             let total = try ItemClass.allCases.reduce(0) {
-                $0 + (try store.rowIDs(itemClass: $1.rawValue, tombstone: false)).count
+                $0 + (try store.count(itemClass: $1.rawValue, tombstone: false))
             }
+            var nonces = NonceBatch(expected: total)
             var done = 0
             for itemClass in ItemClass.allCases {
                 try store.forEachItem(itemClass: itemClass.rawValue, tombstone: false) { row in
@@ -154,13 +155,13 @@ extension Keychain {
                         done += 1
                         progress?(done, total)
                     }
-                    switch try backupRecord(of: row, keys: localKeys) {
+                    switch backupItem(of: row, keys: localKeys) {
                     case .skipped(let reason): counts.skipped[reason, default: 0] += 1
-                    case .record(let record, let carried):
-                        guard let classKey = backupKeybag.classKeys[record.protection] else {
+                    case .item(let item):
+                        guard let classKey = backupKeybag.classKeys[item.protection] else {
                             throw KeychainError.internalError("a backup without the key of a class it carries")
                         }
-                        let plaintext = BackupItemCoding.encode(record, carried: carried)
+                        let plaintext = BackupItemCoding.encode(item)
                         guard plaintext.count + AESGCM.overhead + 2 <= BackupHeader.maximumItem else {
                             counts.skipped[.tooLarge, default: 0] += 1
                             return
@@ -168,16 +169,17 @@ extension Keychain {
                         let sealed = try AESGCM.seal(
                             plaintext, key: classKey,
                             authenticating: backupKeybag.itemContext(
-                                protection: record.protection, itemClass: record.itemClass))
+                                protection: item.protection, itemClass: item.itemClass),
+                            nonces: &nonces)
                         // Its classes in the clear, which say which key opens it (the summary counts them anyway).
                         var entry = ByteWriter()
                         entry.write(UInt32(sealed.count + 2))
-                        entry.write(UInt8(record.protection.rawValue))
-                        entry.write(UInt8(record.itemClass.rawValue))
+                        entry.write(UInt8(item.protection.rawValue))
+                        entry.write(UInt8(item.itemClass.rawValue))
                         entry.writeRaw(sealed)
                         try output.write(entry.data)
-                        counts.perClass[record.itemClass, default: 0] += 1
-                        counts.perProtection[record.protection, default: 0] += 1
+                        counts.perClass[item.itemClass, default: 0] += 1
+                        counts.perProtection[item.protection, default: 0] += 1
                     }
                 }
             }
@@ -193,38 +195,67 @@ extension Keychain {
     }
 
     private enum BackupEntry {
-        /// A record, with its guarded secret carried sealed when its access control guards it.
-        case record(ItemRecord, carried: ItemCrypto.CarriedSecret?)
+        case item(BackupItem)
         case skipped(BackupSkip)
     }
 
-    /// A row as it goes into a backup, or why it does not.
-    private func backupRecord(of row: StoredItem, keys: [ProtectionClass: SecureBytes]) throws -> BackupEntry {
-        guard let protection = ProtectionClass(rawValue: row.protectionClass) else { return .skipped(.unreadable) }
-        if protection == .whenPasscodeSetThisDeviceOnly { return .skipped(.passcodeOnly) }
-        guard let classKey = keys[protection] else { return .skipped(.unreadable) }
-        // A guarded secret's blob says so itself: it is carried as it is sealed, never opened (which
-        // would need the user).
-        let guarded = ItemCrypto.isGuarded(row.secret)
-        guard
-            let record = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: !guarded)
-        else { return .skipped(.unreadable) }
-        if let token = record.attributes["tkid"], token != .string("") { return .skipped(.tokenItem) }
-        // The attributes, which are authenticated, say whether the secret is guarded: a blob that
-        // disagrees (a column rolled back or swapped) is damaged.
-        guard guarded == (record.accessControl?.guardsSecret == true),
+    /// A row as it goes into a backup, or why it does not. Its metadata and its secret go in as the
+    /// row's blobs hold them once opened (the record formats a restore reads), so nothing is decoded
+    /// but what decides whether the item travels; a guarded secret is carried still sealed, never
+    /// opened (which would need the user).
+    private func backupItem(of row: StoredItem, keys: [ProtectionClass: SecureBytes]) -> BackupEntry {
+        guard let protection = ProtectionClass(rawValue: row.protectionClass),
             let itemClass = ItemClass(rawValue: row.itemClass)
         else { return .skipped(.unreadable) }
-        guard guarded else { return .record(record, carried: nil) }
+        if protection == .whenPasscodeSetThisDeviceOnly { return .skipped(.passcodeOnly) }
+        guard let classKey = keys[protection] else { return .skipped(.unreadable) }
+        let binding = RowBinding(row: row, itemClass: itemClass, protection: protection)
+        let guarded = ItemCrypto.isGuarded(row.secret)
         do {
-            let carried = try ItemCrypto.carry(
-                row.secret, part: .secret, binding: RowBinding(row: row, itemClass: itemClass, protection: protection),
-                classKey: classKey)
-            return .record(record, carried: carried)
+            let metadataBytes = try ItemCrypto.open(row.metadata, part: .metadata, binding: binding, classKey: classKey)
+            // Only a key can be a token's (an enclave key), and only its attributes say so: the other
+            // classes' need not be decoded.
+            let accessControl: AccessControlPolicy?
+            if itemClass == .key {
+                let metadata = try ItemRecordCoding.decodeMetadata(metadataBytes)
+                if let token = metadata.attributes["tkid"], token != .string("") { return .skipped(.tokenItem) }
+                accessControl = metadata.accessControl
+            } else {
+                accessControl = try ItemRecordCoding.decodeAccessControl(metadataBytes)
+            }
+            // The attributes, which are authenticated, say whether the secret is guarded: a blob that
+            // disagrees (a column rolled back or swapped) is damaged.
+            guard guarded == (accessControl?.guardsSecret == true) else { return .skipped(.unreadable) }
+            let secret: BackupItem.Secret =
+                guarded
+                ? .carried(try ItemCrypto.carry(row.secret, part: .secret, binding: binding, classKey: classKey))
+                : .stored(try ItemCrypto.openSecret(row.secret, part: .secret, binding: binding, classKey: classKey))
+            return .item(
+                BackupItem(
+                    itemClass: itemClass, protection: protection, persistentID: row.persistentID,
+                    metadata: metadataBytes, secret: secret))
         } catch {
+            KeychainLog.error("an item failed its integrity check and is left out of the backup")
             return .skipped(.unreadable)
         }
     }
+}
+
+/// One item on its way into a backup: its classes, its persistent identity, its metadata plaintext and
+/// its secret, in the formats the keychain stores them in.
+struct BackupItem {
+    enum Secret {
+        /// The secret blob's plaintext (`ItemRecordCoding`'s secret format).
+        case stored(SecureBytes)
+        /// A guarded secret, still sealed under its factors.
+        case carried(ItemCrypto.CarriedSecret)
+    }
+
+    let itemClass: ItemClass
+    let protection: ProtectionClass
+    let persistentID: Data
+    let metadata: Data
+    let secret: Secret
 }
 
 /// An item inside a backup, in the clear (it is sealed under its class's backup key):
@@ -239,13 +270,16 @@ extension Keychain {
 enum BackupItemCoding {
     private static let carriedMarker: UInt8 = 0x80
 
-    static func encode(_ record: ItemRecord, carried: ItemCrypto.CarriedSecret? = nil) -> SecureBytes {
+    static func encode(_ item: BackupItem) -> SecureBytes {
         var writer = ByteWriter()
-        writer.write(UInt8(record.itemClass.rawValue))
-        writer.write(UInt8(record.protection.rawValue))
-        writer.writeBytes(record.persistentID)
-        writer.writeBytes(ItemRecordCoding.encodeMetadata(record))
-        if let carried {
+        writer.write(UInt8(item.itemClass.rawValue))
+        writer.write(UInt8(item.protection.rawValue))
+        writer.writeBytes(item.persistentID)
+        writer.writeBytes(item.metadata)
+        switch item.secret {
+        case .stored(let plaintext):
+            plaintext.withUnsafeBytes { writer.writeSecretBytes($0) }
+        case .carried(let carried):
             var inner = ByteWriter()
             inner.write(carriedMarker)
             inner.writeRaw(carried.salt)
@@ -253,9 +287,6 @@ enum BackupItemCoding {
             inner.writeBytes(carried.context)
             inner.writeBytes(carried.sealed)
             inner.takeSecure().withUnsafeBytes { writer.writeSecretBytes($0) }
-        } else {
-            let secret = ItemRecordCoding.encodeSecret(record.secret)
-            secret.withUnsafeBytes { writer.writeSecretBytes($0) }
         }
         return writer.takeSecure()
     }

@@ -58,26 +58,31 @@ enum ItemCrypto {
         var sealed: Data
     }
 
+    /// - Parameter nonces: where the two nonces come from (the row's blobs share one batch).
     static func seal(
-        _ plaintext: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
+        _ plaintext: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil,
+        nonces: inout NonceBatch
     ) throws -> Data {
-        try seal(part: part, binding: binding, classKey: classKey, factors: factors) { key, aad in
-            try AESGCM.seal(plaintext, key: key, authenticating: aad)
+        try seal(part: part, binding: binding, classKey: classKey, factors: factors, nonces: &nonces) {
+            key, aad, nonces in
+            try AESGCM.seal(plaintext, key: key, authenticating: aad, nonces: &nonces)
         }
     }
 
     /// A secret's blob, sealed from wiped memory.
     static func seal(
-        _ plaintext: SecureBytes, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
+        _ plaintext: SecureBytes, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil,
+        nonces: inout NonceBatch
     ) throws -> Data {
-        try seal(part: part, binding: binding, classKey: classKey, factors: factors) { key, aad in
-            try AESGCM.seal(plaintext, key: key, authenticating: aad)
+        try seal(part: part, binding: binding, classKey: classKey, factors: factors, nonces: &nonces) {
+            key, aad, nonces in
+            try AESGCM.seal(plaintext, key: key, authenticating: aad, nonces: &nonces)
         }
     }
 
     private static func seal(
-        part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors?,
-        content: (SecureBytes, Data) throws -> Data
+        part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors?, nonces: inout NonceBatch,
+        content: (SecureBytes, Data, inout NonceBatch) throws -> Data
     ) throws -> Data {
         let itemKey = try SecureBytes(randomCount: AESGCM.keySize)
         let (wrapAAD, aad) = associatedData(part: part, binding: binding)
@@ -85,10 +90,10 @@ enum ItemCrypto {
         var writer = ByteWriter()
         writer.write(salt == nil ? blobVersion : guardedBlobVersion)
         if let salt { writer.writeRaw(salt) }
-        writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD))
+        writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD, nonces: &nonces))
         var contentKey = itemKey
         if let factors, let salt { contentKey = try factors.contentKey(itemKey: itemKey, salt: salt) }
-        writer.writeRaw(try content(contentKey, aad))
+        writer.writeRaw(try content(contentKey, aad, &nonces))
         return writer.data
     }
 

@@ -124,6 +124,21 @@ enum ItemRecordCoding {
         var enclavePublicKey: Data?
     }
 
+    /// The access control alone, read from the start of the metadata without its attributes: what a
+    /// copy of the row (a backup) needs to know of an item that cannot be a token's.
+    static func decodeAccessControl(_ data: Data) throws(FormatError) -> AccessControlPolicy? {
+        var reader = ValueReader(data, limits: .authenticated)
+        guard try reader.byte() == version else { throw FormatError("an item record of another version") }
+        _ = try reader.string()
+        _ = try reader.flag()
+        _ = try reader.flag()
+        switch AccessControlMarker(rawValue: try reader.byte()) {
+        case .none?: return nil
+        case .policy?, .policyAndBiometryBinding?: return try reader.accessControl()
+        case nil: throw FormatError("an unknown access-control marker")
+        }
+    }
+
     static func decodeMetadata(_ data: Data) throws(FormatError) -> Metadata {
         var reader = ValueReader(data, limits: .authenticated)
         guard try reader.byte() == version else { throw FormatError("an item record of another version") }

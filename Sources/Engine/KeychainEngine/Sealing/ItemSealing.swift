@@ -24,6 +24,19 @@ enum ItemSealing {
             itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
             synchronizable: record.synchronizable)
         let binding = RowBinding(record: record, lookupDigest: lookupDigest)
+        // The row's four nonces (two blobs, each a wrapped key and a content) from one draw.
+        var nonces = NonceBatch(expected: 4)
+        let metadata = try ItemCrypto.seal(
+            ItemRecordCoding.encodeMetadata(record), part: .metadata, binding: binding, classKey: classKey,
+            nonces: &nonces)
+        let secret: Data
+        if let carried {
+            secret = try ItemCrypto.seal(carried: carried, part: .secret, binding: binding, classKey: classKey)
+        } else {
+            secret = try ItemCrypto.seal(
+                ItemRecordCoding.encodeSecret(record.secret), part: .secret, binding: binding, classKey: classKey,
+                factors: guarded ? factors : nil, nonces: &nonces)
+        }
         return StoredItem(
             persistentID: record.persistentID, itemClass: record.itemClass.rawValue,
             protectionClass: record.protection.rawValue, accessGroupDigest: try digests.accessGroup(record.accessGroup),
@@ -31,15 +44,7 @@ enum ItemSealing {
             primaryKeyDigest: try digests.primaryKey(
                 itemClass: record.itemClass, attributes: record.attributes, accessGroup: record.accessGroup,
                 synchronizable: record.synchronizable),
-            lookupDigest: lookupDigest,
-            metadata: try ItemCrypto.seal(
-                ItemRecordCoding.encodeMetadata(record), part: .metadata, binding: binding, classKey: classKey),
-            secret: try carried.map {
-                try ItemCrypto.seal(carried: $0, part: .secret, binding: binding, classKey: classKey)
-            }
-                ?? ItemCrypto.seal(
-                    ItemRecordCoding.encodeSecret(record.secret), part: .secret, binding: binding, classKey: classKey,
-                    factors: guarded ? factors : nil),
+            lookupDigest: lookupDigest, metadata: metadata, secret: secret,
             indexDigests: try digests.indexEntries(for: record))
     }
 }
