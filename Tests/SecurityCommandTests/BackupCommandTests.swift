@@ -2,6 +2,7 @@ import Foundation
 import KeychainBytes
 import KeychainCore
 import KeychainEngine
+import KeychainTestSupport
 import XCTest
 
 #if canImport(Glibc)
@@ -213,6 +214,69 @@ final class BackupCommandTests: XCTestCase {
         XCTAssertEqual(restore.status, Int32(UInt32(bitPattern: -34) & 0xff), restore.stderr)
         XCTAssertTrue(restore.stderr.contains("disk is full"), restore.stderr)
         XCTAssertEqual(try accounts(in: cli.home), Set((0..<2000).map { "old-\($0)" }), "the keychain as it was")
+    }
+
+    /// A disk that is really full (a small tmpfs holding the keychain, filled up): a backup onto it and
+    /// a restore into the keychain on it are errSecDiskFull, leave no partial backup file, and leave the
+    /// keychain as it was.
+    func testAFullDiskLeavesNoPartialBackupAndNoHalfRestoredKeychain() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/bin/mount") else {
+            throw XCTSkip("needs root to mount a small file system")
+        }
+        let cli = CommandRunner()
+        try FileManager.default.createDirectory(atPath: cli.home, withIntermediateDirectories: true)
+        func tool(_ path: String, _ arguments: [String]) throws -> Int32 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: path)
+            process.arguments = arguments
+            return try ChildProcess.run(process).status
+        }
+        guard try tool("/bin/mount", ["-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", cli.home]) == 0 else {
+            throw XCTSkip("cannot mount a tmpfs here")
+        }
+        defer { _ = try? tool("/bin/umount", [cli.home]) }
+        do {
+            let keychain = try Keychain(directory: cli.home)
+            try keychain.add(contentsOf: items("old", count: 500), client: client)
+            keychain.closeIdleConnections()
+        }
+        let source = cli.home + "-full-source"
+        let file = source + ".skbk"
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: file)
+        }
+        do {
+            let keychain = try Keychain(directory: source)
+            try keychain.add(contentsOf: items("new", count: 3000), client: client)
+            _ = try keychain.createBackup(at: file, password: SecureBytes(copying: Array("pw".utf8)))
+            keychain.closeIdleConnections()
+        }
+        // Everything but 160 KiB taken: room to open the keychain, none for 3,000 items.
+        var info = statvfs()
+        XCTAssertEqual(statvfs(cli.home, &info), 0)
+        let free = Int(info.f_bavail) * Int(info.f_frsize)
+        let filler = cli.home + "/filler"
+        XCTAssertTrue(FileManager.default.createFile(atPath: filler, contents: Data(count: max(0, free - (160 << 10)))))
+
+        let restore = try cli.run("backup", "restore", file, input: "pw\n")
+        XCTAssertEqual(restore.status, Int32(UInt32(bitPattern: -34) & 0xff), restore.stderr)
+        XCTAssertTrue(restore.stderr.contains("disk is full"), restore.stderr)
+        // And all but 64 KiB (room to open the keychain) for a backup of the 500 items.
+        XCTAssertEqual(statvfs(cli.home, &info), 0)
+        let room = Int(info.f_bavail) * Int(info.f_frsize)
+        XCTAssertTrue(
+            FileManager.default.createFile(atPath: filler + "-2", contents: Data(count: max(0, room - (64 << 10)))))
+        let backup = try cli.run("backup", "create", cli.home + "/full.skbk", input: "pw\n")
+        XCTAssertEqual(backup.status, Int32(UInt32(bitPattern: -34) & 0xff), backup.stderr)
+        XCTAssertTrue(
+            backup.stderr.contains("SecKeychainCopyBackup"), "the file's write, not the open: \(backup.stderr)")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: cli.home).filter { $0.contains("skbk") }, [],
+            "no backup, no partial file")
+        try FileManager.default.removeItem(atPath: filler)
+        try FileManager.default.removeItem(atPath: filler + "-2")
+        XCTAssertEqual(try accounts(in: cli.home), Set((0..<500).map { "old-\($0)" }), "the keychain as it was")
     }
 
     /// On a terminal, a backup and a restore draw a progress bar on standard error.

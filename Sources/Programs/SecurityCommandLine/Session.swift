@@ -38,7 +38,9 @@ final class Session {
         do {
             return try KeychainServices.current()
         } catch {
-            throw .keychain(errSecNotAvailable, function: "SecKeychainCopyDefault", detail: error.message)
+            // A keychain that cannot be opened is not available, unless the disk is full (opening writes).
+            let status = (error as? KeychainError)?.code == .diskFull ? errSecDiskFull : errSecNotAvailable
+            throw .keychain(status, function: "SecKeychainCopyDefault", detail: error.message)
         }
     }
 

@@ -152,6 +152,9 @@ public final class Keychain: Sendable {
             let pool = try ConnectionPool(path: path, create: false, maximumIdle: idleConnections)
             try pool.withConnection { connection in try ItemStore(connection: connection).prepareSchema() }
             return pool
+        } catch let error as StorageError where error.kind == .full {
+            // Opening writes too (the shared-memory index, the log): a full disk says so.
+            throw KeychainError(.diskFull, "the disk is full: cannot open the database \(path): \(error.message)")
         } catch {
             throw unavailable("cannot open the database \(path): \(describe(error))")
         }
