@@ -4,12 +4,13 @@ import PackageDescription
 // Layers, bottom to top; dependencies point down only, and Sources/ is laid out by layer:
 //   Base/      KeychainBytes        wiped buffers, byte reader/writer, constant-time compare, hex, clocks (no C library)
 //              KeychainCore         the vocabulary: values and their one encoding, requests, errors, KeychainService
-//   Platform/  CSQLite, COpenSSL,   system libraries from Debian (libsqlite3-dev, libssl-dev); prctl for Swift
+//   Platform/  CSQLite, COpenSSL,   system libraries from Debian (libsqlite3-dev, libssl-dev, libtss2-dev,
+//              CTSS2, CSystemdBus,  libsystemd-dev's sd-bus header); prctl for Swift
 //              CProcessControl
 //              KeychainCrypto       OpenSSL: AES-GCM, HMAC, HKDF, scrypt, keys, certificates, randomness
 //              KeychainStorage      SQLite: connections, cached statements, the item schema
 //              KeychainSystem       the operating system: safe files, the owner lock, process protection
-//              KeychainDBus         a small D-Bus client (systemd-logind's session lock, fprintd)
+//              KeychainDBus         D-Bus over sd-bus, loaded on first use (systemd-logind's session lock, fprintd)
 //              KeychainTPM          tpm2-tss ESYS (libtss2-dev): salted sessions, sealing, NV counters, lockout
 //   Engine/    KeychainKeybag       device root, class keys, passcode, lock state
 //              KeychainEngine       item semantics: parsing, search, sealing, access groups; the in-process service
@@ -59,6 +60,9 @@ let package = Package(
             pkgConfig: "tss2-esys",
             providers: [.apt(["libtss2-dev"])]
         ),
+        // Header-only: sd-bus (libsystemd-dev) is loaded when a bus is first used, not linked (see its shim).
+        .systemLibrary(
+            name: "CSystemdBus", path: "Sources/Platform/CSystemdBus", providers: [.apt(["libsystemd-dev"])]),
         // Header-only: fixed-argument forms of prctl, which Swift cannot call (it is variadic).
         .systemLibrary(name: "CProcessControl", path: "Sources/Platform/CProcessControl"),
         .target(name: "KeychainBytes", path: "Sources/Base/KeychainBytes"),
@@ -70,7 +74,7 @@ let package = Package(
         .target(
             name: "KeychainSystem", dependencies: ["KeychainBytes", "KeychainCore", "CProcessControl"],
             path: "Sources/Platform/KeychainSystem"),
-        .target(name: "KeychainDBus", dependencies: ["KeychainBytes"], path: "Sources/Platform/KeychainDBus"),
+        .target(name: "KeychainDBus", dependencies: ["CSystemdBus"], path: "Sources/Platform/KeychainDBus"),
         .target(name: "KeychainTPM", dependencies: ["KeychainBytes", "CTSS2"], path: "Sources/Platform/KeychainTPM"),
         .target(
             name: "KeychainKeybag",
@@ -169,7 +173,7 @@ let package = Package(
         .testTarget(name: "KeychainBytesTests", dependencies: ["KeychainBytes"]),
         .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainBytes", "KeychainCrypto"]),
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainBytes", "KeychainCore"]),
-        .testTarget(name: "KeychainDBusTests", dependencies: ["KeychainDBus"]),
+        .testTarget(name: "KeychainDBusTests", dependencies: ["KeychainDBus", "KeychainTestSupport"]),
         .testTarget(
             name: "KeychainTPMTests",
             dependencies: [

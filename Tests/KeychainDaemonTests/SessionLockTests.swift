@@ -228,10 +228,8 @@ final class FakeLogind: Sendable {
                 message.member == "Get", let path = message.path
             else { continue }
             guard let uid = sessions.withLock({ $0[path] }) else {
-                var error = DBusMessage(kind: .error, destination: message.sender, body: [.string("no such session")])
-                error.errorName = "org.freedesktop.login1.NoSuchSession"
-                error.replySerial = message.serial
-                _ = try? connection.send(error)
+                _ = try? connection.send(
+                    .error(to: message, name: "org.freedesktop.login1.NoSuchSession", message: "no such session"))
                 continue
             }
             queries.withLock { $0 += 1 }

@@ -90,9 +90,6 @@ public final class FakeFprintd: Sendable {
     }
 
     private func fail(_ call: DBusMessage, _ name: String) {
-        var error = DBusMessage(kind: .error, destination: call.sender, body: [.string(name)])
-        error.errorName = name
-        error.replySerial = call.serial
-        _ = try? connection.send(error)
+        _ = try? connection.send(.error(to: call, name: name, message: name))
     }
 }

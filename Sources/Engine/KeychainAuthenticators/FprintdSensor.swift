@@ -155,8 +155,9 @@ final class FprintdSensor: BiometricSensor, Sendable {
             _ = try? connection.call(
                 .call(destination: Self.service, path: device, interface: Self.deviceInterface, member: "Release"))
         }
+        let started: DBusMessage
         do {
-            _ = try connection.call(
+            started = try connection.call(
                 .call(
                     destination: Self.service, path: device, interface: Self.deviceInterface, member: "VerifyStart",
                     body: [.string("any")]))
@@ -170,12 +171,13 @@ final class FprintdSensor: BiometricSensor, Sendable {
                 .call(destination: Self.service, path: device, interface: Self.deviceInterface, member: "VerifyStop"))
         }
         // Only what fprintd says about this verification counts: statuses from before it started (another
-        // client's, sent while this one claimed the device) are dropped.
-        connection.discardPending()
+        // client's, sent while this one claimed the device) are dropped. fprintd numbers what it sends
+        // in order, so those are the ones numbered before its answer to VerifyStart.
         let deadline = ContinuousClock.now + answerWait
         while ContinuousClock.now < deadline {
             guard let message = try? connection.receive(timeout: .milliseconds(200)) else { continue }
-            guard message.kind == .signal, message.sender == owner, message.path == device,
+            guard message.kind == .signal, message.sender == owner, message.serial > started.serial,
+                message.path == device,
                 message.interface == Self.deviceInterface, message.member == "VerifyStatus",
                 let result = message.body.first?.text
             else { continue }
