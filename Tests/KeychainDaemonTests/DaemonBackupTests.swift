@@ -83,8 +83,6 @@ final class DaemonBackupTests: XCTestCase {
         XCTAssertEqual(try ClientPrograms.run(app, ["read", "mail", "me"], daemon: daemon).output, "kept-secret")
     }
 
-    /// In system mode the command makes the file as its user and passes it to the daemon, which opens
-    /// nothing itself; another user's keychain is another device.
     /// Through the daemon, a backup and a restore tell how far they have come: progress frames before
     /// the answer, at most one a percent, and the command draws them as a bar on a terminal.
     func testABackupAndARestoreThroughTheDaemonTellTheirProgress() throws {
@@ -127,6 +125,8 @@ final class DaemonBackupTests: XCTestCase {
         XCTAssertTrue(onTerminal.output.contains("restored 3 items"), onTerminal.output)
     }
 
+    /// In system mode the command makes the file as its user and passes it to the daemon, which opens
+    /// nothing itself; another user's keychain is another device.
     func testInSystemModeTheFileIsTheUsersAndAnotherUsersKeychainIsAnotherDevice() throws {
         guard canSwitchUsers else { throw XCTSkip("needs root and setpriv") }
         let daemon = try TestDaemon(arguments: ["--system"])

@@ -84,7 +84,7 @@ final class GuardedItemBackupTests: EngineTestCase {
         XCTAssertEqual(try read("app", in: third, applicationPassword: "app-pw"), "secret-of-app")
     }
 
-    func testItemsBoundToThisDevicesBiometryOrPasscodeOpenOnlyHereAndOthersStillAsk() throws {
+    func testItemsBoundToThisDevicesBiometryOrPasscodeOpenOnlyHereAndThoseThatOnlyAskStayBehind() throws {
         let passcode = SecureBytes(copying: Array("1234".utf8))
         try keychain.setPasscode(passcode, current: nil)
         let here = InProcessKeychainService(keychain: keychain, client: client)
@@ -92,32 +92,39 @@ final class GuardedItemBackupTests: EngineTestCase {
         _ = try here.biometry(.standingAnswer(.match))
         typealias Flag = AccessControlPolicy.Flag
         for (account, flags) in [
-            ("any", Flag.biometryAny), ("current-set", Flag.biometryCurrentSet), ("passcode", Flag.devicePasscode),
+            ("current-set", Flag.biometryCurrentSet), ("passcode", Flag.devicePasscode),
+            ("both", Flag.biometryCurrentSet | Flag.devicePasscode | Flag.and),
+            // These only ask: their sealed content opens with the item key alone, so it stays here.
+            ("any", Flag.biometryAny), ("presence", Flag.userPresence),
+            ("either", Flag.biometryCurrentSet | Flag.devicePasscode | Flag.or),
+            ("passcode-and-any", Flag.devicePasscode | Flag.biometryAny | Flag.and),
         ] {
             _ = try keychain.add(guarded(account, flags: flags), client: client)
         }
-        XCTAssertEqual(try keychain.createBackup(at: backupPath, password: backupPassword).itemCount, 3)
+        let summary = try keychain.createBackup(at: backupPath, password: backupPassword)
+        XCTAssertEqual(summary.itemCount, 3)
+        XCTAssertEqual(summary.skipped, [BackupSkip.needsUser.rawValue: 4])
 
-        // This device: restored over themselves, each opens as before.
+        // This device: restored over themselves, each opens as before; those left out are still here.
         XCTAssertEqual(try keychain.restoreBackup(from: backupPath, password: backupPassword).restored, 3)
-        XCTAssertEqual(try read("any", in: keychain), "secret-of-any")
         XCTAssertEqual(try read("current-set", in: keychain), "secret-of-current-set")
+        XCTAssertEqual(try read("any", in: keychain), "secret-of-any", "a guarded item the backup left out stays")
         // It opens, and only asking the user is left (which this read forbids).
         assertError(.interactionNotAllowed("")) { _ = try read("passcode", in: keychain, interactive: false) }
+        assertError(.interactionNotAllowed("")) { _ = try read("both", in: keychain, interactive: false) }
 
         // Another device, with a passcode and a finger of its own: what is bound to this device's
-        // enrollment or passcode is there but never opens; what only asks, asks there.
+        // enrollment or passcode is there but never opens.
         let other = try open(directory: directory + "-other")
         try other.setPasscode(passcode, current: nil)
         let there = InProcessKeychainService(keychain: other, client: client)
         _ = try there.biometry(.enroll)
-        _ = try there.biometry(.standingAnswer(.nomatch))
-        XCTAssertEqual(try other.restoreBackup(from: backupPath, password: backupPassword).restored, 3)
-        assertError(.authenticationFailed("")) { _ = try read("any", in: other) }
         _ = try there.biometry(.standingAnswer(.match))
-        XCTAssertEqual(try read("any", in: other), "secret-of-any")
+        XCTAssertEqual(try other.restoreBackup(from: backupPath, password: backupPassword).restored, 3)
         assertError(.itemNotFound) { _ = try read("current-set", in: other) }
         assertError(.itemNotFound) { _ = try read("passcode", in: other, interactive: false) }
+        assertError(.itemNotFound) { _ = try read("both", in: other, interactive: false) }
+        assertError(.itemNotFound) { _ = try read("any", in: other) }
         let everything: [String: ItemValue] = [
             "class": .string("genp"), "r_Attributes": .bool(true), "m_Limit": .string("m_LimitAll"),
         ]

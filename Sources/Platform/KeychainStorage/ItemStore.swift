@@ -236,22 +236,39 @@ public struct ItemStore {
     /// Deletes every row that is not synchronizable, except those of `keptProtectionClass` and of
     /// `keptItemClass` (which the caller decides row by row): what a restore replaces. Returns how many
     /// live items (not tombstones) went.
+    ///
+    /// Rows whose secret blob starts with one of `keptSecretFormats` (its format byte) are left too, for
+    /// the caller to decide one by one (`forEachUnsynchronizedItem(secretFormats:)`).
     @discardableResult
-    public func deleteUnsynchronized(exceptProtectionClass keptProtectionClass: Int, exceptItemClass keptItemClass: Int)
-        throws -> Int
-    {
-        let counting = try connection.statement(
-            "SELECT count(*) FROM items WHERE sync = 0 AND tomb = 0 AND keyclass != ? AND class != ?")
+    public func deleteUnsynchronized(
+        exceptProtectionClass keptProtectionClass: Int, exceptItemClass keptItemClass: Int,
+        exceptSecretFormats keptSecretFormats: [UInt8] = []
+    ) throws -> Int {
+        // The formats as a blob of one byte each: `instr` finds the row's first byte among them.
+        let formats = Data(keptSecretFormats.isEmpty ? [0] : keptSecretFormats)
+        let condition = "sync = 0 AND keyclass != ? AND class != ? AND instr(?, substr(secret, 1, 1)) = 0"
+        let counting = try connection.statement("SELECT count(*) FROM items WHERE tomb = 0 AND \(condition)")
         defer { counting.reset() }
         try counting.bind(Int64(keptProtectionClass), at: 1)
         try counting.bind(Int64(keptItemClass), at: 2)
+        try counting.bind(formats, at: 3)
         let live = try counting.step() ? Int(counting.int64(at: 0)) : 0
-        let statement = try connection.statement("DELETE FROM items WHERE sync = 0 AND keyclass != ? AND class != ?")
+        let statement = try connection.statement("DELETE FROM items WHERE \(condition)")
         defer { statement.reset() }
         try statement.bind(Int64(keptProtectionClass), at: 1)
         try statement.bind(Int64(keptItemClass), at: 2)
+        try statement.bind(formats, at: 3)
         _ = try statement.step()
         return live
+    }
+
+    /// Every row that is not synchronizable whose secret blob starts with one of `secretFormats`.
+    public func forEachUnsynchronizedItem(secretFormats: [UInt8], _ body: (StoredItem) throws -> Void) throws {
+        let statement = try connection.statement(
+            "SELECT \(Self.columns) FROM items WHERE sync = 0 AND instr(?, substr(secret, 1, 1)) > 0 ORDER BY rowid")
+        defer { statement.reset() }
+        try statement.bind(Data(secretFormats.isEmpty ? [0] : secretFormats), at: 1)
+        while try statement.step() { try body(readRow(statement)) }
     }
 
     /// Deletes every row of a protection class (used when that class's key is destroyed).

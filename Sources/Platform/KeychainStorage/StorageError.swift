@@ -2,6 +2,8 @@ import CSQLite
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Musl)
+    import Musl
 #endif
 
 /// A failure of the SQLite layer, classified the way the engine needs to react to it.
@@ -50,7 +52,11 @@ public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     static func classify(_ code: Int32, systemError: Int32 = 0) -> Kind {
-        if code & 0xff == SQLITE_IOERR, [ENOSPC, EFBIG, EDQUOT].contains(systemError) { return .full }
+        // Creating the log or its index on a disk without room (or inodes) fails to open, for the same cause.
+        if code & 0xff == SQLITE_IOERR || code & 0xff == SQLITE_CANTOPEN, [ENOSPC, EFBIG, EDQUOT].contains(systemError)
+        {
+            return .full
+        }
         return switch code & 0xff {
         case SQLITE_CONSTRAINT: .constraint
         case SQLITE_BUSY, SQLITE_LOCKED: .busy

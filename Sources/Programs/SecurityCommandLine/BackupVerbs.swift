@@ -207,8 +207,9 @@ final class ProgressBar {
     }
 
     func show(_ done: Int, _ total: Int) {
-        guard total > 0 else { return }
-        let percent = min(100, done * 100 / total)
+        guard total > 0, done >= 0 else { return }
+        // In floating point: counts from a daemon are bounded, but no product of them may trap.
+        let percent = Int(min(100, Double(done) * 100 / Double(total)))
         guard percent != lastPercent else { return }
         lastPercent = percent
         let width = 30

@@ -87,6 +87,7 @@ struct BackupBenchmark {
         resetPeakMemory()
         let backup = try time { _ = try keychain.createBackup(at: file, password: nil) }
         let backupPeak = peakMemory()
+        try floor.loadIndexEntries()
         let insertFloor = try time { try floor.insertAll() }
         resetPeakMemory()
         let restore = try time { _ = try keychain.restoreBackup(from: file, password: nil) }
@@ -163,6 +164,21 @@ private final class BackupFloor {
         }
     }
 
+    /// Every row's index entries, read before the insert floor is timed: a restore reads its rows from
+    /// the backup file whole, so the floor's reading of them must not cost it a query more per row.
+    func loadIndexEntries() throws {
+        let source = ItemStore(connection: self.source)
+        var entries: [Int64: [Data]] = [:]
+        for itemClass in 1...4 {
+            try source.forEachItem(itemClass: itemClass, tombstone: false) { row in
+                entries[row.rowID] = try source.indexDigests(rowID: row.rowID)
+            }
+        }
+        indexEntries = entries
+    }
+
+    private var indexEntries: [Int64: [Data]] = [:]
+
     /// Streams the rows from the keychain's database into the empty one, in one transaction there.
     func insertAll() throws {
         let source = ItemStore(connection: self.source)
@@ -173,11 +189,12 @@ private final class BackupFloor {
                     try openAndSeal()
                     // The row as the keychain stores it: its columns and its index entries.
                     var copy = row
-                    copy.indexDigests = try source.indexDigests(rowID: row.rowID)
+                    copy.indexDigests = indexEntries[row.rowID] ?? []
                     _ = try store.insert(copy)
                 }
             }
         }
+        indexEntries = [:]
     }
 
     func close() { try? FileManager.default.removeItem(atPath: path) }

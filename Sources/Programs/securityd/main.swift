@@ -185,6 +185,8 @@ sigemptyset(&stopSignals)
 for stopSignal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&stopSignals, stopSignal) }
 pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 signal(SIGPIPE, SIG_IGN)
+// A file-size limit makes a write past it fail (errSecDiskFull) instead of killing the daemon.
+signal(SIGXFSZ, SIG_IGN)
 
 let server: DaemonServer
 do {

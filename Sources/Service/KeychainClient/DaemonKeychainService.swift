@@ -72,6 +72,8 @@ public final class DaemonKeychainService: KeychainService {
                 for descriptor in connection.stream.takePassedDescriptors() { DescriptorReaper.close(descriptor) }
                 guard WireCodec.isProgress(answer) else { break }
                 // How far this request has come, before its answer: shown if asked for, never taken for it.
+                // Only a backup or a restore has any: for another request it is a daemon to stop listening to.
+                guard request.reportsProgress else { throw WireError("progress for a request that has none") }
                 let told = try WireCodec.progress(from: answer)
                 guard told.id == id else { throw WireError("progress of another request") }
                 progress?(told.done, told.total)

@@ -37,6 +37,9 @@ public enum WireCodec {
         }
     }
 
+    /// More items than any keychain holds: a count above it is a broken or hostile daemon's.
+    public static let maximumProgressCount = 1 << 40
+
     /// A progress frame: `done` of `total` items of the request `id`.
     public static func progressFrame(done: Int, total: Int, id: UInt32) -> Data {
         var payload = PayloadWriter()
@@ -55,7 +58,7 @@ public enum WireCodec {
         var reader = PayloadReader(payload)
         let (done, total) = try reader.progress()
         try reader.finish()
-        guard done <= total else { throw WireError("progress past its total") }
+        guard done <= total, total <= maximumProgressCount else { throw WireError("progress past its total") }
         return (header.requestID, done, total)
     }
 

@@ -39,6 +39,14 @@ public enum WireRequest: Sendable {
     case keychain(KeychainRequest)
     case admin(KeychainAdminRequest)
 
+    /// Whether the daemon sends progress frames before the answer: a backup's and a restore's.
+    public var reportsProgress: Bool {
+        switch self {
+        case .admin(.createBackup), .admin(.restoreBackup): true
+        default: false
+        }
+    }
+
     /// The request's name, for logs and tests; never its values.
     public var name: String {
         switch self {

@@ -32,6 +32,17 @@ public indirect enum AccessConstraint: Sendable, Hashable {
     /// needing it: the item records which set it was made under (`ItemRecord.biometryBinding`).
     public var offersBiometryCurrentSet: Bool { mentions(.biometryCurrentSet) && !bindsBiometryEnrollment }
 
+    /// Whether every requirement of the tree is a factor whose secret the item's content key is
+    /// derived from (the current biometry set, the device passcode), all of them required: then no
+    /// policy that opens the same sealed content asks for less.
+    public var isBoundByFactorsAlone: Bool {
+        switch self {
+        case .biometryCurrentSet, .devicePasscode: true
+        case .all(let parts): !parts.isEmpty && parts.allSatisfy(\.isBoundByFactorsAlone)
+        default: false
+        }
+    }
+
     private func mentions(_ factor: AccessConstraint) -> Bool {
         switch self {
         case .all(let parts), .any(let parts): parts.contains { $0.mentions(factor) }

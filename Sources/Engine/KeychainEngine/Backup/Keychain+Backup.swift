@@ -17,10 +17,13 @@ extension Keychain {
     /// any keychain that is given it and the `ThisDeviceOnly` ones only onto this one; without, every
     /// class restores only onto this one. Never in a backup: `WhenPasscodeSetThisDeviceOnly` items,
     /// token items (enclave keys) and tombstones; each is counted. An item whose access control guards
-    /// its secret travels without the user: its item key is opened with the class key and its content
-    /// is carried still sealed under its factors, so that an application password is still needed
-    /// wherever it is restored, and an item bound to this device's enrolled biometry or passcode opens
-    /// nowhere else.
+    /// its secret with secrets alone (an application password, the enrolled biometry set, the device
+    /// passcode: every requirement one its content key is derived from) travels without the user: its
+    /// item key is opened with the class key and its content is carried still sealed under its
+    /// factors, so that the password is still needed wherever it is restored, and what is bound to
+    /// this device's biometry or passcode opens nowhere else. One whose access control asks for the
+    /// user in any other way (presence, any biometry, a companion, alternatives) is left out and
+    /// counted, as Apple's backups leave it out: its sealed content would open with the item key alone.
     ///
     /// The file is written beside `path` under a temporary name and renamed onto it when complete, so
     /// `path` never holds a partial backup; a link or directory at `path` is never written through.
@@ -226,6 +229,7 @@ extension Keychain {
             // The attributes, which are authenticated, say whether the secret is guarded: a blob that
             // disagrees (a column rolled back or swapped) is damaged.
             guard guarded == (accessControl?.guardsSecret == true) else { return .skipped(.unreadable) }
+            if let accessControl, guarded, !Self.travelsSealed(accessControl) { return .skipped(.needsUser) }
             let secret: BackupItem.Secret =
                 guarded
                 ? .carried(try ItemCrypto.carry(row.secret, part: .secret, binding: binding, classKey: classKey))
@@ -238,6 +242,16 @@ extension Keychain {
             KeychainLog.error("an item failed its integrity check and is left out of the backup")
             return .skipped(.unreadable)
         }
+    }
+}
+
+extension Keychain {
+    /// Whether a guarded item's sealed content may go into a backup: when every requirement of its
+    /// access control is a secret its content key is derived from, nothing in the backup opens it, and
+    /// no access control that asks for less (a crafted backup could give it one) opens it either.
+    static func travelsSealed(_ accessControl: AccessControlPolicy) -> Bool {
+        guard let constraint = accessControl.constraint else { return accessControl.requiresApplicationPassword }
+        return constraint.isBoundByFactorsAlone
     }
 }
 

@@ -142,13 +142,30 @@ extension Keychain {
     }
 
     /// Deletes the local items a restore replaces: every non-synchronizable item and tombstone, except
-    /// those no backup holds (`WhenPasscodeSetThisDeviceOnly` items, token items). A key whose
-    /// attributes do not open, so that it cannot be told from an enclave key, stays. Returns how many
-    /// live items went.
+    /// those no backup holds (`WhenPasscodeSetThisDeviceOnly` items, token items, items whose access
+    /// control only asks for the user). A key or a guarded item whose attributes do not open, so that
+    /// it cannot be told from those, stays. Returns how many live items went.
     private func removeLocalItems(store: ItemStore, keys: [ProtectionClass: SecureBytes]) throws -> Int {
         let passcodeOnly = ProtectionClass.whenPasscodeSetThisDeviceOnly.rawValue
+        let guardedFormats = ItemCrypto.guardedFormats
         var removed = try store.deleteUnsynchronized(
-            exceptProtectionClass: passcodeOnly, exceptItemClass: ItemClass.key.rawValue)
+            exceptProtectionClass: passcodeOnly, exceptItemClass: ItemClass.key.rawValue,
+            exceptSecretFormats: guardedFormats)
+        // Guarded items one by one: one whose access control only asks for the user never travels in a
+        // backup, so it stays, as the device-only items do. One that cannot be read stays too.
+        var leaving: [(rowID: Int64, live: Bool)] = []
+        try store.forEachUnsynchronizedItem(secretFormats: guardedFormats) { row in
+            guard row.protectionClass != passcodeOnly, row.itemClass != ItemClass.key.rawValue,
+                let protection = ProtectionClass(rawValue: row.protectionClass), let classKey = keys[protection],
+                let record = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false),
+                let accessControl = record.accessControl, Self.travelsSealed(accessControl)
+            else { return }
+            leaving.append((row.rowID, !row.tombstone))
+        }
+        for row in leaving {
+            try store.delete(rowID: row.rowID)
+            if row.live { removed += 1 }
+        }
         // Keys one by one: an enclave key (a token item) stays, and only its sealed attributes say so.
         var replaced: [(rowID: Int64, live: Bool)] = []
         for tombstone in [false, true] {
@@ -157,7 +174,8 @@ extension Keychain {
                     let protection = ProtectionClass(rawValue: row.protectionClass), let classKey = keys[protection],
                     let record = ItemDecryption.open(
                         row, protection: protection, classKey: classKey, needSecret: false),
-                    record.attributes["tkid"].map({ $0 == .string("") }) ?? true
+                    record.attributes["tkid"].map({ $0 == .string("") }) ?? true,
+                    record.accessControl.map({ !$0.guardsSecret || Self.travelsSealed($0) }) ?? true
                 else { return }
                 replaced.append((row.rowID, !tombstone))
             }
@@ -174,6 +192,13 @@ extension Keychain {
     /// (made with its password) holds anything else.
     private static func isRestorable(_ record: ItemRecord, carried: ItemCrypto.CarriedSecret?) -> Bool {
         let guarded = record.accessControl?.guardsSecret == true
+        if let accessControl = record.accessControl {
+            // As an add would take it: flags that make sense, of the item's own class; and a guarded
+            // secret only where nothing but its factors opens it.
+            guard AccessControlPolicy.problem(withFlags: accessControl.flags) == nil,
+                accessControl.protection == record.protection, !guarded || travelsSealed(accessControl)
+            else { return false }
+        }
         guard !record.tombstone, guarded == (carried != nil), record.enclavePublicKey == nil,
             record.biometryBinding == nil || record.accessControl != nil,
             record.protection != .whenPasscodeSetThisDeviceOnly,

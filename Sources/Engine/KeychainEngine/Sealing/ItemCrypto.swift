@@ -50,7 +50,9 @@ enum ItemCrypto {
 
     /// A guarded secret taken out of its row without its factors, for a backup: the item key (opened
     /// with the class key), the salt, the authenticated data the content was sealed under, and the
-    /// sealed content as it is. Whoever holds it still needs the factors to read the secret.
+    /// sealed content as it is. Whoever holds it needs the factors its content key was derived from,
+    /// and only those: a backup carries it only when they are every requirement of the access control
+    /// (`Keychain.travelsSealed`).
     struct CarriedSecret {
         var salt: Data
         var itemKey: SecureBytes
@@ -96,6 +98,9 @@ enum ItemCrypto {
         writer.writeRaw(try content(contentKey, aad, &nonces))
         return writer.data
     }
+
+    /// The first bytes (format versions) of guarded blobs.
+    static let guardedFormats = [guardedBlobVersion, carriedBlobVersion]
 
     /// Whether a blob is guarded (opens only with its factors).
     static func isGuarded(_ blob: Data) -> Bool { blob.first == guardedBlobVersion || blob.first == carriedBlobVersion }

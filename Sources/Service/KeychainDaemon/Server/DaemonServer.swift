@@ -274,13 +274,16 @@ public final class DaemonServer: Sendable {
             // A passed file that will not do is refused before any policy runs (a passcode is not asked for
             // a request that cannot be served).
             let answer: Result<KeychainAnswer, KeychainError>
+            let progress = ProgressFrames(stream: stream, id: decoded.id, stall: configuration.stallTimeout)
             switch checkedFile {
-            case .success:
-                let progress = ProgressFrames(stream: stream, id: decoded.id, stall: configuration.stallTimeout)
-                answer = daemon.handle(decoded.request, from: caller, progress: progress.report)
+            case .success: answer = daemon.handle(decoded.request, from: caller, progress: progress.report)
             case .failure(let error): answer = .failure(error)
             }
             handling.subtract(1, ordering: .relaxed)
+            if progress.broken {
+                DaemonLog.info("pid \(caller.pid): its progress could not be delivered; closed without an answer")
+                return
+            }
             var reply = Self.deliverable(WireCodec.frame(answer, id: decoded.id), id: decoded.id)
             defer { reply.resetBytes(in: 0..<reply.count) }
             do {
