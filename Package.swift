@@ -171,7 +171,8 @@ let package = Package(
             dependencies: ["KeychainClient", "KeychainBytes", "KeychainCore", "KeychainDBus", "KeychainSystem"],
             path: "Tests/KeychainTestSupport"),
         .testTarget(name: "KeychainBytesTests", dependencies: ["KeychainBytes"]),
-        .testTarget(name: "KeychainCryptoTests", dependencies: ["KeychainBytes", "KeychainCrypto"]),
+        .testTarget(
+            name: "KeychainCryptoTests", dependencies: ["KeychainBytes", "KeychainCrypto", "KeychainTestSupport"]),
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainBytes", "KeychainCore"]),
         .testTarget(name: "KeychainDBusTests", dependencies: ["KeychainDBus", "KeychainTestSupport"]),
         .testTarget(

@@ -1,0 +1,82 @@
+import COpenSSL
+import Foundation
+import KeychainBytes
+
+/// AES-128-CBC with PKCS#7 padding: what the freedesktop Secret Service's
+/// `dh-ietf1024-sha256-aes128-cbc-pkcs7` sessions carry secrets in (the IV travels as the secret's
+/// parameters). It is not authenticated: the session's two ends are the only ones who hold its key,
+/// and the bus, not this cipher, keeps others from changing what crosses it.
+public enum AESCBC {
+    public static let keySize = 16
+    public static let blockSize = 16
+
+    // Fetched once: looking the algorithm up costs more than a small encryption.
+    nonisolated(unsafe) private static let cipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-128-CBC", nil)
+
+    /// `plaintext`, padded and encrypted under `key` with `iv` (16 bytes each).
+    public static func encrypt(_ plaintext: SecureBytes, key: SecureBytes, iv: Data) throws -> Data {
+        var output = Data(count: plaintext.count + blockSize)
+        let written = try output.withUnsafeMutableBytes { out in
+            try plaintext.withUnsafeBytes { input in
+                try run(encrypting: true, key: key, iv: iv, input: input, into: out)
+            }
+        }
+        return output.prefix(written)
+    }
+
+    /// The plaintext of `ciphertext`, in wiped memory; `.authenticationFailed` when its length or
+    /// padding is not one an encryption under this key and IV makes (a wrong key, or damaged bytes).
+    public static func decrypt(_ ciphertext: Data, key: SecureBytes, iv: Data) throws -> SecureBytes {
+        guard !ciphertext.isEmpty, ciphertext.count % blockSize == 0 else { throw CryptoError.authenticationFailed }
+        var buffer = [UInt8](repeating: 0, count: ciphertext.count + blockSize)
+        defer { buffer.withUnsafeMutableBytes { SecureMemory.wipe($0) } }
+        let written = try buffer.withUnsafeMutableBytes { out in
+            try ciphertext.withUnsafeBytes { input in
+                try run(encrypting: false, key: key, iv: iv, input: input, into: out)
+            }
+        }
+        return buffer.withUnsafeBytes { SecureBytes(copying: $0.prefix(written)) }
+    }
+
+    private static func run(
+        encrypting: Bool, key: SecureBytes, iv: Data, input: UnsafeRawBufferPointer,
+        into output: UnsafeMutableRawBufferPointer
+    ) throws(CryptoError) -> Int {
+        guard key.count == keySize else { throw .invalidKeySize(expected: keySize, actual: key.count) }
+        guard iv.count == blockSize else { throw .libraryFailure("a CBC IV is 16 bytes") }
+        guard input.count <= Int(Int32.max) - blockSize, output.count >= input.count + blockSize else {
+            throw .libraryFailure("CBC buffer size")
+        }
+        guard let cipher, let context = EVP_CIPHER_CTX_new() else { throw .libraryFailure("no AES-128-CBC") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        let keyed = key.withUnsafeBytes { keyBytes in
+            iv.withUnsafeBytes { ivBytes in
+                EVP_CipherInit_ex2(
+                    context, cipher, keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    ivBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), encrypting ? 1 : 0, nil)
+            }
+        }
+        guard keyed == 1 else {
+            ERR_clear_error()
+            throw .libraryFailure("CBC key")
+        }
+        let target = output.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        var updated: Int32 = 0
+        var finished: Int32 = 0
+        guard
+            EVP_CipherUpdate(
+                context, target, &updated, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count))
+                == 1
+        else {
+            ERR_clear_error()
+            throw .libraryFailure("CBC update")
+        }
+        guard EVP_CipherFinal_ex(context, target.map { $0 + Int(updated) }, &finished) == 1 else {
+            ERR_clear_error()
+            // Only a decryption's final step fails on its input: the padding does not check out.
+            if encrypting { throw .libraryFailure("CBC final") }
+            throw .authenticationFailed
+        }
+        return Int(updated) + Int(finished)
+    }
+}
