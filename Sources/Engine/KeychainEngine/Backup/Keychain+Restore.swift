@@ -190,7 +190,7 @@ extension Keychain {
     /// Whether a record from a backup may be stored as an item here: what an add would accept of it,
     /// with its secret carried sealed exactly when its access control guards it. Only a crafted file
     /// (made with its password) holds anything else.
-    private static func isRestorable(_ record: ItemRecord, carried: ItemCrypto.CarriedSecret?) -> Bool {
+    static func isRestorable(_ record: ItemRecord, carried: ItemCrypto.CarriedSecret?) -> Bool {
         let guarded = record.accessControl?.guardsSecret == true
         if let accessControl = record.accessControl {
             // As an add would take it: flags that make sense, of the item's own class; and a guarded
