@@ -68,6 +68,25 @@ var canSwitchUsers: Bool {
     getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") && getpwuid(65534) != nil
 }
 
+/// A listening Unix socket at `path`, inheritable (not closed on exec).
+func listeningUnixSocket(at path: String) throws -> Int32 {
+    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+    }
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
+    }
+    guard descriptor >= 0, bound == 0, listen(descriptor, 16) == 0 else {
+        throw TestDaemon.Failure(description: "cannot listen at \(path): errno \(errno)")
+    }
+    return descriptor
+}
+
 /// A plain connection to a daemon, for sending it bytes no client would.
 final class RawConnection {
     let descriptor: Int32

@@ -53,7 +53,7 @@ final class DeploymentTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/securityd.sock"
         // This test plays systemd: it listens, and hands the socket to each daemon it starts.
-        let listener = try Self.listen(at: path)
+        let listener = try listeningUnixSocket(at: path)
         defer { close(listener) }
         let log = directory + "/securityd.log"
         let logText = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
@@ -71,25 +71,6 @@ final class DeploymentTests: XCTestCase {
         queued.send(Data(repeating: 0xff, count: 64))
         XCTAssertNotNil(queued.readUntilClosed(), "the queued connection was never served: \(logText())")
         XCTAssertEqual(try Self.waitForStatus(path)?.lockState, .noPasscode, logText())
-    }
-
-    /// A listening Unix socket at `path`, inheritable (not closed on exec).
-    private static func listen(at path: String) throws -> Int32 {
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard descriptor >= 0, bound == 0, Glibc.listen(descriptor, 16) == 0 else {
-            throw TestDaemon.Failure(description: "cannot listen at \(path): errno \(errno)")
-        }
-        return descriptor
     }
 
     /// Starts the daemon the way systemd does on socket activation: the socket as descriptor 3, and

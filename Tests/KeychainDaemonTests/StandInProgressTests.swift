@@ -22,18 +22,7 @@ final class StandInProgressTests: XCTestCase {
 
         init(progress: [(Int, Int)], answer: KeychainAnswer) throws {
             path = NSTemporaryDirectory() + "stand-in-" + UUID().uuidString.prefix(8) + ".sock"
-            listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-            }
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
-            }
-            guard bound == 0, listen(listener, 1) == 0 else { throw TestDaemon.Failure(description: "no socket") }
+            listener = try listeningUnixSocket(at: path)
             let server = listener
             Thread {
                 let connection = accept(server, nil, nil)

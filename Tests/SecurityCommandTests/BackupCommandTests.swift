@@ -22,6 +22,19 @@ final class BackupCommandTests: XCTestCase {
         }
     }
 
+    /// A backup (password "pw") of `count` items named new-0…, made from a keychain of its own that is
+    /// removed again; the file, beside `home`, is the caller's to remove.
+    private func backupOfNewItems(_ count: Int, beside home: String, name: String) throws -> String {
+        let source = home + "-\(name)-source"
+        let file = home + "-\(name).skbk"
+        defer { try? FileManager.default.removeItem(atPath: source) }
+        let keychain = try Keychain(directory: source)
+        defer { keychain.closeIdleConnections() }
+        try keychain.add(contentsOf: items("new", count: count), client: client)
+        _ = try keychain.createBackup(at: file, password: SecureBytes(copying: Array("pw".utf8)))
+        return file
+    }
+
     private func accounts(in directory: String) throws -> Set<String> {
         let keychain = try Keychain(directory: directory)
         defer { keychain.closeIdleConnections() }
@@ -240,18 +253,8 @@ final class BackupCommandTests: XCTestCase {
             try keychain.add(contentsOf: items("old", count: 500), client: client)
             keychain.closeIdleConnections()
         }
-        let source = cli.home + "-full-source"
-        let file = source + ".skbk"
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: file)
-        }
-        do {
-            let keychain = try Keychain(directory: source)
-            try keychain.add(contentsOf: items("new", count: 3000), client: client)
-            _ = try keychain.createBackup(at: file, password: SecureBytes(copying: Array("pw".utf8)))
-            keychain.closeIdleConnections()
-        }
+        let file = try backupOfNewItems(3000, beside: cli.home, name: "full")
+        defer { try? FileManager.default.removeItem(atPath: file) }
         // Everything but 160 KiB taken: room to open the keychain, none for 3,000 items.
         var info = statvfs()
         XCTAssertEqual(statvfs(cli.home, &info), 0)
@@ -354,18 +357,8 @@ final class BackupCommandTests: XCTestCase {
     /// process added is either there, whole, or was replaced with the rest of the keychain's own.
     func testARestoreRacingAnotherClientsWritesLeavesEveryItemWhole() throws {
         let cli = CommandRunner()
-        let source = cli.home + "-race-source"
-        let file = cli.home + "-race.skbk"
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: file)
-        }
-        do {
-            let keychain = try Keychain(directory: source)
-            try keychain.add(contentsOf: items("new", count: 1000), client: client)
-            _ = try keychain.createBackup(at: file, password: SecureBytes(copying: Array("pw".utf8)))
-            keychain.closeIdleConnections()
-        }
+        let file = try backupOfNewItems(1000, beside: cli.home, name: "race")
+        defer { try? FileManager.default.removeItem(atPath: file) }
         let writer = try Keychain(directory: cli.home)
         defer { writer.closeIdleConnections() }
         let process = try startRestore(of: file, by: cli)
