@@ -31,9 +31,10 @@ final class SecretServiceSessionCryptoTests: XCTestCase {
         let other = try b.sharedSecret(withPeer: aPublic)
         XCTAssertEqual(one.count, 128)
         XCTAssertTrue(one.constantTimeEquals(other))
-        // A peer key with its leading zero bytes left off is the same number.
+        // A peer key with its leading zero bytes left off, or with one more, is the same number.
         let trimmed = Data(aPublic.drop(while: { $0 == 0 }))
         XCTAssertTrue(try b.sharedSecret(withPeer: trimmed).constantTimeEquals(other))
+        XCTAssertTrue(try b.sharedSecret(withPeer: Data([0]) + aPublic).constantTimeEquals(other))
     }
 
     /// SecretStorage (Debian's python3-secretstorage) as the client: its session key equals ours.
@@ -110,6 +111,12 @@ final class SecretServiceSessionCryptoTests: XCTestCase {
                 XCTAssertEqual(error as? CryptoError, .authenticationFailed)
             }
         }
+        // A fresh IV each time, and what it seals opens with it.
+        let first = try AESCBC.encrypt(SecureBytes(copying: [1, 2, 3]), key: key)
+        let second = try AESCBC.encrypt(SecureBytes(copying: [1, 2, 3]), key: key)
+        XCTAssertNotEqual(first.iv, second.iv)
+        XCTAssertEqual(
+            try AESCBC.decrypt(first.ciphertext, key: key, iv: first.iv).withUnsafeBytes { Data($0) }, Data([1, 2, 3]))
         XCTAssertThrowsError(try AESCBC.encrypt(SecureBytes(copying: [1]), key: SecureBytes(copying: [1]), iv: iv))
         XCTAssertThrowsError(try AESCBC.encrypt(SecureBytes(copying: [1]), key: key, iv: Data(count: 8)))
     }

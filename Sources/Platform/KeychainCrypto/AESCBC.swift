@@ -4,8 +4,10 @@ import KeychainBytes
 
 /// AES-128-CBC with PKCS#7 padding: what the freedesktop Secret Service's
 /// `dh-ietf1024-sha256-aes128-cbc-pkcs7` sessions carry secrets in (the IV travels as the secret's
-/// parameters). It is not authenticated: the session's two ends are the only ones who hold its key,
-/// and the bus, not this cipher, keeps others from changing what crosses it.
+/// parameters). It is not authenticated, and a decryption that fails on its padding says so: whoever
+/// could submit ciphertexts under a session's key and see that answer would have a padding oracle.
+/// So a service decrypts only for the connection that opened the session (which holds the key
+/// anyway), and the bus, not this cipher, keeps others from changing what crosses it.
 public enum AESCBC {
     public static let keySize = 16
     public static let blockSize = 16
@@ -13,7 +15,14 @@ public enum AESCBC {
     // Fetched once: looking the algorithm up costs more than a small encryption.
     nonisolated(unsafe) private static let cipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-128-CBC", nil)
 
-    /// `plaintext`, padded and encrypted under `key` with `iv` (16 bytes each).
+    /// `plaintext`, padded and encrypted under `key` (16 bytes) with a fresh random IV, returned with it.
+    public static func encrypt(_ plaintext: SecureBytes, key: SecureBytes) throws -> (iv: Data, ciphertext: Data) {
+        let iv = try Random.bytes(blockSize)
+        return (iv, try encrypt(plaintext, key: key, iv: iv))
+    }
+
+    /// `plaintext`, padded and encrypted under `key` with `iv` (16 bytes each). The IV must never
+    /// have been used with this key before: `encrypt(_:key:)` draws one.
     public static func encrypt(_ plaintext: SecureBytes, key: SecureBytes, iv: Data) throws -> Data {
         var output = Data(count: plaintext.count + blockSize)
         let written = try output.withUnsafeMutableBytes { out in

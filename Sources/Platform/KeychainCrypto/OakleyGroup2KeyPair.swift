@@ -7,9 +7,11 @@ import KeychainBytes
 /// for as long as one session lives. The private key stays inside OpenSSL, which wipes it when the
 /// pair is released.
 ///
-/// 1024 bits is weak by today's measure; the protocol fixes it, and what it protects is a secret
-/// crossing the session bus between two processes of one user, which the bus does not let a third
-/// read anyway.
+/// 1024 bits is weak by today's measure, and the protocol fixes it. What the exchange stops: a process
+/// that only watches the session bus (a monitor, which a process of the same user may be) reading the
+/// secrets that cross it. What it does not: an active process of the same user (it can open a session
+/// of its own and ask, or trace the client), or someone who records the traffic and can later break
+/// Diffie-Hellman in this fixed, well-known 1024-bit group.
 public final class OakleyGroup2KeyPair: @unchecked Sendable {
     // Made in init and only read after: OpenSSL's key objects may be read by several threads.
     private let key: OpaquePointer
@@ -64,7 +66,9 @@ public final class OakleyGroup2KeyPair: @unchecked Sendable {
     /// The shared secret with the peer whose public key is `peer` (big-endian, at most 128 bytes),
     /// padded to 128 bytes, in wiped memory. A value that is no public key of the group (0, 1, p − 1,
     /// p or more) is refused with `.invalidPublicKey`, before any arithmetic with it.
-    public func sharedSecret(withPeer peer: Data) throws(Failure) -> SecureBytes {
+    public func sharedSecret(withPeer encoded: Data) throws(Failure) -> SecureBytes {
+        // Leading zero bytes (a sign byte, or padding to any length) do not change the number.
+        let peer = Data(encoded.drop(while: { $0 == 0 }))
         guard Self.isPublicKey(peer) else {
             throw .invalidPublicKey("not a public key of the 1024-bit MODP group (1 < y < p − 1)")
         }
@@ -72,15 +76,17 @@ public final class OakleyGroup2KeyPair: @unchecked Sendable {
         do {
             peerKey = try Self.key(publicKey: peer)
         } catch {
-            throw .invalidPublicKey("not a public key of the 1024-bit MODP group")
+            throw .library("the peer's key object")
         }
         defer { EVP_PKEY_free(peerKey) }
         guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw .library("DH context") }
         defer { EVP_PKEY_CTX_free(context) }
+        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_CTX_set_dh_pad(context, 1) == 1 else {
+            ERR_clear_error()
+            throw .library("DH derivation setup")
+        }
         // The peer is checked again by OpenSSL as it is set (its range, as above).
-        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_CTX_set_dh_pad(context, 1) == 1,
-            EVP_PKEY_derive_set_peer(context, peerKey) == 1
-        else {
+        guard EVP_PKEY_derive_set_peer(context, peerKey) == 1 else {
             ERR_clear_error()
             throw .invalidPublicKey("OpenSSL refused the peer's public key")
         }
