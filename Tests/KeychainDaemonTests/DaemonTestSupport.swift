@@ -68,19 +68,22 @@ var canSwitchUsers: Bool {
     getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") && getpwuid(65534) != nil
 }
 
-/// A listening Unix socket at `path`, inheritable (not closed on exec).
-func listeningUnixSocket(at path: String) throws -> Int32 {
-    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+/// `body` with the socket address of `path` (shorter than `sun_path`, as tests' paths are).
+func withUnixAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
     var address = sockaddr_un()
     address.sun_family = sa_family_t(AF_UNIX)
     withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        for (index, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[index] = byte }
     }
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-        }
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
     }
+}
+
+/// A listening Unix socket at `path`, inheritable (not closed on exec).
+func listeningUnixSocket(at path: String) throws -> Int32 {
+    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    let bound = withUnixAddress(path) { bind(descriptor, $0, $1) }
     guard descriptor >= 0, bound == 0, listen(descriptor, 16) == 0 else {
         throw TestDaemon.Failure(description: "cannot listen at \(path): errno \(errno)")
     }
@@ -93,16 +96,8 @@ final class RawConnection {
 
     init(_ path: String) throws {
         descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        let descriptor = self.descriptor
+        let result = withUnixAddress(path) { connect(descriptor, $0, $1) }
         guard result == 0 else {
             close(descriptor)
             throw TestDaemon.Failure(description: "cannot connect to \(path): errno \(errno)")
