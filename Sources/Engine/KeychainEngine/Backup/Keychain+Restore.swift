@@ -151,40 +151,37 @@ extension Keychain {
         var removed = try store.deleteUnsynchronized(
             exceptProtectionClass: passcodeOnly, exceptItemClass: ItemClass.key.rawValue,
             exceptSecretFormats: guardedFormats)
-        // Guarded items one by one: one whose access control only asks for the user never travels in a
-        // backup, so it stays, as the device-only items do. One that cannot be read stays too.
-        var leaving: [(rowID: Int64, live: Bool)] = []
-        try store.forEachUnsynchronizedItem(secretFormats: guardedFormats) { row in
-            guard row.protectionClass != passcodeOnly, row.itemClass != ItemClass.key.rawValue,
-                let protection = ProtectionClass(rawValue: row.protectionClass), let classKey = keys[protection],
-                let record = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false),
-                let accessControl = record.accessControl, Self.travelsSealed(accessControl)
-            else { return }
-            leaving.append((row.rowID, !row.tombstone))
-        }
-        for row in leaving {
-            try store.delete(rowID: row.rowID)
-            if row.live { removed += 1 }
-        }
-        // Keys one by one: an enclave key (a token item) stays, and only its sealed attributes say so.
+        // What the bulk delete left to decide one by one: keys (an enclave key, a token item, stays, and only
+        // its sealed attributes say so) and guarded items (one whose access control only asks for the user
+        // never travels in a backup, so it stays, as the device-only items do).
         var replaced: [(rowID: Int64, live: Bool)] = []
+        let decide = { (row: StoredItem) in
+            if self.isReplacedByARestore(row, keys: keys) { replaced.append((row.rowID, !row.tombstone)) }
+        }
+        try store.forEachUnsynchronizedItem(secretFormats: guardedFormats) { row in
+            if row.itemClass != ItemClass.key.rawValue { decide(row) }
+        }
         for tombstone in [false, true] {
-            try store.forEachItem(itemClass: ItemClass.key.rawValue, tombstone: tombstone) { row in
-                guard !row.synchronizable, row.protectionClass != passcodeOnly,
-                    let protection = ProtectionClass(rawValue: row.protectionClass), let classKey = keys[protection],
-                    let record = ItemDecryption.open(
-                        row, protection: protection, classKey: classKey, needSecret: false),
-                    record.attributes["tkid"].map({ $0 == .string("") }) ?? true,
-                    record.accessControl.map({ !$0.guardsSecret || Self.travelsSealed($0) }) ?? true
-                else { return }
-                replaced.append((row.rowID, !tombstone))
-            }
+            try store.forEachItem(itemClass: ItemClass.key.rawValue, tombstone: tombstone) { decide($0) }
         }
         for row in replaced {
             try store.delete(rowID: row.rowID)
             if row.live { removed += 1 }
         }
         return removed
+    }
+
+    /// Whether a restore replaces this local row: it is not synchronizable nor of the passcode class, its
+    /// attributes open, it is no token's, and its secret is what a backup holds (unguarded, or guarded by
+    /// factors alone). One that cannot be told apart stays.
+    private func isReplacedByARestore(_ row: StoredItem, keys: [ProtectionClass: SecureBytes]) -> Bool {
+        guard !row.synchronizable, row.protectionClass != ProtectionClass.whenPasscodeSetThisDeviceOnly.rawValue,
+            let protection = ProtectionClass(rawValue: row.protectionClass), let classKey = keys[protection],
+            let record = ItemDecryption.open(row, protection: protection, classKey: classKey, needSecret: false),
+            record.attributes["tkid"].map({ $0 == .string("") }) ?? true
+        else { return false }
+        guard ItemCrypto.isGuarded(row.secret) else { return record.accessControl?.guardsSecret != true }
+        return record.accessControl.map(Self.travelsSealed) ?? false
     }
 
     /// Whether a record from a backup may be stored as an item here: what an add would accept of it,

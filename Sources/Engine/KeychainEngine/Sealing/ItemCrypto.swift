@@ -89,21 +89,20 @@ enum ItemCrypto {
         let itemKey = try SecureBytes(randomCount: AESGCM.keySize)
         let (wrapAAD, aad) = associatedData(part: part, binding: binding)
         let salt = factors == nil ? nil : try Random.bytes(16)
-        var writer = ByteWriter()
-        writer.write(salt == nil ? blobVersion : guardedBlobVersion)
-        if let salt { writer.writeRaw(salt) }
-        writer.writeBytes(try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD, nonces: &nonces))
+        let wrappedKey = try AESGCM.seal(itemKey, key: classKey, authenticating: wrapAAD, nonces: &nonces)
         var contentKey = itemKey
         if let factors, let salt { contentKey = try factors.contentKey(itemKey: itemKey, salt: salt) }
-        writer.writeRaw(try content(contentKey, aad, &nonces))
-        return writer.data
+        return Parts(
+            version: salt == nil ? blobVersion : guardedBlobVersion, salt: salt, wrappedKey: wrappedKey, context: nil,
+            sealed: try content(contentKey, aad, &nonces)
+        ).encoded
     }
 
     /// The first bytes (format versions) of guarded blobs.
     static let guardedFormats = [guardedBlobVersion, carriedBlobVersion]
 
     /// Whether a blob is guarded (opens only with its factors).
-    static func isGuarded(_ blob: Data) -> Bool { blob.first == guardedBlobVersion || blob.first == carriedBlobVersion }
+    static func isGuarded(_ blob: Data) -> Bool { blob.first.map(guardedFormats.contains) ?? false }
 
     static func open(
         _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, factors: SecretFactors? = nil
@@ -150,6 +149,27 @@ enum ItemCrypto {
         var wrappedKey: Data
         var context: Data?
         var sealed: Data
+
+        /// The blob again: `version ‖ salt? ‖ wrapped key (bytes) ‖ context (bytes)? ‖ sealed`.
+        var encoded: Data {
+            var writer = ByteWriter()
+            writer.write(version)
+            if let salt { writer.writeRaw(salt) }
+            writer.writeBytes(wrappedKey)
+            if let context { writer.writeBytes(context) }
+            writer.writeRaw(sealed)
+            return writer.data
+        }
+    }
+
+    /// The item key a blob wraps, opened with the class key under the row's binding; `Failure.corrupt`
+    /// when it does not open.
+    private static func itemKey(of parts: Parts, wrapAAD: Data, classKey: SecureBytes) throws -> SecureBytes {
+        do {
+            return try AESGCM.openSecure(parts.wrappedKey, key: classKey, authenticating: wrapAAD)
+        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
+            throw Failure.corrupt("authentication failed")
+        }
     }
 
     private static func parts(of blob: Data) throws -> Parts {
@@ -173,13 +193,9 @@ enum ItemCrypto {
         let parts = try parts(of: blob)
         guard let salt = parts.salt else { throw Failure.corrupt("not a guarded blob") }
         let (wrapAAD, bindingAAD) = associatedData(part: part, binding: binding)
-        do {
-            let itemKey = try AESGCM.openSecure(parts.wrappedKey, key: classKey, authenticating: wrapAAD)
-            return CarriedSecret(
-                salt: salt, itemKey: itemKey, context: parts.context ?? bindingAAD, sealed: parts.sealed)
-        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
-            throw Failure.corrupt("authentication failed")
-        }
+        return CarriedSecret(
+            salt: salt, itemKey: try itemKey(of: parts, wrapAAD: wrapAAD, classKey: classKey),
+            context: parts.context ?? bindingAAD, sealed: parts.sealed)
     }
 
     /// A carried guarded secret sealed into a row of this keychain: its item key wrapped under this
@@ -189,13 +205,11 @@ enum ItemCrypto {
             throw Failure.corrupt("a carried secret of the wrong shape")
         }
         let (wrapAAD, _) = associatedData(part: part, binding: binding)
-        var writer = ByteWriter()
-        writer.write(carriedBlobVersion)
-        writer.writeRaw(carried.salt)
-        writer.writeBytes(try AESGCM.seal(carried.itemKey, key: classKey, authenticating: wrapAAD))
-        writer.writeBytes(carried.context)
-        writer.writeRaw(carried.sealed)
-        return writer.data
+        return Parts(
+            version: carriedBlobVersion, salt: carried.salt,
+            wrappedKey: try AESGCM.seal(carried.itemKey, key: classKey, authenticating: wrapAAD),
+            context: carried.context, sealed: carried.sealed
+        ).encoded
     }
 
     /// The same blob with its item key wrapped by `newClassKey` instead of `classKey`: the sealed
@@ -204,21 +218,11 @@ enum ItemCrypto {
     static func rewrap(
         _ blob: Data, part: Part, binding: RowBinding, classKey: SecureBytes, newClassKey: SecureBytes
     ) throws -> Data {
-        let parts = try parts(of: blob)
+        var parts = try parts(of: blob)
         let (wrapAAD, _) = associatedData(part: part, binding: binding)
-        let itemKey: SecureBytes
-        do {
-            itemKey = try AESGCM.openSecure(parts.wrappedKey, key: classKey, authenticating: wrapAAD)
-        } catch CryptoError.authenticationFailed, CryptoError.malformedCiphertext {
-            throw Failure.corrupt("authentication failed")
-        }
-        var writer = ByteWriter()
-        writer.write(parts.version)
-        if let salt = parts.salt { writer.writeRaw(salt) }
-        writer.writeBytes(try AESGCM.seal(itemKey, key: newClassKey, authenticating: wrapAAD))
-        if let context = parts.context { writer.writeBytes(context) }
-        writer.writeRaw(parts.sealed)
-        return writer.data
+        let itemKey = try itemKey(of: parts, wrapAAD: wrapAAD, classKey: classKey)
+        parts.wrappedKey = try AESGCM.seal(itemKey, key: newClassKey, authenticating: wrapAAD)
+        return parts.encoded
     }
 
     /// The authenticated data of the wrapped item key and of the ciphertext: the same binding, with a
