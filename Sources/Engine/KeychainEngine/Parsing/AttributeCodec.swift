@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 
 /// Coerces caller values to an attribute's kind, and gives the canonical bytes that digests and
 /// comparisons use, so that equal values (by Apple's rules) always produce equal digests.
@@ -28,6 +29,12 @@ enum AttributeCodec {
             return value
         case (.string, .string):
             return value
+        case (.attributeMap, .data(let bytes)):
+            do {
+                return .data(try SecretServiceAttributes(decoding: bytes).encoded)
+            } catch {
+                throw KeychainError.invalidParameter("\(descriptor.name) is not an attribute map: \(error.reason)")
+            }
         case (.string, .data(let bytes)):
             guard let string = String(data: bytes, encoding: .utf8) else {
                 throw KeychainError.invalidParameter("\(descriptor.name) must be a UTF-8 string")
@@ -41,7 +48,7 @@ enum AttributeCodec {
     /// Canonical bytes of a normalized value: what the keyed digests cover.
     static func canonicalBytes(_ value: ItemValue, kind: AttributeKind) -> Data {
         switch kind {
-        case .blob, .data:
+        case .blob, .data, .attributeMap:
             switch value {
             case .string(let string): return Data(string.utf8)
             case .data(let bytes): return bytes
@@ -84,8 +91,15 @@ enum AttributeCodec {
 
     /// Whether a stored value equals a query value by the attribute's comparison rules.
     static func matches(_ stored: ItemValue, _ wanted: ItemValue, kind: AttributeKind) -> Bool {
+        if kind == .attributeMap {
+            guard case .data(let storedBytes) = stored, case .data(let wantedBytes) = wanted,
+                let storedMap = try? SecretServiceAttributes(decoding: storedBytes),
+                let wantedMap = try? SecretServiceAttributes(decoding: wantedBytes)
+            else { return false }
+            return storedMap.contains(wantedMap)
+        }
         // Same type and value is the common case; only mixed types (a string query on data) need bytes.
-        stored == wanted || canonicalBytes(stored, kind: kind) == canonicalBytes(wanted, kind: kind)
+        return stored == wanted || canonicalBytes(stored, kind: kind) == canonicalBytes(wanted, kind: kind)
     }
 
     /// Interprets a synchronizable value: a boolean, or `kSecAttrSynchronizableAny`.

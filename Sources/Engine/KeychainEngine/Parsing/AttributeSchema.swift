@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 
 /// How an attribute's values are typed, compared and indexed (after Apple's SecDb attribute kinds).
 enum AttributeKind: Sendable {
@@ -11,6 +12,9 @@ enum AttributeKind: Sendable {
     case number
     case date
     case string
+    /// A Secret Service attribute map (`SecretServiceAttributes`' encoding): one index entry per pair,
+    /// and a query's map matches an item's when each of its pairs is one of the item's.
+    case attributeMap
 }
 
 struct AttributeDescriptor: Sendable {
@@ -42,6 +46,11 @@ enum AttributeSchema {
 
     private static let genericOnly: [AttributeDescriptor] = [
         .init(name: "svce", kind: .blob), .init(name: "gena", kind: .blob),
+        // Items of the Secret Service (docs/secret-service.md): its attribute map, its object id (part
+        // of uniqueness, so that its items may share every other attribute), its collection and the
+        // content type of its secret.
+        .init(name: SecretServiceAttributes.attributeName, kind: .attributeMap),
+        .init(name: "ssid", kind: .string), .init(name: "ssco", kind: .string), .init(name: "ssct", kind: .string),
     ]
 
     private static let internetOnly: [AttributeDescriptor] = [
@@ -106,6 +115,9 @@ enum AttributeSchema {
 
     /// Part of uniqueness but absent from most queries, so kept out of the lookup digest.
     static let uniquenessOnly = ["vwht", "tkid"]
+    /// Part of uniqueness when present, so that rows written without it keep their digests: a Secret
+    /// Service item's object id.
+    static let uniquenessWhenPresent = "ssid"
 
     static func descriptor(_ name: String, in itemClass: ItemClass) -> AttributeDescriptor? {
         tables[itemClass]?[name]
@@ -123,6 +135,7 @@ enum AttributeSchema {
         case .data: .data(Data())
         case .number: .integer(0)
         case .date: .date(Date(timeIntervalSinceReferenceDate: 0))
+        case .attributeMap: .data(SecretServiceAttributes.empty.encoded)
         }
     }
 }

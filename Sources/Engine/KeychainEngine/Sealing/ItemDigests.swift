@@ -1,5 +1,6 @@
 import Foundation
 import KeychainBytes
+import KeychainCore
 import KeychainCrypto
 import Synchronization
 
@@ -42,6 +43,29 @@ final class ItemDigests: Sendable {
         return computed
     }
 
+    /// Index entries of one attribute value: one, or one per pair of an attribute map.
+    func attributeEntries(_ name: String, _ value: ItemValue, kind: AttributeKind, itemClass: ItemClass) throws
+        -> [(term: String, digest: Data)]
+    {
+        guard kind == .attributeMap else {
+            return [(name, try attribute(name, value, kind: kind, itemClass: itemClass))]
+        }
+        guard case .data(let bytes) = value else { return [] }
+        let map: SecretServiceAttributes
+        do { map = try SecretServiceAttributes(decoding: bytes) } catch {
+            throw KeychainError.invalidParameter("\(name) is not an attribute map: \(error.reason)")
+        }
+        // The pair's own domain and components: no pair digest equals a plain attribute's.
+        return try map.sorted.map { pair in
+            (
+                name + "\u{0}" + pair.key,
+                try digest(
+                    "pair",
+                    [Data([UInt8(itemClass.rawValue)]), Data(name.utf8), Data(pair.key.utf8), Data(pair.value.utf8)])
+            )
+        }
+    }
+
     /// Index entry of one attribute value.
     func attribute(_ name: String, _ value: ItemValue, kind: AttributeKind, itemClass: ItemClass) throws -> Data {
         try digest(
@@ -65,6 +89,9 @@ final class ItemDigests: Sendable {
             let value = attributes[name] ?? .string("")
             components.append(AttributeCodec.canonicalBytes(value, kind: .string))
         }
+        if let value = attributes[AttributeSchema.uniquenessWhenPresent] {
+            components.append(AttributeCodec.canonicalBytes(value, kind: .string))
+        }
         return try digest("pk", components)
     }
 
@@ -73,7 +100,9 @@ final class ItemDigests: Sendable {
         var entries: [Data] = []
         for (name, value) in record.attributes {
             guard let descriptor = AttributeSchema.descriptor(name, in: record.itemClass) else { continue }
-            entries.append(try attribute(name, value, kind: descriptor.kind, itemClass: record.itemClass))
+            for entry in try attributeEntries(name, value, kind: descriptor.kind, itemClass: record.itemClass) {
+                entries.append(entry.digest)
+            }
         }
         return entries
     }

@@ -146,12 +146,13 @@ struct ItemSearch {
 
     /// Index digests of the query's attributes, except those the plan already used.
     private func indexTerms(excluding used: Set<String>) throws -> [Term] {
-        try query.attributes.keys.sorted().compactMap { name in
+        try query.attributes.keys.sorted().flatMap { name -> [Term] in
             guard !used.contains(name), let descriptor = AttributeSchema.descriptor(name, in: itemClass),
                 let value = query.attributes[name]
-            else { return nil }
-            return Term(
-                name: name, digest: try digests.attribute(name, value, kind: descriptor.kind, itemClass: itemClass))
+            else { return [] }
+            return try digests.attributeEntries(name, value, kind: descriptor.kind, itemClass: itemClass).map {
+                Term(name: $0.term, digest: $0.digest)
+            }
         }
     }
 
