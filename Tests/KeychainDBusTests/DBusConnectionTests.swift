@@ -20,7 +20,7 @@ final class DBusConnectionTests: XCTestCase {
         .array(element: "s", []),
         .byte(7), .boolean(false), .int16(-2), .uint16(65_000), .int32(-70_000), .uint32(4_000_000_000),
         .uint64(1 << 40), .int64(-(1 << 40)), .double(2.5), .signature("a{sv}"),
-        .array(element: "ay", [.array(element: "y", [.byte(1), .byte(0)])]),
+        .array(element: "ay", [.bytes(Data([1, 0])), .bytes(Data())]),
         .string("ünïcödé ✓"),
     ]
 

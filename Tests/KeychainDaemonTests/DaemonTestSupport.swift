@@ -35,6 +35,19 @@ final class ClientPrograms {
         return path
     }
 
+    /// A copy of the executable at `source` at `name` (a relative path) here, owned by this process's
+    /// user and writable by no one else: another program for the daemon, at a path of its own.
+    func copy(_ source: String, as name: String) throws -> String {
+        let path = directory + "/" + name
+        let folder = (path as NSString).deletingLastPathComponent
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        chmod(folder, 0o755)
+        try? FileManager.default.removeItem(atPath: path)
+        try FileManager.default.copyItem(atPath: source, toPath: path)
+        chmod(path, 0o755)
+        return path
+    }
+
     /// Runs `program` with `arguments` against `daemon` and returns its output (stdout and stderr) and
     /// exit status. `user` runs it as another uid (through setpriv).
     @discardableResult

@@ -13,7 +13,9 @@ public final class TestBus {
     public let address: String
     private let process: Process
 
-    public init() throws {
+    /// A bus of its own; `user` runs it as that uid (this process must be root), as a user's session
+    /// bus runs as the user.
+    public init(user: uid_t? = nil) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon") else {
             throw XCTSkip("needs dbus-daemon (Debian's dbus-daemon package)")
         }
@@ -27,6 +29,7 @@ public final class TestBus {
               <listen>\(address)</listen>
               <auth>EXTERNAL</auth>
               <policy context="default">
+                <allow user="*"/>
                 <allow send_destination="*"/>
                 <allow receive_sender="*"/>
                 <allow own="*"/>
@@ -35,8 +38,19 @@ public final class TestBus {
             """
         try configuration.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
         process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        process.arguments = ["--config-file=\(directory)/bus.conf", "--nofork", "--nopidfile", "--nosyslog"]
+        let command = [
+            "/usr/bin/dbus-daemon", "--config-file=\(directory)/bus.conf", "--nofork", "--nopidfile", "--nosyslog",
+        ]
+        if let user {
+            guard chown(directory, user, user) == 0 else {
+                throw TestDaemon.Failure(description: "cannot give \(directory) to uid \(user)")
+            }
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid", "\(user)", "--regid", "\(user)", "--clear-groups"] + command
+        } else {
+            process.executableURL = URL(fileURLWithPath: command[0])
+            process.arguments = Array(command.dropFirst())
+        }
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         let deadline = Date().addingTimeInterval(10)

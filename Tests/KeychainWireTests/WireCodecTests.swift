@@ -139,8 +139,18 @@ final class WireCodecTests: XCTestCase {
         guard case .admin(.lock) = try WireCodec.request(from: frame(payload: [1], kind: .adminRequest)).request else {
             return XCTFail("tag 1 of an admin frame is lock")
         }
-        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [17], kind: .adminRequest))) { error in
-            XCTAssertTrue("\(error)".contains("unknown admin request 17"), "\(error)")
+        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [18], kind: .adminRequest))) { error in
+            XCTAssertTrue("\(error)".contains("unknown admin request 18"), "\(error)")
+        }
+        // The Secret Service policy (tag 17) travels by name; a name this build does not know is refused.
+        let policy = WireCodec.frame(.setSecretServicePolicy(.deny, passcode: nil), id: 1)
+        guard case .admin(.setSecretServicePolicy(.deny, nil)) = try WireCodec.request(from: policy).request else {
+            return XCTFail("the policy did not travel")
+        }
+        XCTAssertThrowsError(
+            try WireCodec.request(from: frame(payload: [17, 2, 0, 0, 0, 0x6e, 0x6f, 0], kind: .adminRequest))
+        ) { error in
+            XCTAssertTrue("\(error)".contains("unknown Secret Service policy"), "\(error)")
         }
         // A device root kind it does not know (migrateDeviceRoot is tag 16).
         XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [16, 9, 0], kind: .adminRequest))) { error in

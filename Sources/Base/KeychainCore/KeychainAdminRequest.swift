@@ -32,6 +32,10 @@ public enum KeychainAdminRequest: Sendable {
     /// With `deletingItems`, the items of every access group no other registered app keeps go with it
     /// (the iOS 10.3 beta's rule; never the default: iOS keeps an uninstalled app's items).
     case removeApp(executablePath: String, passcode: SecureBytes?, deletingItems: Bool = false)
+    /// Sets what the Secret Service does for programs that are not registered apps (`security app
+    /// policy secret-service`); decided as a registry change is (a system daemon would ask for the
+    /// passcode, a user's own asks for nothing more than a registration does).
+    case setSecretServicePolicy(SecretServicePolicy, passcode: SecureBytes?)
     /// The simulated biometric sensor (`security biometry`).
     case biometry(BiometryCommand)
     /// The simulated companion device (`security companion`): enrolled means paired.
@@ -68,6 +72,7 @@ public enum KeychainAdminRequest: Sendable {
         case .registerApp: "registerApp"
         case .listApps: "listApps"
         case .removeApp: "removeApp"
+        case .setSecretServicePolicy: "setSecretServicePolicy"
         case .biometry: "biometry"
         case .companion: "companion"
         case .restart: "restart"

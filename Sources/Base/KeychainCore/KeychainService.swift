@@ -171,6 +171,11 @@ extension KeychainService {
         _ = try administer(.registerApp(registration))
     }
 
+    /// `.setSecretServicePolicy`: the daemon's only; the embedded keychain answers `.notAvailable`.
+    public func setSecretServicePolicy(_ policy: SecretServicePolicy, passcode: SecureBytes? = nil) throws {
+        _ = try administer(.setSecretServicePolicy(policy, passcode: passcode))
+    }
+
     /// `.listApps`: the registry's entries, in the order they were made.
     public func listApps() throws -> [AppRegistration] {
         guard case .apps(let apps) = try administer(.listApps) else {

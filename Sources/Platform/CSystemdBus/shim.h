@@ -40,7 +40,12 @@
     X(sd_bus_message_enter_container) \
     X(sd_bus_message_exit_container) \
     X(sd_bus_message_peek_type) \
-    X(sd_bus_error_free)
+    X(sd_bus_error_free) \
+    X(sd_bus_message_read_array) \
+    X(sd_bus_message_append_array) \
+    X(sd_bus_negotiate_fds) \
+    X(sd_bus_is_open) \
+    X(sd_bus_message_set_destination)
 
 #define KEYCHAIN_SD_BUS_FIELD(name) __typeof__(&name) name;
 /// The sd-bus functions the keychain uses, each found in the library by its name.

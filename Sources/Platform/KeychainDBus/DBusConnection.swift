@@ -33,6 +33,8 @@ public final class DBusConnection: @unchecked Sendable {
         }
         var code = address.withCString { functions.sd_bus_set_address?(bus, $0) ?? -ENOSYS }
         if code >= 0 { code = functions.sd_bus_set_bus_client?(bus, 1) ?? -ENOSYS }
+        // No descriptors are taken from anyone: a peer cannot make this process hold its files.
+        if code >= 0 { code = functions.sd_bus_negotiate_fds?(bus, 0) ?? -ENOSYS }
         if code >= 0 { code = functions.sd_bus_set_method_call_timeout?(bus, Self.microseconds(timeout)) ?? -ENOSYS }
         if code >= 0 { code = functions.sd_bus_start?(bus) ?? -ENOSYS }
         var unique: UnsafePointer<CChar>?

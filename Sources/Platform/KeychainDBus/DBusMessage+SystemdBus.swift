@@ -1,4 +1,5 @@
 import CSystemdBus
+import Foundation
 
 #if canImport(Glibc)
     import Glibc
@@ -61,6 +62,13 @@ extension DBusMessage {
         do throws(DBusError) {
             if kind == .methodCall, noReplyExpected {
                 _ = functions.sd_bus_message_set_expect_reply?(made, 0)
+            }
+            // A signal with a destination goes to that connection alone.
+            if kind == .signal, let destination {
+                let code = functions.sd_bus_message_set_destination?(made, destination) ?? -ENOSYS
+                guard code >= 0 else {
+                    throw DBusError(.malformed, "sd-bus refused the destination: \(SystemdBus.describe(code))")
+                }
             }
             if kind != .error {
                 var writer = ValueWriting(message: made, functions: functions)
@@ -133,6 +141,13 @@ private struct ValueReading {
             // A descriptor passed with the message: never used here, so only its place is kept.
             _ = try basic(UInt8(ascii: "h"), Int32(-1))
             return .unixFD(0)
+        case UInt8(ascii: "a") where contents.map({ String(cString: $0) }) == "y":
+            var pointer: UnsafeRawPointer?
+            var size = 0
+            try check(
+                functions.sd_bus_message_read_array?(message, CChar(UInt8(ascii: "y")), &pointer, &size) ?? -ENOSYS)
+            guard let pointer else { return .bytes(Data()) }
+            return .bytes(Data(bytes: pointer, count: size))
         case UInt8(ascii: "a"), UInt8(ascii: "r"), UInt8(ascii: "e"), UInt8(ascii: "v"):
             guard let contents, let signature = String(validatingCString: contents) else {
                 throw DBusError(.malformed, "a container without a signature")
@@ -202,6 +217,13 @@ private struct ValueWriting {
         case .objectPath(let text): try string(UInt8(ascii: "o"), text)
         case .signature(let text): try string(UInt8(ascii: "g"), text)
         case .unixFD: throw DBusError(.malformed, "descriptors are not sent")
+        case .bytes(let data):
+            try check(
+                data.withUnsafeBytes { raw in
+                    functions.sd_bus_message_append_array?(
+                        message, CChar(UInt8(ascii: "y")), raw.baseAddress, raw.count)
+                        ?? -ENOSYS
+                })
         case .array(let element, let values): try container(UInt8(ascii: "a"), element, values)
         case .structure(let fields): try container(UInt8(ascii: "r"), fields.map(\.signature).joined(), fields)
         case .dictEntry(let key, let value):

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A value in D-Bus's wire format, with the type it travels as. Only what the daemon needs from the
 /// system bus (logind's session signals and properties) is used, but every type decodes, so that a
 /// message of any shape can be read and skipped.
@@ -16,7 +18,10 @@ public indirect enum DBusValue: Equatable, Sendable {
     case signature(String)
     /// An index into the descriptors passed with the message (none are accepted here).
     case unixFD(UInt32)
-    /// An array, with the signature of its elements (an empty array still has one).
+    /// An array of bytes (`ay`), read and written whole.
+    case bytes(Data)
+    /// An array, with the signature of its elements (an empty array still has one). Arrays of bytes
+    /// are `bytes`, never this.
     case array(element: String, [DBusValue])
     case structure([DBusValue])
     /// An entry of a dictionary: an array of these is a dictionary.
@@ -39,6 +44,7 @@ public indirect enum DBusValue: Equatable, Sendable {
         case .objectPath: "o"
         case .signature: "g"
         case .unixFD: "h"
+        case .bytes: "ay"
         case .array(let element, _): "a" + element
         case .structure(let fields): "(" + fields.map(\.signature).joined() + ")"
         case .dictEntry(let key, let value): "{" + key.signature + value.signature + "}"
@@ -52,6 +58,12 @@ public indirect enum DBusValue: Equatable, Sendable {
         case .string(let text), .objectPath(let text): text
         default: nil
         }
+    }
+
+    /// The bytes of a `bytes` value, else nil.
+    public var data: Data? {
+        if case .bytes(let data) = self { return data }
+        return nil
     }
 
     /// The entries of a dictionary (`a{…}`) whose keys are strings, else nil.

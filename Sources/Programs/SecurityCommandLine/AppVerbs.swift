@@ -16,6 +16,7 @@ struct AppVerbs {
         case "register": try register(rest)
         case "list": try list(rest)
         case "remove": try remove(rest)
+        case "policy": try policy(rest)
         default: throw .usage(verb: "app", message: "unknown app command \"\(action)\"")
         }
     }
@@ -145,6 +146,25 @@ struct AppVerbs {
         try withPasscodeIfAsked(arguments.bytes("p").map { SecureBytes(copying: $0) }) { service, passcode in
             try service.removeApp(executablePath: path, passcode: passcode, deletingItems: deletingItems)
         }
+    }
+
+    /// `app policy secret-service ask|allow|deny`: what the Secret Service does for unregistered programs.
+    private func policy(_ rawArguments: [CommandArgument]) throws(Failure) {
+        let arguments: Arguments
+        do {
+            arguments = try Arguments(rawArguments, takingValue: ["p"])
+        } catch {
+            throw .usage(verb: "app", message: error.message)
+        }
+        guard arguments.positional.count == 2, arguments.positional[0].text == "secret-service",
+            let policy = SecretServicePolicy(rawValue: arguments.positional[1].text)
+        else {
+            throw .usage(verb: "app", message: "app policy takes secret-service and one of ask, allow, deny")
+        }
+        try withPasscodeIfAsked(arguments.bytes("p").map { SecureBytes(copying: $0) }) { service, passcode in
+            try service.setSecretServicePolicy(policy, passcode: passcode)
+        }
+        print("Secret Service policy for unregistered programs: \(policy.rawValue)")
     }
 
     /// Runs a registry change; when the daemon wants the keychain's passcode (system mode) and none was

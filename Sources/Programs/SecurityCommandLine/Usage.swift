@@ -224,6 +224,7 @@ enum Usage {
                                 [--tool] [--allow-interpreter] [--approval-reuse SECONDS] [-p passcode]
                    app list
                    app remove <executable> [--delete-items] [-p passcode]
+                   app policy secret-service ask|allow|deny [-p passcode]
                 The daemon (securityd) gives a registered executable its access groups (the first is the default;
                 without any, the application identifier); any other executable gets errSecMissingEntitlement.
                 The daemon hashes the executable: a changed binary is no longer the registered app.
@@ -239,6 +240,11 @@ enum Usage {
                 --delete-items with app remove: also delete the items of every access group no other registered
                                app has (iOS keeps an uninstalled app's items; this is the iOS 10.3 beta's rule)
                 -p             the keychain's passcode, which a system daemon asks of a user (prompted on a terminal)
+                policy secret-service
+                               what the Secret Service (securityd --secret-service) does for a program that is
+                               not a registered app: ask the user once per executable (path and SHA-256) and
+                               keep the answer (ask, the default), let it into the group such programs share
+                               (allow), or refuse it (deny)
             """
         ),
         (

@@ -20,7 +20,7 @@ let usage = """
     usage: securityd [--system] [--home DIR] [--socket PATH] [--idle-lock SECONDS] [--follow-session-lock]
                      [--pinentry PROGRAM] [--biometry simulated|fprintd] [--companion simulated] [--development]
                      [--exit-with-parent] [--stall-timeout-ms MS] [--idle-timeout-ms MS]
-                     [--tpm TCTI|none] [--tpm-lockout TRIES:SECONDS]
+                     [--tpm TCTI|none] [--tpm-lockout TRIES:SECONDS] [--secret-service [--replace]]
            securityd --help | --version | --man
 
       (default)        serve this user's keychain (KEYCHAIN_HOME, else $XDG_DATA_HOME/keychain, else
@@ -55,6 +55,11 @@ let usage = """
                        opens only with its TPM (docs/tpm.md)
       --tpm-lockout T:S  the dictionary-attack parameters a new TPM root sets: T wrong passcodes, then
                        one more every S seconds (default 32:600)
+      --secret-service also serve the freedesktop Secret Service (org.freedesktop.secrets) from this
+                       keychain on the session bus (DBUS_SESSION_BUS_ADDRESS, else
+                       $XDG_RUNTIME_DIR/bus), each program seeing only its own items (user mode only;
+                       docs/secret-service.md). The name is taken only when no one holds it
+      --replace        with --secret-service: take the name over from the program that holds it
       --help           this text
       --version        the daemon's version
       --man            this text as a manual page (roff): securityd --man > securityd.8
@@ -80,6 +85,8 @@ var idle = Duration.seconds(300)
 var tpmChoice: DaemonConfiguration.TPMChoice =
     getenv("KEYCHAIN_TPM").map { String(cString: $0) }.map { $0 == "none" ? .none : .tcti($0) } ?? .automatic
 var tpmLockout = TPMLockoutPolicy.standard
+var secretService = false
+var replaceSecretService = false
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
 while let argument = arguments.next() {
     func value() -> String {
@@ -133,6 +140,8 @@ while let argument = arguments.next() {
             fail("--tpm-lockout takes TRIES:SECONDS, two positive numbers")
         }
         tpmLockout = TPMLockoutPolicy(maxTries: tries, recoveryTime: seconds)
+    case "--secret-service": secretService = true
+    case "--replace": replaceSecretService = true
     case "-h", "--help":
         print(usage, terminator: "")
         exit(0)
@@ -145,6 +154,9 @@ while let argument = arguments.next() {
     default: fail("unknown option \(argument)\n\(usage)")
     }
 }
+
+if replaceSecretService, !secretService { fail("--replace goes with --secret-service") }
+if secretService, system { fail("--secret-service serves one user's keychain: not with --system") }
 
 // No core files, no ptrace or /proc/<pid>/mem by other processes of this user, no crash dumps of memory.
 guard ProcessProtection.protectProcess() else { fail("cannot make the process non-dumpable", status: 1) }
@@ -189,8 +201,10 @@ signal(SIGPIPE, SIG_IGN)
 signal(SIGXFSZ, SIG_IGN)
 
 let server: DaemonServer
+let daemon: KeychainDaemon
 do {
-    server = try DaemonServer(daemon: try KeychainDaemon(configuration: configuration))
+    daemon = try KeychainDaemon(configuration: configuration)
+    server = try DaemonServer(daemon: daemon)
 } catch let error as KeychainError {
     fail(error.reason, status: 1)
 } catch {
@@ -208,6 +222,31 @@ let listening = Thread {
 }
 listening.start()
 
+/// The Secret Service, when asked for: a bus or a name it cannot have is logged, and the keychain's
+/// socket is served all the same.
+let secretServiceServer: SecretServiceServer?
+if secretService {
+    let address =
+        getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        ?? getenv("XDG_RUNTIME_DIR").map { "unix:path=" + String(cString: $0) + "/bus" }
+    do {
+        guard let address else {
+            throw KeychainError.notAvailable("no session bus: DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR are unset")
+        }
+        secretServiceServer = try SecretServiceServer(daemon: daemon, address: address, replace: replaceSecretService)
+    } catch {
+        DaemonLog.error("the Secret Service is not served: \(error)")
+        secretServiceServer = nil
+    }
+    if let secretServiceServer {
+        Thread {
+            if !secretServiceServer.run() { DaemonLog.error("the Secret Service stopped") }
+        }.start()
+    }
+} else {
+    secretServiceServer = nil
+}
+
 var received: Int32 = 0
 sigwait(&stopSignals, &received)
 let failed = listeningFailed.load(ordering: .acquiring)
@@ -215,6 +254,7 @@ DaemonLog.info(
     failed
         ? "no longer listening: finishing the requests in progress"
         : "signal \(received): finishing the requests in progress")
+secretServiceServer?.stop()
 server.stop()
 DaemonLog.info("stopped")
 exit(failed ? 1 : 0)

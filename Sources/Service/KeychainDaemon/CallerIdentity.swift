@@ -28,10 +28,11 @@ final class CallerIdentity: Sendable {
         return answer
     }
 
-    /// `connection` is the daemon's end of the socket. `requiringUndumpable`: whether a process of
+    /// `connection` is the daemon's end of the socket (nil for a caller on a message bus, whose
+    /// connection is the bus's, not the daemon's, to check). `requiringUndumpable`: whether a process of
     /// another user than root must have made itself non-dumpable (system mode, where the daemon is
     /// another user and may look into such a process; a daemon of the client's own user cannot).
-    init(peer: PeerProcess, connection: Int32, requiringUndumpable: Bool) {
+    init(peer: PeerProcess, connection: Int32?, requiringUndumpable: Bool) {
         self.peer = peer
         initialKey = peer.executableKey()
         identified = Self.identify(peer, connection: connection, requiringUndumpable: requiringUndumpable)
@@ -54,7 +55,7 @@ final class CallerIdentity: Sendable {
         return now != initialKey
     }
 
-    private static func identify(_ peer: PeerProcess, connection: Int32, requiringUndumpable: Bool) -> Result<
+    private static func identify(_ peer: PeerProcess, connection: Int32?, requiringUndumpable: Bool) -> Result<
         RunningExecutable, KeychainError
     > {
         let gone = KeychainError.missingEntitlement("the calling process \(peer.pid) has ended")
@@ -95,14 +96,18 @@ final class CallerIdentity: Sendable {
         if peer.isTraced() { return refuse("is being traced") }
         // The connection must be this program's own: opened by it (closed on exec), and still in its hands.
         // One that is inheritable may have been opened by another program before an exec; one it does
-        // not hold belongs to another process (a child it forked before the exec, say).
-        switch peer.holding(connection: connection) {
-        case .ownedByThisProgram: break
-        case .inheritable:
-            return refuse(
-                "holds the connection without close-on-exec: it may have come from the program before an exec")
-        case .notHeld: return refuse("does not hold the connection: another process speaks on it")
-        case .unknown: return refuse("cannot be matched to the connection (the kernel's sock_diag did not answer)")
+        // not hold belongs to another process (a child it forked before the exec, say). A bus
+        // connection is the bus's to hold; docs/security.md says what that leaves open.
+        if let connection {
+            switch peer.holding(connection: connection) {
+            case .ownedByThisProgram: break
+            case .inheritable:
+                return refuse(
+                    "holds the connection without close-on-exec: it may have come from the program before an exec")
+            case .notHeld: return refuse("does not hold the connection: another process speaks on it")
+            case .unknown:
+                return refuse("cannot be matched to the connection (the kernel's sock_diag did not answer)")
+            }
         }
         if let foreign = peer.foreignCode(executable: key) {
             return refuse("runs code from \(foreign), not from a file owned by root and writable by no one else")

@@ -49,6 +49,12 @@ extension KeychainDaemon {
             }
         case .listApps:
             return .apps(try registryEntries(of: tenant))
+        case .setSecretServicePolicy(let policy, let passcode):
+            try checkPasscode(passcode, if: requirement, in: tenant)
+            try engine { try tenant.secretService.change { $0.policy = policy } }
+            DaemonLog.info(
+                "the Secret Service policy of uid \(tenant.uid) is now \(policy.rawValue), set by pid \(caller.pid)")
+            return .done
         case .registerApp(let registration):
             try checkPasscode(registration.passcode, if: requirement, in: tenant)
             let app = try engine { try makeEntry(registration) }

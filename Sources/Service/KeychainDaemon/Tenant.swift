@@ -15,6 +15,9 @@ final class Tenant: Sendable {
     let uid: uid_t
     let keychain: Keychain
     let registry: AppRegistry
+    /// The Secret Service's policy, answers and collections (one object, shared by the bus server and
+    /// the controls that change the policy).
+    let secretService: SecretServiceState
     /// When one of this keychain's permitted apps last made an item request (CLOCK_MONOTONIC
     /// nanoseconds), for the idle lock; opening counts as activity.
     let lastActivity = Atomic<UInt64>(KeychainDaemon.monotonicNow)
@@ -39,6 +42,7 @@ final class Tenant: Sendable {
         keychain = try Keychain(directory: directory, options: options)
         let keychain = keychain
         registry = AppRegistry(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }
+        secretService = SecretServiceState(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }
     }
 }
 

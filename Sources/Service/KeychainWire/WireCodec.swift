@@ -115,7 +115,7 @@ enum AdminRequestTag: UInt8 {
     case lock = 1
     case unlock, unlockForSession, setPasscode, removePasscode, setEraseAfterFailedAttempts, registerApp, listApps
     case removeApp, biometry, companion, createBackup, restoreBackup, restart, eraseAllContentAndSettings
-    case migrateDeviceRoot
+    case migrateDeviceRoot, setSecretServicePolicy
 }
 
 /// The first byte of an answer's payload.
@@ -270,6 +270,10 @@ private struct PayloadWriter {
             writer.flag(registration.allowInterpreter)
             writer.unsigned(UInt32(clamping: max(registration.approvalReuseSeconds, 0)))
         case .listApps: adminTag(.listApps)
+        case .setSecretServicePolicy(let policy, let passcode):
+            adminTag(.setSecretServicePolicy)
+            string(policy.rawValue)
+            writer.optional(passcode) { $0.secret($1) }
         case .removeApp(let path, let passcode, let deletingItems):
             adminTag(.removeApp)
             string(path)
@@ -519,6 +523,12 @@ private struct PayloadReader {
                     trustPathOnly: try flag(), passcode: try optionalSecret(), generalPurposeTool: try flag(),
                     allowInterpreter: try flag(), approvalReuseSeconds: Int(try unsigned())))
         case .listApps: return .listApps
+        case .setSecretServicePolicy:
+            let name = try string()
+            guard let policy = SecretServicePolicy(rawValue: name) else {
+                throw WireError("unknown Secret Service policy")
+            }
+            return .setSecretServicePolicy(policy, passcode: try optionalSecret())
         case .removeApp:
             return .removeApp(executablePath: try string(), passcode: try optionalSecret(), deletingItems: try flag())
         case .biometry: return .biometry(try sensorCommand())

@@ -136,6 +136,16 @@ final class AuthenticationBroker: Sendable {
         }
     }
 
+    /// Asks for the device passcode through the prompt and unlocks with it (counted as an unlock is):
+    /// what an unlock asked for by another front end (the Secret Service's prompts) does.
+    func unlockByAsking(reason: String) throws {
+        let scratch = ContextKey(scope: "unlock", identifier: UUID())
+        defer { forget(scratch) }
+        if let failure = passcode(key: scratch, reason: reason, interactionAllowed: true) {
+            throw failure.keychainError
+        }
+    }
+
     // MARK: Items
 
     /// Satisfies an item's constraint for a read or an update, asking the user where it must and may;

@@ -209,6 +209,12 @@ public final class Keychain: Sendable {
         try authentication.approveToolRequest(approvalKey: approvalKey, reason: reason, reuse: reuse)
     }
 
+    /// Asks the user for the passcode (the configured prompt program) and unlocks with it: errSecAuthFailed
+    /// when no prompt can be shown or the passcode is wrong, errSecUserCanceled when the user cancels.
+    public func unlockByAsking(reason: String) throws {
+        try authentication.unlockByAsking(reason: reason)
+    }
+
     /// Forgets the keys a restart forgets: back to "before first unlock" (class D only).
     public func restart() {
         keybag.restart()

@@ -68,6 +68,35 @@ final class PeerProcess: @unchecked Sendable {
         procDirectory = directory
     }
 
+    /// The process a message bus names as the sender of a message (the bus read its credentials when it
+    /// connected), taken by a pidfd at once. The bus gives a pid, not a handle: if that process ended
+    /// and its pid went to another before the pidfd was opened, this is the other process; the Secret
+    /// Service narrows that window (docs/security.md) but cannot close it on a bus without ProcessFD.
+    init(busPeer pid: Int32, uid: uid_t) throws(Failure) {
+        guard pid > 0 else { throw Failure(description: "the bus gave no process for the caller") }
+        let descriptor = process_control_pidfd_open(pid)
+        guard descriptor >= 0 else { throw Failure(description: "process \(pid) ended before it was identified") }
+        let directory = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        var info = stat()
+        // The directory's owner is the process's effective uid: it must be the uid the bus recorded.
+        guard directory >= 0, fstat(directory, &info) == 0, info.st_uid == uid,
+            process_control_pidfd_alive(descriptor) == 0
+        else {
+            if directory >= 0 { close(directory) }
+            close(descriptor)
+            throw Failure(description: "process \(pid) is not the bus's caller any more")
+        }
+        var executable = stat()
+        let file =
+            fstatat(directory, "exe", &executable, 0) == 0 ? "\(executable.st_dev):\(executable.st_ino)" : "?"
+        self.pid = pid
+        self.uid = uid
+        gid = info.st_gid
+        contextScope = "\(uid):\(pid):\(Self.startTicks(pid: pid) ?? 0):\(file)"
+        pidfd = descriptor
+        procDirectory = directory
+    }
+
     deinit {
         close(procDirectory)
         close(pidfd)

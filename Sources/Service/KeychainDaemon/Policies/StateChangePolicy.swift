@@ -39,7 +39,7 @@ struct StateChangePolicy: Sendable {
             return .none
         case .registerApp(let registration):
             return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: registration.passcode != nil)
-        case .removeApp(_, let passcode, _):
+        case .removeApp(_, let passcode, _), .setSecretServicePolicy(_, let passcode):
             return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
         case .createBackup(let file, _, let passcode), .restoreBackup(let file, _, let passcode):
             return try backup(file, by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)

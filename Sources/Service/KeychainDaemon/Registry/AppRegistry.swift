@@ -12,8 +12,8 @@ import Synchronization
 ///
 /// File: the hex MAC of the document, a newline, then the document (JSON, keys sorted).
 final class AppRegistry: Sendable {
-    let path: String
-    private let authenticate: @Sendable (Data) throws -> Data
+    private let file: AuthenticatedFile
+    var path: String { file.path }
     /// The entries as last read, with the identity of the file they were read from: reread when the
     /// file changes underneath.
     private let state = Mutex<(file: FileIdentity?, entries: Result<[AppRegistration], KeychainError>)?>(nil)
@@ -26,8 +26,9 @@ final class AppRegistry: Sendable {
     static let fileName = "apps.registry"
 
     init(directory: String, authenticate: @escaping @Sendable (Data) throws -> Data) {
-        path = (directory as NSString).appendingPathComponent(Self.fileName)
-        self.authenticate = authenticate
+        file = AuthenticatedFile(
+            path: (directory as NSString).appendingPathComponent(Self.fileName), name: "the app registry",
+            authenticate: authenticate)
     }
 
     /// The registered apps; an error when the file cannot be read or fails its check.
@@ -74,34 +75,17 @@ final class AppRegistry: Sendable {
                     "\(error.reason); remove \(path) to start a new registry (every app then registers again)")
             }
             try body(&apps)
-            let document = try Self.encode(apps)
-            let mac = try authenticate(document)
-            do {
-                try SecureFiles.writeAtomically(Data(Hex.encode(mac).utf8) + Data([0x0a]) + document, to: path)
-            } catch {
-                throw KeychainError.ioError("cannot write the app registry: \(error)")
-            }
+            try file.write(try Self.encode(apps))
             state = (SecureFiles.identity(of: path), .success(apps))
         }
     }
 
     private func load() -> Result<[AppRegistration], KeychainError> {
-        let contents: Data?
-        do {
-            contents = try SecureFiles.read(path)
-        } catch {
-            return .failure(.notAvailable("cannot read the app registry: \(error)"))
-        }
-        guard let contents else { return .success([]) }
-        guard let newline = contents.firstIndex(of: 0x0a) else {
-            return .failure(.notAvailable("the app registry is damaged (no MAC line)"))
-        }
-        let document = Data(contents[(newline + 1)...])
-        guard let expected = try? authenticate(document),
-            let stored = Hex.decode(utf8: contents[..<newline]), ConstantTime.equal(stored, expected)
-        else {
-            return .failure(
-                .notAvailable("the app registry fails its integrity check (edited outside the daemon, or damaged)"))
+        let document: Data
+        switch file.read() {
+        case .failure(let error): return .failure(error)
+        case .success(nil): return .success([])
+        case .success(let read?): document = read
         }
         do {
             let file = try JSONDecoder().decode(RegistryFile.self, from: document)

@@ -1,0 +1,137 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainDBus
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What one bus connection may do with the Secret Service, decided from the kernel's facts about its
+/// process (the bus gives its pid and uid; the executable is then checked as a socket client's is),
+/// never from anything it says.
+enum SecretServiceGrant {
+    /// Served as `client`: a registered app with its own groups, or a program the policy lets into
+    /// the shared group.
+    case granted(client: ClientIdentity, caller: CallerIdentity)
+    case refused(SecretServiceError)
+    /// The policy is `ask` and the user has not answered for this executable yet.
+    case needsAnswer(RunningExecutable, caller: CallerIdentity)
+}
+
+/// Decides grants for bus callers. Runs on the server's thread.
+struct SecretServiceCallers {
+    let daemon: KeychainDaemon
+    let bus: DBusConnection
+    let state: SecretServiceState
+    let tenant: Tenant
+
+    /// The grant for the connection `sender`.
+    func grant(for sender: String) -> SecretServiceGrant {
+        let pid: UInt32
+        let uid: UInt32
+        do {
+            pid = try ask("GetConnectionUnixProcessID", sender)
+            uid = try ask("GetConnectionUnixUser", sender)
+        } catch {
+            return .refused(SecretServiceError(.accessDenied, "the bus does not say who \(sender) is: \(error)"))
+        }
+        guard uid == tenant.uid else {
+            return .refused(SecretServiceError(.accessDenied, "uid \(uid) is not this keychain's user"))
+        }
+        let caller: CallerIdentity
+        do {
+            caller = CallerIdentity(
+                peer: try PeerProcess(busPeer: Int32(bitPattern: pid), uid: uid), connection: nil,
+                requiringUndumpable: false)
+        } catch {
+            return .refused(SecretServiceError(.accessDenied, error.description))
+        }
+        let executable: RunningExecutable
+        switch caller.executable {
+        case .failure(let error): return .refused(SecretServiceError(.accessDenied, error.reason))
+        case .success(let found): executable = found
+        }
+        // A registered app (not a general-purpose tool, whose entry lends its groups to whatever it is
+        // told to run) gets its own groups.
+        if let registry = try? daemon.registryEntries(of: tenant),
+            let app = try? daemon.itemAccess.registration(of: caller, in: registry),
+            !((try? daemon.itemAccess.tools.isGeneralPurposeTool(app, caller: caller)) ?? true)
+        {
+            var client = app.identity
+            client.contextScope = caller.contextScope
+            return .granted(client: client, caller: caller)
+        }
+        let document: SecretServiceState.Document
+        do { document = try state.read() } catch {
+            return .refused(SecretServiceError(.accessDenied, error.reason))
+        }
+        let shared = ClientIdentity(
+            accessGroups: [SecretServicePolicy.sharedAccessGroup], contextScope: caller.contextScope)
+        switch document.policy {
+        case .allow: return .granted(client: shared, caller: caller)
+        case .deny:
+            return .refused(
+                SecretServiceError(
+                    .accessDenied,
+                    "\(executable.path) is not a registered app and the Secret Service policy is deny (security app register, or security app policy secret-service)"
+                ))
+        case .ask:
+            let digest = Hex.encode(executable.digest)
+            guard
+                let decision = document.decisions.first(where: {
+                    $0.executablePath == executable.path && $0.executableDigest == digest
+                })
+            else { return .needsAnswer(executable, caller: caller) }
+            return decision.allowed
+                ? .granted(client: shared, caller: caller)
+                : .refused(SecretServiceError(.accessDenied, "the user refused \(executable.path) the Secret Service"))
+        }
+    }
+
+    /// Asks the user whether `executable` may use the shared group, and keeps an answer given: a yes
+    /// or a cancel. Where nothing can ask (no passcode, no prompt program) the answer is no, and is
+    /// not kept, so that it asks again once a prompt can be shown. Runs on a worker thread.
+    static func askUser(
+        about executable: RunningExecutable, pid: Int32, tenant: Tenant, state: SecretServiceState
+    ) -> Bool {
+        let reason =
+            "\(executable.path) (pid \(pid)) wants to use the Secret Service (the secrets programs share with it)"
+        var allowed = false
+        var keep = true
+        do {
+            try tenant.keychain.approveToolRequest(approvalKey: nil, reason: reason, reuse: .zero)
+            allowed = true
+        } catch let error as KeychainError where error.code == .userCanceled {
+            allowed = false
+        } catch {
+            DaemonLog.warning("\(executable.path): the Secret Service could not ask the user: \(error)")
+            keep = false
+        }
+        guard keep else { return false }
+        let decision = SecretServiceState.Decision(
+            executablePath: executable.path, executableDigest: Hex.encode(executable.digest), allowed: allowed)
+        do {
+            try state.change { document in
+                document.decisions.removeAll { $0.executablePath == decision.executablePath }
+                if document.decisions.count >= SecretServiceState.maximumDecisions { document.decisions.removeFirst() }
+                document.decisions.append(decision)
+            }
+        } catch {
+            DaemonLog.error("the answer for \(executable.path) could not be kept: \(error)")
+        }
+        DaemonLog.info("the user \(allowed ? "allowed" : "refused") \(executable.path) the Secret Service")
+        return allowed
+    }
+
+    private func ask(_ member: String, _ sender: String) throws -> UInt32 {
+        let reply = try bus.call(
+            .call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: member, body: [.string(sender)]))
+        guard case .uint32(let value) = reply.body.first else {
+            throw DBusError(.malformed, "\(member) answered \(reply.signature)")
+        }
+        return value
+    }
+}

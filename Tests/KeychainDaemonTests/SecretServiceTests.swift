@@ -1,0 +1,291 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import KeychainTestSupport
+import XCTest
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The Secret Service as deployed: `securityd --secret-service` as the user (nobody, when the tests
+/// run as root), on a private session bus of that user, used by unmodified clients (secret-tool,
+/// Python's SecretStorage and keyring, SecretStorage's own test suite) run as that user.
+final class SecretServiceTests: XCTestCase {
+    var bus: TestBus!
+    var daemon: TestDaemon!
+    var programs: ClientPrograms!
+    var home = ""
+    let user: uid_t? = canSwitchUsers ? 65534 : nil
+
+    override func setUpWithError() throws {
+        for tool in ["/usr/bin/secret-tool", "/usr/bin/python3"]
+        where !FileManager.default.isExecutableFile(atPath: tool) {
+            throw XCTSkip("needs \(tool) (libsecret-tools, python3-secretstorage, python3-keyring)")
+        }
+        bus = try TestBus(user: user)
+        programs = try ClientPrograms()
+        home = programs.directory + "/home"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        if let user { chown(home, user, user) }
+        try startDaemon()
+    }
+
+    override func tearDown() {
+        daemon = nil
+        bus = nil
+        programs = nil
+    }
+
+    func startDaemon(_ extra: [String] = []) throws {
+        daemon = try TestDaemon(
+            arguments: ["--secret-service"] + extra, environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address],
+            user: user)
+        try waitForName()
+    }
+
+    /// Waits until the daemon owns the name on the bus.
+    func waitForName(timeout: TimeInterval = 10) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if daemon.log.contains("serving org.freedesktop.secrets") { return }
+            usleep(20_000)
+        }
+        XCTFail("the daemon did not take the name: \(daemon.log)")
+    }
+
+    /// Runs `program` as the daemon's user, on the test bus.
+    @discardableResult
+    func run(_ program: String, _ arguments: [String], input: String? = nil) throws -> (status: Int32, output: String) {
+        try ClientPrograms.run(
+            program, arguments, daemon: daemon,
+            environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address, "HOME": home, "PYTHONDONTWRITEBYTECODE": "1"],
+            input: input, user: user)
+    }
+
+    func secretTool(_ arguments: String..., input: String? = nil, as tool: String = "/usr/bin/secret-tool") throws -> (
+        status: Int32, output: String
+    ) {
+        try run(tool, arguments, input: input)
+    }
+
+    func python(_ code: String) throws -> (status: Int32, output: String) {
+        try run("/usr/bin/python3", ["-c", code])
+    }
+
+    func security(_ arguments: String...) throws -> (status: Int32, output: String) {
+        try run(ClientPrograms.built("security"), arguments)
+    }
+
+    func allowUnregisteredPrograms() throws {
+        XCTAssertEqual(try security("app", "policy", "secret-service", "allow").status, 0)
+    }
+
+    // MARK: Real clients
+
+    func testSecretToolStoresLooksUpSearchesAndClears() throws {
+        try allowUnregisteredPrograms()
+        XCTAssertEqual(
+            try secretTool("store", "--label=Mail", "service", "mail", "user", "ann", input: "pa$$ word\n").status, 0)
+        XCTAssertEqual(
+            try secretTool("store", "--label=Chat", "service", "chat", "user", "ann", input: "other").status, 0)
+        XCTAssertEqual(
+            try secretTool("lookup", "service", "mail", "user", "ann").output,
+            "pa$$ word\n".trimmingCharacters(in: .whitespacesAndNewlines))
+        let found = try secretTool("search", "--all", "user", "ann").output
+        XCTAssertTrue(found.contains("label = Mail") && found.contains("label = Chat"), found)
+        XCTAssertTrue(found.contains("attribute.service = mail"), found)
+        // Storing the same attributes again replaces the secret (secret-tool asks for replace).
+        XCTAssertEqual(
+            try secretTool("store", "--label=Mail", "service", "mail", "user", "ann", input: "new").status, 0)
+        XCTAssertEqual(try secretTool("lookup", "service", "mail", "user", "ann").output, "new")
+        XCTAssertEqual(
+            try secretTool("search", "--all", "service", "mail").output.components(separatedBy: "label = ").count, 2)
+        XCTAssertEqual(try secretTool("clear", "service", "mail").status, 0)
+        XCTAssertEqual(try secretTool("lookup", "service", "mail", "user", "ann").status, 1)
+        XCTAssertEqual(try secretTool("lookup", "service", "chat").output, "other")
+    }
+
+    func testPythonSecretStorageAndKeyringRoundTrips() throws {
+        try allowUnregisteredPrograms()
+        let storage = try python(
+            """
+            import secretstorage
+            connection = secretstorage.dbus_init()
+            collection = secretstorage.get_default_collection(connection)
+            item = collection.create_item('Token', {'application': 'demo', 'kind': 'token'}, b'\\x00binary\\xff')
+            found = list(collection.search_items({'kind': 'token'}))
+            print(len(found), found[0].get_secret() == b'\\x00binary\\xff', found[0].get_label())
+            print(collection.get_label(), collection.is_locked())
+            """)
+        XCTAssertEqual(storage.output, "1 True Token\nLogin False", storage.output)
+        let keyring = try python(
+            """
+            import keyring
+            from keyring.backends import SecretService
+            keyring.set_keyring(SecretService.Keyring())
+            keyring.set_password('system', 'ann', 's3cret')
+            print(keyring.get_password('system', 'ann'))
+            keyring.delete_password('system', 'ann')
+            print(keyring.get_password('system', 'ann'))
+            """)
+        XCTAssertEqual(keyring.output, "s3cret\nNone", keyring.output)
+    }
+
+    /// SecretStorage's own test suite (3.3.3, from PyPI, checked by its SHA-256), run against the
+    /// service with the DH exchange and then with plain sessions only.
+    func testSecretStoragesOwnSuitePassesWithBothAlgorithms() throws {
+        try allowUnregisteredPrograms()
+        let suite = try SecretStorageSuite.prepare(in: programs.directory)
+        for (name, wrapper) in [
+            ("dh", ""),
+            // Offered an algorithm the service does not know, SecretStorage falls back to plain.
+            ("plain", "import secretstorage.util; secretstorage.util.ALGORITHM_DH = 'unknown-for-the-test'; "),
+        ] {
+            let result = try run(
+                "/usr/bin/python3",
+                [
+                    "-c",
+                    "import sys, runpy; sys.path.insert(0, '\(suite)'); sys.argv = ['run_tests.py']; \(wrapper)runpy.run_path('\(suite)/tests/run_tests.py', run_name='__main__')",
+                ])
+            XCTAssertEqual(result.status, 0, "\(name): \(result.output)")
+            XCTAssertTrue(result.output.contains("Ran 26 tests"), "\(name): \(result.output)")
+            XCTAssertTrue(result.output.hasSuffix("OK (skipped=6)"), "\(name): \(result.output)")
+        }
+    }
+
+    // MARK: Isolation and policy
+
+    func testTwoRegisteredAppsCannotSeeEachOthersItems() throws {
+        let one = try programs.copy("/usr/bin/secret-tool", as: "one/secret-tool")
+        let two = try programs.copy("/usr/bin/secret-tool", as: "two/secret-tool")
+        XCTAssertEqual(try security("app", "register", one, "--application-identifier", "T.one").status, 0)
+        XCTAssertEqual(try security("app", "register", two, "--application-identifier", "T.two").status, 0)
+        XCTAssertEqual(try secretTool("store", "--label=One", "service", "web", input: "one's", as: one).status, 0)
+        XCTAssertEqual(try secretTool("lookup", "service", "web", as: one).output, "one's")
+        XCTAssertEqual(try secretTool("lookup", "service", "web", as: two).status, 1)
+        XCTAssertEqual(try secretTool("search", "--all", "service", "web", as: two).output, "")
+        // Two's clear finds nothing to clear.
+        _ = try secretTool("clear", "service", "web", as: two)
+        XCTAssertEqual(try secretTool("store", "--label=Two", "service", "web", input: "two's", as: two).status, 0)
+        XCTAssertEqual(try secretTool("lookup", "service", "web", as: one).output, "one's")
+        XCTAssertEqual(try secretTool("lookup", "service", "web", as: two).output, "two's")
+        // An unregistered program meets the policy: ask, and no prompt program here, so a refusal.
+        let refused = try secretTool("lookup", "service", "web")
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.output.contains("Secret Service"), refused.output)
+    }
+
+    func testDenyRefusesUnregisteredProgramsAndAllowSharesOneGroup() throws {
+        XCTAssertEqual(try security("app", "policy", "secret-service", "deny").status, 0)
+        let denied = try secretTool("store", "--label=x", "k", "v", input: "x")
+        XCTAssertNotEqual(denied.status, 0)
+        XCTAssertTrue(denied.output.contains("policy is deny"), denied.output)
+        try allowUnregisteredPrograms()
+        XCTAssertEqual(try secretTool("store", "--label=x", "k", "v", input: "shared").status, 0)
+        XCTAssertEqual(
+            try python(
+                "import secretstorage; c = secretstorage.dbus_init(); print(next(secretstorage.search_items(c, {'k': 'v'})).get_secret().decode())"
+            ).output, "shared")
+        XCTAssertEqual(try security("app", "policy", "secret-service", "sometimes").status, 2)
+    }
+
+    // MARK: The keychain behind it
+
+    func testAnItemStoredOverTheBusIsReadBySecItemAndTheOtherWay() throws {
+        let tool = try programs.copy("/usr/bin/secret-tool", as: "tool/secret-tool")
+        let app = try programs.app("app")
+        XCTAssertEqual(
+            try security("app", "register", tool, "--application-identifier", "T.tool", "--access-group", "T.shared")
+                .status, 0)
+        XCTAssertEqual(
+            try security("app", "register", app, "--application-identifier", "T.app", "--access-group", "T.shared")
+                .status, 0)
+        XCTAssertEqual(
+            try secretTool("store", "--label=Web", "service", "web", "account", "ann", input: "from-the-bus", as: tool)
+                .status, 0)
+        XCTAssertEqual(try run(app, ["read", "web", "ann"]).output, "from-the-bus")
+        XCTAssertEqual(try run(app, ["put", "mail", "bob", "from-secitem"]).output, "status 0")
+        XCTAssertEqual(try secretTool("lookup", "service", "mail", "account", "bob", as: tool).output, "from-secitem")
+    }
+
+    func testLockingTheKeychainLocksTheCollectionsAndUnlockPromptsThroughPinentry() throws {
+        let pinentry = try FakePinentry(.passcode("2468"))
+        // The prompt program runs as the daemon's user: it must be able to write its transcript.
+        _ = FileManager.default.createFile(atPath: pinentry.transcriptPath, contents: nil)
+        if let user { chown(pinentry.transcriptPath, user, user) }
+        daemon = nil
+        try startDaemon(["--pinentry", pinentry.path])
+        try allowUnregisteredPrograms()
+        XCTAssertEqual(try security("set-keychain-password", "-p", "2468").status, 0)
+        XCTAssertEqual(try secretTool("store", "--label=x", "k", "v", input: "kept").status, 0)
+        XCTAssertEqual(try security("lock-keychain").status, 0)
+        let locked = try python(
+            """
+            import secretstorage
+            c = secretstorage.get_default_collection(secretstorage.dbus_init())
+            print(c.is_locked())
+            try:
+                list(c.search_items({'k': 'v'}))
+            except Exception as error:
+                print(type(error).__name__)
+            """)
+        XCTAssertEqual(locked.output, "True\nDBusErrorResponse", locked.output)
+        // Unlock returns a prompt; the prompt asks for the passcode through pinentry and unlocks.
+        let unlocked = try python(
+            """
+            import secretstorage
+            c = secretstorage.get_default_collection(secretstorage.dbus_init())
+            print(c.unlock(), c.is_locked(), next(c.search_items({'k': 'v'})).get_secret().decode())
+            """)
+        XCTAssertEqual(unlocked.output, "False False kept", unlocked.output)
+        XCTAssertTrue(pinentry.transcript.contains("GETPIN"), pinentry.transcript)
+    }
+}
+
+/// SecretStorage's source distribution, fetched once from PyPI into the build directory and checked
+/// against its published SHA-256 before it is used.
+enum SecretStorageSuite {
+    static let version = "3.3.3"
+    static let sha256 = "2403533ef369eca6d2ba81718576c5e0f564d5cca1b58f73a8b23e7d4eeebd77"
+
+    /// The unpacked distribution, copied into `directory` (readable by the test user).
+    static func prepare(in directory: String) throws -> String {
+        let cache = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build/test-downloads").path
+        try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        let archive = cache + "/SecretStorage-\(version).tar.gz"
+        if !FileManager.default.fileExists(atPath: archive) {
+            let fetch = Process()
+            fetch.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            fetch.arguments = [
+                "python3", "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "--dest", cache,
+                "secretstorage==\(version)",
+            ]
+            let result = try ChildProcess.run(fetch, input: nil, errorsToOutput: true)
+            guard result.status == 0, FileManager.default.fileExists(atPath: archive) else {
+                XCTFail(
+                    "cannot fetch SecretStorage \(version) from PyPI: \(String(decoding: result.stdout, as: UTF8.self))"
+                )
+                throw XCTSkip("no SecretStorage source distribution")
+            }
+        }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: archive))
+        guard Hex.encode(try Digest.sha256(bytes)) == sha256 else {
+            try? FileManager.default.removeItem(atPath: archive)
+            throw TestDaemon.Failure(description: "\(archive) is not SecretStorage \(version) as published")
+        }
+        let unpack = Process()
+        unpack.executableURL = URL(fileURLWithPath: "/bin/tar")
+        unpack.arguments = ["-xzf", archive, "-C", directory]
+        let result = try ChildProcess.run(unpack, input: nil, errorsToOutput: true)
+        guard result.status == 0 else { throw TestDaemon.Failure(description: "cannot unpack \(archive)") }
+        let unpacked = directory + "/SecretStorage-\(version)"
+        let readable = Process()
+        readable.executableURL = URL(fileURLWithPath: "/bin/chmod")
+        readable.arguments = ["-R", "a+rX", unpacked]
+        _ = try ChildProcess.run(readable, input: nil, errorsToOutput: true)
+        return unpacked
+    }
+}
