@@ -10,9 +10,8 @@ import XCTest
 #endif
 
 /// The Secret Service as deployed: `securityd --secret-service` as the user (nobody, when the tests
-/// run as root), on a private session bus of that user, used by unmodified clients (secret-tool,
-/// Python's SecretStorage and keyring, SecretStorage's own test suite) run as that user.
-final class SecretServiceTests: XCTestCase {
+/// run as root), on a private session bus of that user, used by unmodified clients run as that user.
+class SecretServiceTestCase: XCTestCase {
     var bus: TestBus!
     var daemon: TestDaemon!
     var programs: ClientPrograms!
@@ -82,6 +81,11 @@ final class SecretServiceTests: XCTestCase {
         XCTAssertEqual(try security("app", "policy", "secret-service", "allow").status, 0)
     }
 
+}
+
+/// Unmodified clients (secret-tool, Python's SecretStorage and keyring, SecretStorage's own test
+/// suite), isolation between apps, the policy, and the keychain behind the bus.
+final class SecretServiceTests: SecretServiceTestCase {
     // MARK: Real clients
 
     func testSecretToolStoresLooksUpSearchesAndClears() throws {
@@ -287,5 +291,147 @@ enum SecretStorageSuite {
         readable.arguments = ["-R", "a+rX", unpacked]
         _ = try ChildProcess.run(readable, input: nil, errorsToOutput: true)
         return unpacked
+    }
+}
+
+/// Bad input, prompts across connections, and the name, each answered by the documented D-Bus error
+/// while the service goes on serving everyone else.
+final class SecretServiceBadInputTests: SecretServiceTestCase {
+    func testBadInputGetsTheDocumentedErrorAndWritesNothing() throws {
+        try allowUnregisteredPrograms()
+        let script = programs.directory + "/bad-input.py"
+        try SecretServiceScripts.badInput.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o644)
+        let result = try run("/usr/bin/python3", [script])
+        XCTAssertEqual(result.status, 0, result.output)
+        let invalid = "org.freedesktop.DBus.Error.InvalidArgs"
+        let expected: [String: String] = [
+            "wrong signature": invalid, "unknown method": "org.freedesktop.DBus.Error.UnknownMethod",
+            "unknown collection": "org.freedesktop.Secret.Error.NoSuchObject",
+            "unknown item": "org.freedesktop.Secret.Error.NoSuchObject",
+            "item path that is no reference": "org.freedesktop.Secret.Error.NoSuchObject",
+            "unknown algorithm": "org.freedesktop.DBus.Error.NotSupported",
+            "DH key 0": invalid, "DH key 1": invalid, "DH key p-1": invalid, "DH key p": invalid,
+            "DH key of 129 bytes": invalid, "DH key as a string": invalid, "DH session": "ok",
+            "IV of 15 bytes": invalid, "ciphertext not whole blocks": invalid, "bad padding": invalid,
+            "secret in a session of another connection": "org.freedesktop.Secret.Error.NoSession",
+            "no such session": "org.freedesktop.Secret.Error.NoSession",
+            "300 attributes": invalid, "attribute of 5000 bytes": invalid, "secret over 1 MiB": invalid,
+            "search with 300 attributes": invalid, "items written by bad input": "0",
+            "2000 sessions opened and closed": "ok",
+            // One session (the DH one) is open already: 64 in all.
+            "sessions left open before refusal": "63 then org.freedesktop.DBus.Error.LimitsExceeded",
+            "closing another connection's session": "org.freedesktop.Secret.Error.NoSuchObject",
+            "another client afterwards": "ok",
+        ]
+        let lines = Dictionary(
+            result.output.split(separator: "\n").compactMap { line -> (String, String)? in
+                guard let colon = line.range(of: ": ") else { return nil }
+                return (String(line[..<colon.lowerBound]), String(line[colon.upperBound...]))
+            }, uniquingKeysWith: { $1 })
+        for (check, outcome) in expected { XCTAssertEqual(lines[check], outcome, check) }
+        XCTAssertFalse(daemon.log.contains("fatal"), daemon.log)
+    }
+
+    func testAPromptBelongsToItsConnectionAndOneThatLeavesMidPromptHoldsUpNoOne() throws {
+        // A prompt program that takes two seconds to answer.
+        let pinentry = programs.directory + "/slow-pinentry"
+        try """
+        #!/bin/sh
+        echo "OK Pleased to meet you"
+        while IFS= read -r line; do
+          case "$line" in
+            GETPIN) sleep 2; printf 'D 1357\\nOK\\n' ;;
+            BYE) echo "OK closing connection"; exit 0 ;;
+            *) echo OK ;;
+          esac
+        done
+        """.write(toFile: pinentry, atomically: true, encoding: .utf8)
+        chmod(pinentry, 0o755)
+        daemon = nil
+        try startDaemon(["--pinentry", pinentry])
+        try allowUnregisteredPrograms()
+        XCTAssertEqual(try security("set-keychain-password", "-p", "1357").status, 0)
+        XCTAssertEqual(try security("lock-keychain").status, 0)
+        let script = programs.directory + "/prompts.py"
+        try SecretServiceScripts.prompts.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o644)
+        let result = try run("/usr/bin/python3", [script])
+        XCTAssertEqual(
+            result.output,
+            """
+            unlock: ok 0 True
+            prompt of another connection: org.freedesktop.Secret.Error.NoSuchObject
+            prompt: ok
+            another client while the prompt runs: org.freedesktop.Secret.Error.IsLocked in under a second: True
+            """)
+        // The passcode the user typed still unlocks, though the client left.
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, !(try security("show-keychain-info").output.contains("unlocked")) { usleep(100_000) }
+        XCTAssertTrue(try security("show-keychain-info").output.contains("unlocked"))
+    }
+
+    func testTheNameIsTakenOnlyWhenFreeOrWithReplace() throws {
+        let second = try TestDaemon(
+            arguments: ["--secret-service"], environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address], user: user)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, !second.log.contains("is not served") { usleep(20_000) }
+        XCTAssertTrue(second.log.contains("org.freedesktop.secrets is held by"), second.log)
+        // It still serves its keychain's socket.
+        XCTAssertEqual(
+            try ClientPrograms.run(
+                ClientPrograms.built("security"), ["show-keychain-info"], daemon: second, user: user
+            ).status, 0)
+        let third = try TestDaemon(
+            arguments: ["--secret-service", "--replace"], environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address],
+            user: user)
+        while Date() < deadline, !third.log.contains("serving org.freedesktop.secrets") { usleep(20_000) }
+        XCTAssertTrue(third.log.contains("serving org.freedesktop.secrets"), third.log)
+        while Date() < deadline, !daemon.log.contains("took org.freedesktop.secrets over") { usleep(20_000) }
+        XCTAssertTrue(daemon.log.contains("another program took org.freedesktop.secrets over"), daemon.log)
+    }
+}
+
+/// The `ask` policy: the user is asked once per executable, through the prompt program, and the
+/// answer outlives the daemon.
+final class SecretServiceAskPolicyTests: SecretServiceTestCase {
+    func testAnAnswerIsAskedOncePerExecutableAndKeptAcrossARestart() throws {
+        let pinentry = try FakePinentry(.passcode("8642"))
+        _ = FileManager.default.createFile(atPath: pinentry.transcriptPath, contents: nil)
+        if let user { chown(pinentry.transcriptPath, user, user) }
+        daemon = nil
+        try startDaemon(["--pinentry", pinentry.path])
+        XCTAssertEqual(try security("set-keychain-password", "-p", "8642").status, 0)
+        // secret-tool is asked about: the user answers with the passcode, and it may.
+        XCTAssertEqual(try secretTool("store", "--label=x", "app", "one", input: "first").status, 0)
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 1)
+        XCTAssertEqual(try secretTool("lookup", "app", "one").output, "first")
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 1, "asked once")
+        // Another executable is asked about on its own; this one the user cancels, and that is kept too.
+        try pinentry.set(.cancel)
+        let copy = try programs.copy("/usr/bin/secret-tool", as: "other/secret-tool")
+        XCTAssertNotEqual(try secretTool("lookup", "app", "one", as: copy).status, 0)
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 2)
+        // After a restart (the keychain locked, so unlocked again first), nobody is asked again.
+        daemon.stop()
+        try daemon.start()
+        try waitForName()
+        XCTAssertEqual(try security("unlock-keychain", "-p", "8642").status, 0)
+        XCTAssertEqual(try secretTool("lookup", "app", "one").output, "first")
+        let refused = try secretTool("lookup", "app", "one", as: copy)
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.output.contains("refused"), refused.output)
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 2, "nobody asked again")
+        // A file edited by hand fails its check: every unregistered program is refused, none allowed.
+        let state = daemon.home + "/secret-service.state"
+        var text = try String(contentsOfFile: state, encoding: .utf8)
+        text = text.replacingOccurrences(of: "\"allowed\" : false", with: "\"allowed\" : true")
+        try text.write(toFile: state, atomically: false, encoding: .utf8)
+        daemon.stop()
+        try daemon.start()
+        try waitForName()
+        XCTAssertEqual(try security("unlock-keychain", "-p", "8642").status, 0)
+        XCTAssertNotEqual(try secretTool("lookup", "app", "one", as: copy).status, 0)
+        XCTAssertNotEqual(try secretTool("lookup", "app", "one").status, 0)
     }
 }
