@@ -260,20 +260,22 @@ enum SecretStorageSuite {
             .deletingLastPathComponent().appendingPathComponent(".build/test-downloads").path
         try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
         let archive = cache + "/SecretStorage-\(version).tar.gz"
-        if !FileManager.default.fileExists(atPath: archive) {
+        // pip of the python3 on PATH, else Debian's (python3-pip).
+        var attempts: [String] = []
+        for python in ["/usr/bin/env", "/usr/bin/python3"] where !FileManager.default.fileExists(atPath: archive) {
             let fetch = Process()
-            fetch.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            fetch.arguments = [
-                "python3", "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "--dest", cache,
-                "secretstorage==\(version)",
-            ]
+            fetch.executableURL = URL(fileURLWithPath: python)
+            fetch.arguments =
+                (python == "/usr/bin/env" ? ["python3"] : []) + [
+                    "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "--dest", cache,
+                    "secretstorage==\(version)",
+                ]
             let result = try ChildProcess.run(fetch, input: nil, errorsToOutput: true)
-            guard result.status == 0, FileManager.default.fileExists(atPath: archive) else {
-                XCTFail(
-                    "cannot fetch SecretStorage \(version) from PyPI: \(String(decoding: result.stdout, as: UTF8.self))"
-                )
-                throw XCTSkip("no SecretStorage source distribution")
-            }
+            attempts.append(String(decoding: result.stdout, as: UTF8.self))
+        }
+        guard FileManager.default.fileExists(atPath: archive) else {
+            throw TestDaemon.Failure(
+                description: "cannot fetch SecretStorage \(version) from PyPI: \(attempts.joined(separator: "\n"))")
         }
         let bytes = try Data(contentsOf: URL(fileURLWithPath: archive))
         guard Hex.encode(try Digest.sha256(bytes)) == sha256 else {
@@ -433,5 +435,66 @@ final class SecretServiceAskPolicyTests: SecretServiceTestCase {
         XCTAssertEqual(try security("unlock-keychain", "-p", "8642").status, 0)
         XCTAssertNotEqual(try secretTool("lookup", "app", "one", as: copy).status, 0)
         XCTAssertNotEqual(try secretTool("lookup", "app", "one").status, 0)
+    }
+}
+
+/// The D-Bus service file: a bus that has it starts the daemon when a program first asks for the name.
+final class SecretServiceActivationTests: XCTestCase {
+    func testTheBusStartsTheDaemonWhenAProgramFirstAsksForTheSecretService() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/secret-tool") else {
+            throw XCTSkip("needs secret-tool (libsecret-tools)")
+        }
+        let user: uid_t? = canSwitchUsers ? 65534 : nil
+        let programs = try ClientPrograms()
+        let services = programs.directory + "/services"
+        try FileManager.default.createDirectory(atPath: services, withIntermediateDirectories: true)
+        let file = DeploymentTests.repository.appendingPathComponent("systemd/org.freedesktop.secrets.service")
+        let text = try String(contentsOf: file, encoding: .utf8)
+        XCTAssertTrue(text.contains("\nName=org.freedesktop.secrets\n"), text)
+        XCTAssertTrue(text.contains("\nSystemdService=securityd.service\n"), text)
+        try text.replacingOccurrences(of: "/usr/local/bin/securityd", with: TestDaemon.binary)
+            .write(toFile: services + "/org.freedesktop.secrets.service", atomically: true, encoding: .utf8)
+        chmod(services, 0o755)
+        chmod(services + "/org.freedesktop.secrets.service", 0o644)
+        let home = programs.directory + "/keychain"
+        let socket = programs.directory + "/run/securityd.sock"
+        for directory in [home, programs.directory + "/run"] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            if let user { chown(directory, user, user) }
+        }
+        let bus = try TestBus(
+            user: user, services: services, environment: ["KEYCHAIN_HOME": home, "KEYCHAIN_SOCKET": socket])
+        let environment = ["DBUS_SESSION_BUS_ADDRESS": bus.address, "KEYCHAIN_SOCKET": socket]
+        defer {
+            // The daemon the bus started outlives the bus: stopped here, by the pid its owner lock names.
+            if let record = try? String(contentsOfFile: home + "/owner.lock", encoding: .utf8),
+                let range = record.range(of: #"securityd pid (\d+)"#, options: .regularExpression),
+                let pid = Int32(record[range].dropFirst("securityd pid ".count))
+            {
+                kill(pid, SIGTERM)
+            }
+        }
+        let security = ClientPrograms.built("security")
+        // The first call starts the daemon: an unregistered secret-tool meets the default policy (ask,
+        // and nothing to ask with here), so the answer is a refusal from the daemon, not "no such name".
+        let first = try ClientPrograms.run(
+            "/usr/bin/secret-tool", ["lookup", "k", "v"], daemon: nil, environment: environment, user: user)
+        XCTAssertNotEqual(first.status, 0)
+        XCTAssertFalse(first.output.contains("was not provided by any .service files"), first.output)
+        XCTAssertTrue(first.output.contains("Secret Service"), first.output)
+        XCTAssertEqual(
+            try ClientPrograms.run(
+                security, ["app", "policy", "secret-service", "allow"], daemon: nil, environment: environment,
+                user: user
+            ).status, 0)
+        XCTAssertEqual(
+            try ClientPrograms.run(
+                "/usr/bin/secret-tool", ["store", "--label=x", "k", "v"], daemon: nil, environment: environment,
+                input: "activated", user: user
+            ).status, 0)
+        XCTAssertEqual(
+            try ClientPrograms.run(
+                "/usr/bin/secret-tool", ["lookup", "k", "v"], daemon: nil, environment: environment, user: user
+            ).output, "activated")
     }
 }

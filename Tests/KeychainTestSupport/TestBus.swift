@@ -14,8 +14,9 @@ public final class TestBus {
     private let process: Process
 
     /// A bus of its own; `user` runs it as that uid (this process must be root), as a user's session
-    /// bus runs as the user.
-    public init(user: uid_t? = nil) throws {
+    /// bus runs as the user. With `services`, the bus starts the services described by the D-Bus
+    /// service files there when a name of theirs is first asked for, with `environment` added to its own.
+    public init(user: uid_t? = nil, services: String? = nil, environment: [String: String] = [:]) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon") else {
             throw XCTSkip("needs dbus-daemon (Debian's dbus-daemon package)")
         }
@@ -27,6 +28,7 @@ public final class TestBus {
              "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
             <busconfig>
               <listen>\(address)</listen>
+              \(services.map { "<servicedir>\($0)</servicedir>" } ?? "")
               <auth>EXTERNAL</auth>
               <policy context="default">
                 <allow user="*"/>
@@ -52,6 +54,7 @@ public final class TestBus {
             process.arguments = Array(command.dropFirst())
         }
         process.standardOutput = FileHandle.nullDevice
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         try process.run()
         let deadline = Date().addingTimeInterval(10)
         while (try? DBusConnection(address: address)) == nil {

@@ -56,9 +56,10 @@ let usage = """
       --tpm-lockout T:S  the dictionary-attack parameters a new TPM root sets: T wrong passcodes, then
                        one more every S seconds (default 32:600)
       --secret-service also serve the freedesktop Secret Service (org.freedesktop.secrets) from this
-                       keychain on the session bus (DBUS_SESSION_BUS_ADDRESS, else
-                       $XDG_RUNTIME_DIR/bus), each program seeing only its own items (user mode only;
-                       docs/secret-service.md). The name is taken only when no one holds it
+                       keychain on the session bus (the bus that started the daemon, else
+                       DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus), each program seeing only its
+                       own items (user mode only; docs/secret-service.md). The name is taken only when
+                       no one holds it
       --replace        with --secret-service: take the name over from the program that holds it
       --help           this text
       --version        the daemon's version
@@ -226,9 +227,13 @@ listening.start()
 /// socket is served all the same.
 let secretServiceServer: SecretServiceServer?
 if secretService {
+    // The bus that started the daemon (D-Bus activation without systemd), else the session's.
+    func variable(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+    }
     let address =
-        getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
-        ?? getenv("XDG_RUNTIME_DIR").map { "unix:path=" + String(cString: $0) + "/bus" }
+        variable("DBUS_STARTER_ADDRESS") ?? variable("DBUS_SESSION_BUS_ADDRESS")
+        ?? variable("XDG_RUNTIME_DIR").map { "unix:path=" + $0 + "/bus" }
     do {
         guard let address else {
             throw KeychainError.notAvailable("no session bus: DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR are unset")

@@ -89,7 +89,7 @@ struct SecretServiceStore {
             guard case .dictionary(let dictionary) = try run({ try keychain.copyMatching(query, client: client) })
             else { return nil }
             return Self.item(dictionary)
-        } catch where error.code == .itemNotFound || error.code == .invalidParameter {
+        } catch  where error.code == .itemNotFound || error.code == .invalidParameter {
             // A path whose reference is not one the keychain makes names nothing.
             return nil
         }
