@@ -120,7 +120,12 @@ final class DBusConnectionTests: XCTestCase {
                 "an object path that is not one",
                 .signal(path: "/p", interface: "test.Bad", member: "M", body: [.objectPath("x")])
             ),
-            ("a descriptor", .signal(path: "/p", interface: "test.Bad", member: "M", body: [.unixFD(0)])),
+            (
+                "a descriptor",
+                .signal(
+                    path: "/p", interface: "test.Bad", member: "M",
+                    body: [.unixFD(try XCTUnwrap(DBusDescriptor(duplicating: 0)))])
+            ),
             ("a reply to nothing received", .reply(to: .signal(path: "/p", interface: "test.Bad", member: "M"))),
         ]
         for (name, message) in refused {

@@ -498,3 +498,72 @@ final class SecretServiceActivationTests: XCTestCase {
             ).output, "activated")
     }
 }
+
+/// The portal backend, called as xdg-desktop-portal calls it: a compiled program (sd-bus) passing the
+/// descriptor the app's secret is to be written to.
+final class SecretServicePortalTests: SecretServiceTestCase {
+    static let source = """
+        #include <fcntl.h>
+        #include <stdio.h>
+        #include <systemd/sd-bus.h>
+        /* portal APP-ID FILE: asks the backend for APP-ID's master secret, written into FILE. */
+        int main(int argc, char **argv) {
+            sd_bus *bus = NULL;
+            sd_bus_message *reply = NULL;
+            sd_bus_error error = SD_BUS_ERROR_NULL;
+            if (argc != 3 || sd_bus_open_user(&bus) < 0) return 2;
+            int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (fd < 0) return 2;
+            int r = sd_bus_call_method(bus, "org.freedesktop.secrets", "/org/freedesktop/portal/desktop",
+                "org.freedesktop.impl.portal.Secret", "RetrieveSecret", &error, &reply, "osha{sv}",
+                "/org/freedesktop/portal/desktop/request/1_1/t", argv[1], fd, 0);
+            if (r < 0) { printf("error %s\\n", error.name); return 1; }
+            unsigned response = 9;
+            sd_bus_message_read(reply, "u", &response);
+            printf("response %u\\n", response);
+            return 0;
+        }
+        """
+
+    func testThePortalGetsEachAppItsOwnStableSecretAndNobodyElseGetsAny() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/cc") else { throw XCTSkip("needs cc") }
+        let source = programs.directory + "/portal.c"
+        try Self.source.write(toFile: source, atomically: true, encoding: .utf8)
+        let built = programs.directory + "/portal-built"
+        let compiled = try ClientPrograms.run("/usr/bin/cc", ["-o", built, source, "-lsystemd"], daemon: nil)
+        XCTAssertEqual(compiled.status, 0, compiled.output)
+        let portal = try programs.copy(built, as: "libexec/xdg-desktop-portal")
+        let impostor = try programs.copy(built, as: "other/xdg-desktop-portal")
+        XCTAssertEqual(
+            try security(
+                "app", "register", portal, "--application-identifier", "org.freedesktop.portal.Desktop",
+                "--access-group", "org.freedesktop.impl.portal.Secret"
+            ).status, 0)
+        try allowUnregisteredPrograms()
+        let out = home + "/secret"
+        func retrieve(_ program: String, _ appID: String) throws -> (String, Data?) {
+            try? FileManager.default.removeItem(atPath: out)
+            let result = try run(program, [appID, out])
+            return (result.output, FileManager.default.contents(atPath: out))
+        }
+        let (first, firstSecret) = try retrieve(portal, "org.example.Notes")
+        XCTAssertEqual(first, "response 0")
+        XCTAssertEqual(firstSecret?.count, 64)
+        XCTAssertEqual(try retrieve(portal, "org.example.Notes").1, firstSecret, "stable")
+        let (_, otherSecret) = try retrieve(portal, "org.example.Mail")
+        XCTAssertEqual(otherSecret?.count, 64)
+        XCTAssertNotEqual(otherSecret, firstSecret)
+        // No app id (an unsandboxed caller) or a malformed one: an error response, no secret.
+        for appID in ["", "noDots", "org.1bad.App"] {
+            let (response, secret) = try retrieve(portal, appID)
+            XCTAssertEqual(response, "response 2", appID)
+            XCTAssertEqual(secret, Data(), appID)
+        }
+        // Another program, allowed into the shared group by the policy, is not the portal.
+        let (refused, none) = try retrieve(impostor, "org.example.Notes")
+        XCTAssertEqual(refused, "error org.freedesktop.DBus.Error.AccessDenied")
+        XCTAssertEqual(none, Data())
+        // Nor does the shared group see the master secrets as items.
+        XCTAssertEqual(try secretTool("search", "--all", "service", "org.freedesktop.impl.portal.Secret").output, "")
+    }
+}

@@ -56,6 +56,11 @@ final class InstallScriptTests: XCTestCase {
             ("/usr/lib/sysusers.d/securityd.conf", 0o644, "securityd.sysusers.conf"),
             ("/usr/lib/systemd/user/securityd.service", 0o644, "securityd.service"),
             ("/usr/lib/systemd/user/securityd.socket", 0o644, "securityd.socket"),
+            (
+                "/usr/local/share/dbus-1/services/org.freedesktop.secrets.service", 0o644,
+                "org.freedesktop.secrets.service"
+            ),
+            ("/usr/share/xdg-desktop-portal/portals/swift-keychain.portal", 0o644, "swift-keychain.portal"),
         ]
         for (path, wanted, source) in expected {
             XCTAssertEqual(try mode(destdir + path), wanted, path)
@@ -96,6 +101,11 @@ final class InstallScriptTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try mode(destdir + "/opt/keychain/bin/securityd"), 0o755)
         XCTAssertFalse(FileManager.default.fileExists(atPath: destdir + "/usr/local/bin/securityd"))
+        // The activation file goes under the prefix, and starts the daemon installed there.
+        let activation = try String(
+            contentsOfFile: destdir + "/opt/keychain/share/dbus-1/services/org.freedesktop.secrets.service",
+            encoding: .utf8)
+        XCTAssertTrue(activation.contains("\nExec=/opt/keychain/bin/securityd --secret-service\n"), activation)
         let lines = try execStart(destdir + "/usr/lib/systemd/user/securityd.service")
         // The repository's line with the other prefix, whatever options the unit gives.
         let original = try execStart(SecurityCommandTests.packageRoot + "/systemd/securityd.service")

@@ -25,7 +25,11 @@ public final class DBusConnection: @unchecked Sendable {
 
     /// Connects to the bus at `address` (a D-Bus address, or several separated by `;`, the first that
     /// works), authenticates and says hello. `timeout` bounds the hello and every call's reply.
-    public init(address: String, timeout: Duration = .seconds(5)) throws(DBusError) {
+    /// `acceptingDescriptors`: whether peers may pass file descriptors (a service whose calls take
+    /// one); without it the bus refuses such messages to this connection.
+    public init(address: String, timeout: Duration = .seconds(5), acceptingDescriptors: Bool = false)
+        throws(DBusError)
+    {
         let functions = try SystemdBus.functions()
         var made: OpaquePointer?
         guard (functions.sd_bus_new?(&made) ?? -ENOSYS) >= 0, let bus = made else {
@@ -33,8 +37,9 @@ public final class DBusConnection: @unchecked Sendable {
         }
         var code = address.withCString { functions.sd_bus_set_address?(bus, $0) ?? -ENOSYS }
         if code >= 0 { code = functions.sd_bus_set_bus_client?(bus, 1) ?? -ENOSYS }
-        // No descriptors are taken from anyone: a peer cannot make this process hold its files.
-        if code >= 0 { code = functions.sd_bus_negotiate_fds?(bus, 0) ?? -ENOSYS }
+        // Unless asked for, no descriptors are taken from anyone: a peer cannot make this process hold
+        // its files.
+        if code >= 0 { code = functions.sd_bus_negotiate_fds?(bus, acceptingDescriptors ? 1 : 0) ?? -ENOSYS }
         if code >= 0 { code = functions.sd_bus_set_method_call_timeout?(bus, Self.microseconds(timeout)) ?? -ENOSYS }
         if code >= 0 { code = functions.sd_bus_start?(bus) ?? -ENOSYS }
         var unique: UnsafePointer<CChar>?

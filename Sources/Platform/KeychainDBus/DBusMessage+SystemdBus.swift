@@ -138,9 +138,11 @@ private struct ValueReading {
         case UInt8(ascii: "o"): return .objectPath(try string(UInt8(ascii: "o")))
         case UInt8(ascii: "g"): return .signature(try string(UInt8(ascii: "g")))
         case UInt8(ascii: "h"):
-            // A descriptor passed with the message: never used here, so only its place is kept.
-            _ = try basic(UInt8(ascii: "h"), Int32(-1))
-            return .unixFD(0)
+            // The message owns the descriptor: a duplicate outlives it.
+            let received = try basic(UInt8(ascii: "h"), Int32(-1))
+            let duplicate = fcntl(received, F_DUPFD_CLOEXEC, 3)
+            guard duplicate >= 0 else { throw DBusError(.malformed, "a descriptor that cannot be kept") }
+            return .unixFD(DBusDescriptor(owning: duplicate))
         case UInt8(ascii: "a") where contents.map({ String(cString: $0) }) == "y":
             var pointer: UnsafeRawPointer?
             var size = 0

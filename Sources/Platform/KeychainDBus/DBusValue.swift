@@ -16,8 +16,9 @@ public indirect enum DBusValue: Equatable, Sendable {
     case string(String)
     case objectPath(String)
     case signature(String)
-    /// An index into the descriptors passed with the message (none are accepted here).
-    case unixFD(UInt32)
+    /// A descriptor passed with the message (received only by a connection that accepts them; never
+    /// sent).
+    case unixFD(DBusDescriptor)
     /// An array of bytes (`ay`), read and written whole.
     case bytes(Data)
     /// An array, with the signature of its elements (an empty array still has one). Arrays of bytes

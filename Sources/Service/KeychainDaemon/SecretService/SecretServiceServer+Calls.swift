@@ -51,6 +51,12 @@ extension SecretServiceServer {
             case (nil, .prompt): interface = Self.promptInterface
             case (nil, .unknown): interface = nil
             }
+            if path == Self.portalPath {
+                guard interface == Self.portalInterface else {
+                    throw SecretServiceError(.unknownMethod, "no interface \(interface ?? "(none)") at \(path)")
+                }
+                return try portalCall(call, as: client)
+            }
             switch interface {
             case Self.introspectableInterface:
                 return try handleIntrospection(call).get()

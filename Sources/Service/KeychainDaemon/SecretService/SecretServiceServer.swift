@@ -51,7 +51,9 @@ public final class SecretServiceServer: @unchecked Sendable {
         self.daemon = daemon
         let tenant = try daemon.tenant(for: getuid())
         self.tenant = tenant
-        bus = try DBusConnection(address: address)
+        // Descriptors are accepted for the portal backend's RetrieveSecret, which writes into one; in
+        // any other call one is dropped with its message.
+        bus = try DBusConnection(address: address, acceptingDescriptors: true)
         state = tenant.secretService
         callers = SecretServiceCallers(daemon: daemon, bus: bus, state: state, tenant: tenant)
         try bus.addMatch(
