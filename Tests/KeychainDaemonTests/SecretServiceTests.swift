@@ -567,3 +567,126 @@ final class SecretServicePortalTests: SecretServiceTestCase {
         XCTAssertEqual(try secretTool("search", "--all", "service", "org.freedesktop.impl.portal.Secret").output, "")
     }
 }
+
+/// Imports: a keyring gnome-keyring itself writes in the test, and a KWallet export, into the daemon's
+/// Secret Service items, read back by a client of the bus.
+final class SecretServiceImportTests: SecretServiceTestCase {
+    /// A login keyring written by gnome-keyring-daemon (headless, on a bus of its own, as the test user)
+    /// holding what `store` stores through secret-tool.
+    func gnomeKeyring(password: String, store: [(label: String, attributes: [String], secret: String)]) throws
+        -> String
+    {
+        let daemonPath = "/usr/bin/gnome-keyring-daemon"
+        guard FileManager.default.isExecutableFile(atPath: daemonPath) else {
+            throw XCTSkip("needs gnome-keyring")
+        }
+        let otherBus = try TestBus(user: user)
+        let data = home + "/gnome-data"
+        let runtime = home + "/gnome-runtime"
+        for directory in [data, runtime] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            chmod(directory, 0o700)
+            if let user { chown(directory, user, user) }
+        }
+        let environment = [
+            "DBUS_SESSION_BUS_ADDRESS": otherBus.address, "HOME": home, "XDG_DATA_HOME": data,
+            "XDG_RUNTIME_DIR": runtime,
+        ]
+        let keyring = Process()
+        var command = [daemonPath, "--unlock", "--foreground", "--components=secrets"]
+        if let user {
+            command = ["/usr/bin/setpriv", "--reuid", "\(user)", "--regid", "\(user)", "--clear-groups"] + command
+        }
+        keyring.executableURL = URL(fileURLWithPath: command[0])
+        keyring.arguments = Array(command.dropFirst())
+        keyring.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let input = Pipe()
+        keyring.standardInput = input
+        keyring.standardOutput = FileHandle.nullDevice
+        keyring.standardError = FileHandle.nullDevice
+        try keyring.run()
+        input.fileHandleForWriting.write(Data(password.utf8))
+        try input.fileHandleForWriting.close()
+        defer {
+            kill(keyring.processIdentifier, SIGTERM)
+            keyring.waitUntilExit()
+        }
+        for item in store {
+            var stored = (status: Int32(1), output: "")
+            let deadline = Date().addingTimeInterval(10)
+            while stored.status != 0, Date() < deadline {
+                stored = try ClientPrograms.run(
+                    "/usr/bin/secret-tool", ["store", "--label=\(item.label)"] + item.attributes, daemon: nil,
+                    environment: environment, input: item.secret, user: user)
+                if stored.status != 0 { usleep(100_000) }
+            }
+            XCTAssertEqual(stored.status, 0, stored.output)
+        }
+        let file = data + "/keyrings/login.keyring"
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: file), Date() < deadline { usleep(50_000) }
+        return file
+    }
+
+    func testAKeyringGnomeKeyringWroteIsImportedOnceWithItsPassword() throws {
+        let file = try gnomeKeyring(
+            password: "login-pw",
+            store: [
+                ("Mail", ["service", "mail", "user", "ann"], "s1"),
+                ("Lines", ["xdg:schema", "org.example.Pw", "app", "demo"], "multi\nline"),
+            ])
+        try allowUnregisteredPrograms()
+        let wrong = try security("import", "gnome-keyring", file, "-w", "not-it")
+        XCTAssertEqual(wrong.status, 1)
+        XCTAssertTrue(wrong.output.contains("the password is wrong"), wrong.output)
+        let first = try security("import", "gnome-keyring", file, "-w", "login-pw")
+        XCTAssertEqual(first.status, 0, first.output)
+        XCTAssertTrue(first.output.contains("imported 2 of 2 secrets"), first.output)
+        let again = try security("import", "gnome-keyring", file, "-w", "login-pw")
+        XCTAssertTrue(
+            again.output.contains("imported 0 of 2") && again.output.contains("left out 2: already present"),
+            again.output)
+        XCTAssertEqual(try secretTool("lookup", "service", "mail", "user", "ann").output, "s1")
+        let lines = try python(
+            """
+            import secretstorage
+            c = secretstorage.dbus_init()
+            item = next(secretstorage.search_items(c, {'xdg:schema': 'org.example.Pw'}))
+            print(item.get_label(), repr(item.get_secret()), item.collection.collection_path if hasattr(item, 'collection') else '')
+            """)
+        XCTAssertTrue(lines.output.hasPrefix("Lines b'multi\\nline'"), lines.output)
+    }
+
+    func testAKWalletExportIsImportedIntoItsWalletsCollection() throws {
+        try allowUnregisteredPrograms()
+        let export = home + "/wallet.xml"
+        try """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <!DOCTYPE KWallet>
+        <wallet name="Work">
+         <folder name="Passwords">
+          <password name="imap://ann@example.com">mail-secret</password>
+          <map name="web"><mapentry name="login">ann</mapentry></map>
+         </folder>
+        </wallet>
+        """.write(toFile: export, atomically: true, encoding: .utf8)
+        chmod(export, 0o644)
+        let result = try security("import", "kwallet", export)
+        XCTAssertTrue(result.output.contains("imported 2 of 2 secrets"), result.output)
+        let found = try python(
+            """
+            import secretstorage
+            c = secretstorage.dbus_init()
+            work = [x for x in secretstorage.get_all_collections(c) if x.get_label() == 'Work'][0]
+            item = next(work.search_items({'kwallet.key': 'imap://ann@example.com'}))
+            print(item.get_secret().decode(), sorted(i.get_label() for i in work.get_all_items()))
+            """)
+        XCTAssertEqual(found.output, "mail-secret ['imap://ann@example.com', 'web']", found.output)
+        let damaged = home + "/damaged.xml"
+        try "<wallet name=\"x\"><folder name=\"f\">".write(toFile: damaged, atomically: true, encoding: .utf8)
+        chmod(damaged, 0o644)
+        let refused = try security("import", "kwallet", damaged)
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.output.contains("never comes"), refused.output)
+    }
+}

@@ -36,6 +36,10 @@ public enum KeychainAdminRequest: Sendable {
     /// policy secret-service`); decided as a registry change is (a system daemon would ask for the
     /// passcode, a user's own asks for nothing more than a registration does).
     case setSecretServicePolicy(SecretServicePolicy, passcode: SecureBytes?)
+    /// Stores secrets read from another store (`security import gnome-keyring|kwallet`) as Secret
+    /// Service items, each in the group of a registered app its source named, else in the shared group;
+    /// decided as a restore is (it writes into many groups). Answers `.imported`. The daemon's only.
+    case importSecrets(source: String, secrets: [ImportedSecret], passcode: SecureBytes?)
     /// The simulated biometric sensor (`security biometry`).
     case biometry(BiometryCommand)
     /// The simulated companion device (`security companion`): enrolled means paired.
@@ -73,6 +77,7 @@ public enum KeychainAdminRequest: Sendable {
         case .listApps: "listApps"
         case .removeApp: "removeApp"
         case .setSecretServicePolicy: "setSecretServicePolicy"
+        case .importSecrets: "importSecrets"
         case .biometry: "biometry"
         case .companion: "companion"
         case .restart: "restart"

@@ -77,6 +77,8 @@ public enum KeychainAnswer: Sendable, Equatable {
     case backup(BackupSummary)
     /// What a restore did (`.restoreBackup`).
     case restore(RestoreReport)
+    /// What an import stored and left out (`.importSecrets`).
+    case imported(ImportReport)
 }
 
 /// A keychain as its clients see it: the embedded engine in-process, or (later) the daemon over its
@@ -174,6 +176,17 @@ extension KeychainService {
     /// `.setSecretServicePolicy`: the daemon's only; the embedded keychain answers `.notAvailable`.
     public func setSecretServicePolicy(_ policy: SecretServicePolicy, passcode: SecureBytes? = nil) throws {
         _ = try administer(.setSecretServicePolicy(policy, passcode: passcode))
+    }
+
+    /// `.importSecrets`: secrets from another store into the daemon's Secret Service items.
+    public func importSecrets(_ secrets: [ImportedSecret], source: String, passcode: SecureBytes? = nil) throws
+        -> ImportReport
+    {
+        guard
+            case .imported(let report) = try administer(
+                .importSecrets(source: source, secrets: secrets, passcode: passcode))
+        else { throw unexpected("importSecrets") }
+        return report
     }
 
     /// `.listApps`: the registry's entries, in the order they were made.

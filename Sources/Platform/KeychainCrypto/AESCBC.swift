@@ -36,12 +36,23 @@ public enum AESCBC {
     /// The plaintext of `ciphertext`, in wiped memory; `.authenticationFailed` when its length or
     /// padding is not one an encryption under this key and IV makes (a wrong key, or damaged bytes).
     public static func decrypt(_ ciphertext: Data, key: SecureBytes, iv: Data) throws -> SecureBytes {
+        try decrypt(ciphertext, key: key, iv: iv, padded: true)
+    }
+
+    /// The plaintext of `ciphertext` (whole blocks) encrypted without padding, as formats that pad
+    /// themselves write it (gnome-keyring's keyring files, zero-padded); `.authenticationFailed` when
+    /// it is not whole blocks. Nothing is checked: such a format carries its own check.
+    public static func decryptUnpadded(_ ciphertext: Data, key: SecureBytes, iv: Data) throws -> SecureBytes {
+        try decrypt(ciphertext, key: key, iv: iv, padded: false)
+    }
+
+    private static func decrypt(_ ciphertext: Data, key: SecureBytes, iv: Data, padded: Bool) throws -> SecureBytes {
         guard !ciphertext.isEmpty, ciphertext.count % blockSize == 0 else { throw CryptoError.authenticationFailed }
         var buffer = [UInt8](repeating: 0, count: ciphertext.count + blockSize)
         defer { buffer.withUnsafeMutableBytes { SecureMemory.wipe($0) } }
         let written = try buffer.withUnsafeMutableBytes { out in
             try ciphertext.withUnsafeBytes { input in
-                try run(encrypting: false, key: key, iv: iv, input: input, into: out)
+                try run(encrypting: false, key: key, iv: iv, input: input, into: out, padded: padded)
             }
         }
         return buffer.withUnsafeBytes { SecureBytes(copying: $0.prefix(written)) }
@@ -49,7 +60,7 @@ public enum AESCBC {
 
     private static func run(
         encrypting: Bool, key: SecureBytes, iv: Data, input: UnsafeRawBufferPointer,
-        into output: UnsafeMutableRawBufferPointer
+        into output: UnsafeMutableRawBufferPointer, padded: Bool = true
     ) throws(CryptoError) -> Int {
         guard key.count == keySize else { throw .invalidKeySize(expected: keySize, actual: key.count) }
         guard iv.count == blockSize else { throw .libraryFailure("a CBC IV is 16 bytes") }
@@ -69,6 +80,7 @@ public enum AESCBC {
             ERR_clear_error()
             throw .libraryFailure("CBC key")
         }
+        if !padded { EVP_CIPHER_CTX_set_padding(context, 0) }
         let target = output.baseAddress?.assumingMemoryBound(to: UInt8.self)
         var updated: Int32 = 0
         var finished: Int32 = 0

@@ -26,6 +26,14 @@ public enum Digest {
         Data(try digest(bytes, algorithm: sha1Algorithm, size: 20))
     }
 
+    /// MD5 of `data`: only to check formats of other programs that use it (gnome-keyring's keyring
+    /// files), never for anything of the keychain's own.
+    public static func md5(_ bytes: UnsafeRawBufferPointer) throws -> Data {
+        guard let algorithm = EVP_MD_fetch(nil, "MD5", nil) else { throw CryptoError.libraryFailure("EVP_MD_fetch") }
+        defer { EVP_MD_free(algorithm) }
+        return Data(try digest(bytes, algorithm: algorithm, size: 16))
+    }
+
     /// The digest of `data` with `hash` (for a key in hardware, which signs digests only).
     public static func hash(_ data: Data, _ hash: Hash) throws -> Data {
         let name =

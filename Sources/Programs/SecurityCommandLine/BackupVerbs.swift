@@ -43,7 +43,7 @@ struct BackupVerbs {
 
     private func create(_ raw: [CommandArgument]) throws(Failure) {
         let (arguments, path) = try parse(raw, long: ["no-password"])
-        let passcode = try keychainPasscode(arguments)
+        let passcode = try session.wholeKeychainPasscode(arguments)
         var password: SecureBytes?
         if !arguments.has(long: "no-password") {
             password = try newBackupPassword()
@@ -86,7 +86,7 @@ struct BackupVerbs {
         } catch {
             throw Failure.withReason(error, function: Functions.restore)
         }
-        let passcode = try keychainPasscode(arguments)
+        let passcode = try session.wholeKeychainPasscode(arguments)
         var password: SecureBytes?
         if !summary.deviceBound {
             let typed =
@@ -157,17 +157,6 @@ struct BackupVerbs {
     /// The keychain's passcode, when it has one: through a daemon a backup and a restore prove it, and
     /// embedded a locked keychain needs it to be read. `-p`, else the terminal, else a line of standard
     /// input (before the backup password's).
-    private func keychainPasscode(_ arguments: Arguments) throws(Failure) -> SecureBytes? {
-        if let given = arguments.bytes("p") { return SecureBytes(copying: given) }
-        let status = try session.status()
-        guard status.passcodeSet else { return nil }
-        guard KeychainServices.daemonSocketInUse() != nil || status.lockState != .unlocked else { return nil }
-        let passcode =
-            Terminal.inputIsTerminal ? Terminal.readPasscode(prompt: "keychain passcode: ") : Terminal.readLine()
-        guard let passcode else { throw .message("no keychain passcode entered") }
-        return passcode
-    }
-
     /// A new backup password: typed twice on a terminal, else one line of standard input.
     private func newBackupPassword() throws(Failure) -> SecureBytes {
         if Terminal.inputIsTerminal {

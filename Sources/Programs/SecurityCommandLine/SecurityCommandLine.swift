@@ -43,6 +43,7 @@ public enum SecurityCommandLine {
         case "find-certificate": try CertificateVerbs(session: session).findCertificate(rest)
         case "add-certificates": try CertificateVerbs(session: session).addCertificates(rest)
         case "find-identity": try CertificateVerbs(session: session).findIdentity(rest)
+        case "import" where SecretImportVerbs.handles(rest): try SecretImportVerbs(session: session).run(rest)
         case "import": try CertificateVerbs(session: session).importFile(rest)
         case "export": try CertificateVerbs(session: session).export(rest)
         case "app": try AppVerbs(session: session).run(rest)

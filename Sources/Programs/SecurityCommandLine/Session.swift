@@ -142,3 +142,19 @@ extension Error {
     /// A keychain error's own message, for the few places the CLI reports one directly.
     var message: String { (self as? KeychainError)?.message ?? "\(self)" }
 }
+
+extension Session {
+    /// The keychain's passcode for a request that reads or writes every group (a backup, a restore, an
+    /// import): `-p`, else asked for on a terminal or read as a line of standard input when the keychain
+    /// has one and the request needs it (through a daemon always; embedded, while it is locked).
+    func wholeKeychainPasscode(_ arguments: Arguments) throws(Failure) -> SecureBytes? {
+        if let given = arguments.bytes("p") { return SecureBytes(copying: given) }
+        let status = try status()
+        guard status.passcodeSet else { return nil }
+        guard KeychainServices.daemonSocketInUse() != nil || status.lockState != .unlocked else { return nil }
+        let passcode =
+            Terminal.inputIsTerminal ? Terminal.readPasscode(prompt: "keychain passcode: ") : Terminal.readLine()
+        guard let passcode else { throw .message("no keychain passcode entered") }
+        return passcode
+    }
+}

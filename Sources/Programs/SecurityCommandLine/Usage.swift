@@ -180,12 +180,21 @@ enum Usage {
             "Import certificates, keys or a PKCS#12 file into the keychain.",
             """
             Usage: import inputfile [-f pkcs12|x509|openssl] [-t cert|priv|pub] [-P passphrase] [-k keychain]
+                   import gnome-keyring keyringfile [-w password] [-p passcode]
+                   import kwallet exportfile [-p passcode]
                 -f  The file's format (default: from its name, .p12 or .pfx, else from its contents); openssl
                     is an RSA or EC key in PEM or DER (PKCS#8, PKCS#1, SEC1 or SubjectPublicKeyInfo)
                 -t  What the file holds: cert (x509), priv or pub (a key, -f openssl); checked against the file
                 -P  The PKCS#12 file's passphrase (prompted for without echo on a terminal, else read from
                     standard input when omitted)
                 -k  Import into this keychain (only this keychain is accepted)
+                gnome-keyring: a keyring file (~/.local/share/keyrings/login.keyring), opened with its
+                    password (-w, else prompted for on a terminal, else a line of standard input)
+                kwallet: a wallet exported by KWallet Manager as XML
+                    Each secret becomes a Secret Service item of the daemon's keychain, in its collection,
+                    in the group of a registered app its access list names, else in the group that
+                    unregistered programs share; one already there is left out. -p: the keychain's
+                    passcode, which an import needs when one is set (prompted for when omitted)
             """
         ),
         (

@@ -49,6 +49,13 @@ extension KeychainDaemon {
             }
         case .listApps:
             return .apps(try registryEntries(of: tenant))
+        case .importSecrets(let source, let secrets, let passcode):
+            try checkPasscode(passcode, if: requirement, in: tenant)
+            let report = try SecretServiceImport(daemon: self, tenant: tenant).store(secrets)
+            DaemonLog.info(
+                "imported \(report.imported) secrets from \(source) for uid \(tenant.uid), by pid \(caller.pid); \(report.skipped.values.reduce(0, +)) left out"
+            )
+            return .imported(report)
         case .setSecretServicePolicy(let policy, let passcode):
             try checkPasscode(passcode, if: requirement, in: tenant)
             try engine { try tenant.secretService.change { $0.policy = policy } }

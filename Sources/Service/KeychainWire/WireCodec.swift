@@ -115,13 +115,13 @@ enum AdminRequestTag: UInt8 {
     case lock = 1
     case unlock, unlockForSession, setPasscode, removePasscode, setEraseAfterFailedAttempts, registerApp, listApps
     case removeApp, biometry, companion, createBackup, restoreBackup, restart, eraseAllContentAndSettings
-    case migrateDeviceRoot, setSecretServicePolicy
+    case migrateDeviceRoot, setSecretServicePolicy, importSecrets
 }
 
 /// The first byte of an answer's payload.
 enum AnswerTag: UInt8 {
     case done = 1
-    case result, status, location, apps, authentication, biometry, secret, backup, restore
+    case result, status, location, apps, authentication, biometry, secret, backup, restore, imported
 }
 
 private enum AuthenticationSubjectTag: UInt8 {
@@ -274,6 +274,23 @@ private struct PayloadWriter {
             adminTag(.setSecretServicePolicy)
             string(policy.rawValue)
             writer.optional(passcode) { $0.secret($1) }
+        case .importSecrets(let source, let secrets, let passcode):
+            adminTag(.importSecrets)
+            string(source)
+            writer.unsigned(UInt32(secrets.count))
+            for secret in secrets {
+                string(secret.collection)
+                string(secret.label)
+                writer.unsigned(UInt32(secret.attributes.count))
+                for (key, value) in secret.attributes.sorted(by: { $0.key < $1.key }) {
+                    string(key)
+                    string(value)
+                }
+                writer.secret(secret.secret)
+                string(secret.contentType)
+                writer.strings(secret.applications)
+            }
+            writer.optional(passcode) { $0.secret($1) }
         case .removeApp(let path, let passcode, let deletingItems):
             adminTag(.removeApp)
             string(path)
@@ -394,6 +411,14 @@ private struct PayloadWriter {
             ] {
                 writer.unsigned(UInt32(clamping: count))
             }
+        case .imported(let report):
+            answerTag(.imported)
+            writer.unsigned(UInt32(clamping: report.imported))
+            writer.unsigned(UInt32(report.skipped.count))
+            for (reason, count) in report.skipped.sorted(by: { $0.key < $1.key }) {
+                string(reason)
+                writer.unsigned(UInt32(clamping: count))
+            }
         }
     }
 }
@@ -433,6 +458,10 @@ private struct PayloadReader {
     }
     private mutating func unsigned() throws(WireError) -> UInt32 {
         try read { (reader) throws(FormatError) in try reader.unsigned() }
+    }
+    /// The count of a list that follows, within the frame's limits.
+    private mutating func count() throws(WireError) -> Int {
+        try read { (reader) throws(FormatError) in try reader.count() }
     }
     private mutating func secret() throws(WireError) -> SecureBytes {
         try read { (reader) throws(FormatError) in try reader.secret() }
@@ -529,6 +558,21 @@ private struct PayloadReader {
                 throw WireError("unknown Secret Service policy")
             }
             return .setSecretServicePolicy(policy, passcode: try optionalSecret())
+        case .importSecrets:
+            let source = try string()
+            var secrets: [ImportedSecret] = []
+            for _ in 0..<(try count()) {
+                let collection = try string()
+                let label = try string()
+                var attributes: [String: String] = [:]
+                for _ in 0..<(try count()) { attributes[try string()] = try string() }
+                let value = try secret()
+                secrets.append(
+                    ImportedSecret(
+                        collection: collection, label: label, attributes: attributes, secret: value,
+                        contentType: try string(), applications: try strings()))
+            }
+            return .importSecrets(source: source, secrets: secrets, passcode: try optionalSecret())
         case .removeApp:
             return .removeApp(executablePath: try string(), passcode: try optionalSecret(), deletingItems: try flag())
         case .biometry: return .biometry(try sensorCommand())
@@ -635,6 +679,11 @@ private struct PayloadReader {
                 RestoreReport(
                     restored: Int(try unsigned()), notForThisDevice: Int(try unsigned()), skipped: Int(try unsigned()),
                     replacedLocal: Int(try unsigned()), keptLocal: Int(try unsigned())))
+        case .imported:
+            let imported = Int(try unsigned())
+            var skipped: [String: Int] = [:]
+            for _ in 0..<(try count()) { skipped[try string()] = Int(try unsigned()) }
+            return .imported(ImportReport(imported: imported, skipped: skipped))
         }
     }
 

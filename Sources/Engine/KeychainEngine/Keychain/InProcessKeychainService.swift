@@ -80,7 +80,7 @@ public struct InProcessKeychainService: KeychainService {
         case .restoreBackup(let file, let password, let passcode):
             if let passcode { try keychain.unlock(passcode: passcode) }
             return .restore(try keychain.restoreBackup(from: file, password: password, progress: progress))
-        case .registerApp, .listApps, .removeApp, .setSecretServicePolicy:
+        case .registerApp, .listApps, .removeApp, .setSecretServicePolicy, .importSecrets:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")
         }

@@ -43,6 +43,10 @@ struct StateChangePolicy: Sendable {
             return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
         case .createBackup(let file, _, let passcode), .restoreBackup(let file, _, let passcode):
             return try backup(file, by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
+        case .importSecrets(_, _, let passcode):
+            // It writes into many apps' groups, as a restore does.
+            return try wholeKeychainChange(
+                by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil, subject: "an import")
         case .eraseAllContentAndSettings(let passcode):
             // Everything goes, every app's items and the registry: decided as a backup is.
             return try wholeKeychainChange(

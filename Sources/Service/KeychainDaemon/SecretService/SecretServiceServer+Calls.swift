@@ -248,19 +248,7 @@ extension SecretServiceServer {
             }
             let id = try keychainCall {
                 try state.change { document in
-                    guard document.collections.count < SecretServiceState.maximumCollections else {
-                        throw KeychainError.invalidParameter(
-                            "\(SecretServiceState.maximumCollections) collections at most")
-                    }
-                    let base = Self.collectionID(label)
-                    var id = base
-                    var number = 1
-                    while document.collections.contains(where: { $0.id == id }) {
-                        number += 1
-                        id = base + "_" + String(number)
-                    }
-                    let now = Date()
-                    document.collections.append(.init(id: id, label: label, created: now, modified: now))
+                    let id = try document.addCollection(label: label)
                     if !alias.isEmpty { document.aliases[alias] = id }
                     return id
                 }
@@ -271,14 +259,6 @@ extension SecretServiceServer {
         default:
             throw SecretServiceError(.unknownMethod, "no method \(context.member) on the Service")
         }
-    }
-
-    /// A collection's id from its label: its letters and digits, lower case ("collection" when none).
-    static func collectionID(_ label: String) -> String {
-        let kept = String(
-            label.lowercased().unicodeScalars.filter { $0.isASCII && (CharacterSet.alphanumerics.contains($0)) }.prefix(
-                32))
-        return kept.isEmpty ? "collection" : kept
     }
 
     func session(_ path: String, of sender: String) throws(SecretServiceError) -> SecretServiceSession {

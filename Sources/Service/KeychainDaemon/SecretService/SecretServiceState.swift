@@ -34,6 +34,28 @@ final class SecretServiceState: Sendable {
                 modified: Date(timeIntervalSince1970: 0))
         ]
         var aliases: [String: String] = ["default": SecretServiceStore.defaultCollection]
+
+        /// Adds a collection labelled `label`; its id is made from the label (its letters and digits,
+        /// numbered when taken). Returns the id.
+        mutating func addCollection(label: String) throws -> String {
+            guard collections.count < SecretServiceState.maximumCollections else {
+                throw KeychainError.invalidParameter("\(SecretServiceState.maximumCollections) collections at most")
+            }
+            let lowered = String(
+                String.UnicodeScalarView(
+                    label.lowercased().unicodeScalars.filter { $0.isASCII && CharacterSet.alphanumerics.contains($0) }
+                        .prefix(32)))
+            let base = lowered.isEmpty ? "collection" : lowered
+            var id = base
+            var number = 1
+            while collections.contains(where: { $0.id == id }) {
+                number += 1
+                id = base + "_" + String(number)
+            }
+            let now = Date()
+            collections.append(Collection(id: id, label: label, created: now, modified: now))
+            return id
+        }
     }
 
     static let fileName = "secret-service.state"
