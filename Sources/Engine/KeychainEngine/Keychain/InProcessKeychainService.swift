@@ -80,9 +80,12 @@ public struct InProcessKeychainService: KeychainService {
         case .restoreBackup(let file, let password, let passcode):
             if let passcode { try keychain.unlock(passcode: passcode) }
             return .restore(try keychain.restoreBackup(from: file, password: password, progress: progress))
-        case .registerApp, .listApps, .removeApp, .setSecretServicePolicy, .importSecrets:
+        case .registerApp, .listApps, .removeApp:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")
+        case .setSecretServicePolicy, .importSecrets:
+            throw KeychainError.notAvailable(
+                "the Secret Service is the daemon's (securityd --secret-service); start it, or set KEYCHAIN_SOCKET")
         }
         return .done
     }

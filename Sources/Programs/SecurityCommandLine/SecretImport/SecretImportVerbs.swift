@@ -12,6 +12,19 @@ struct SecretImportVerbs {
     /// Larger than any keyring or export a person keeps.
     static let maximumFileSize = 64 << 20
 
+    /// What one request carries at most: the daemon takes frames of up to 1 MiB from a program that
+    /// is not a registered app, as this command is not.
+    static let maximumBatch = 768 << 10
+    /// And at most this many secrets (a request's lists hold 4,096 entries at most).
+    static let maximumBatchCount = 1_000
+
+    /// About what a secret takes in a request (its strings and lengths).
+    static func encodedSize(_ secret: ImportedSecret) -> Int {
+        secret.collection.utf8.count + secret.label.utf8.count + secret.secret.count + secret.contentType.utf8.count
+            + secret.attributes.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 8 }
+            + secret.applications.reduce(0) { $0 + $1.utf8.count + 4 } + 64
+    }
+
     static func handles(_ arguments: [CommandArgument]) -> Bool {
         ["gnome-keyring", "kwallet"].contains(arguments.first?.text ?? "")
     }
@@ -67,10 +80,31 @@ struct SecretImportVerbs {
             }
         }
         let passcode = try session.wholeKeychainPasscode(arguments)
-        let report: ImportReport
+        var report = ImportReport(imported: 0, skipped: [:])
+        var batches: [[ImportedSecret]] = [[]]
+        var batchSize = 0
+        for secret in secrets {
+            let size = Self.encodedSize(secret)
+            guard size <= Self.maximumBatch else {
+                report.skipped["larger than an import request carries (\(Self.maximumBatch >> 10) KiB)", default: 0] +=
+                    1
+                continue
+            }
+            if batchSize + size > Self.maximumBatch || batches[batches.count - 1].count == Self.maximumBatchCount {
+                batches.append([])
+                batchSize = 0
+            }
+            batches[batches.count - 1].append(secret)
+            batchSize += size
+        }
         do {
-            report = try session.keychain().importSecrets(secrets, source: source, passcode: passcode)
+            for batch in batches where !batch.isEmpty {
+                let done = try session.keychain().importSecrets(batch, source: source, passcode: passcode)
+                report.imported += done.imported
+                report.skipped.merge(done.skipped, uniquingKeysWith: +)
+            }
         } catch {
+            if report.imported > 0 { print("imported \(report.imported) secrets before this failure") }
             throw Failure.withReason(error, function: Self.function)
         }
         print("imported \(report.imported) of \(secrets.count) secrets from \(source)")
