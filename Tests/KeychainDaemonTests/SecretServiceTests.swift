@@ -690,3 +690,58 @@ final class SecretServiceImportTests: SecretServiceTestCase {
         XCTAssertTrue(refused.output.contains("never comes"), refused.output)
     }
 }
+
+/// Sandboxed apps: a process in a sandbox of its own (its own user and mount namespaces, a root with
+/// Flatpak's `/.flatpak-info`), as Flatpak runs an app with `--talk-name=org.freedesktop.secrets`.
+final class SecretServiceFlatpakTests: SecretServiceTestCase {
+    /// Runs `arguments` inside a sandbox whose `/.flatpak-info` names `appID`.
+    func sandboxed(_ appID: String, _ arguments: [String], input: String? = nil) throws -> (
+        status: Int32, output: String
+    ) {
+        let script = programs.directory + "/sandbox.sh"
+        if !FileManager.default.fileExists(atPath: script) {
+            try #"""
+            #!/bin/sh
+            # sandbox.sh APP-ID COMMAND...: COMMAND in its own user and mount namespaces, chrooted into a
+            # root that holds /usr, /etc, /dev, /tmp and a /.flatpak-info naming APP-ID.
+            set -e
+            root=$(mktemp -d)
+            exec unshare -Urm /bin/sh -c '
+              root="$1"; app="$2"; shift 2
+              mount -t tmpfs none "$root"
+              mkdir -p "$root/usr" "$root/etc" "$root/tmp" "$root/dev"
+              ln -s usr/bin "$root/bin"; ln -s usr/lib "$root/lib"; ln -s usr/lib64 "$root/lib64"
+              for directory in usr etc tmp dev; do mount --rbind "/$directory" "$root/$directory"; done
+              printf "[Application]\nname=%s\nruntime=runtime/org.example.Platform/x86_64/1\n" "$app" > "$root/.flatpak-info"
+              exec chroot "$root" "$@"
+            ' sandbox "$root" "$@"
+            """#.write(toFile: script, atomically: true, encoding: .utf8)
+            chmod(script, 0o755)
+        }
+        return try run(script, [appID] + arguments, input: input)
+    }
+
+    func testEachSandboxedAppSeesOnlyItsOwnItems() throws {
+        let probe = try sandboxed("org.example.Probe", ["/bin/true"])
+        guard probe.status == 0 else { throw XCTSkip("no unprivileged user namespaces here: \(probe.output)") }
+        try allowUnregisteredPrograms()
+        XCTAssertEqual(try secretTool("store", "--label=shared", "k", "v", input: "for-everyone").status, 0)
+        let stored = try sandboxed(
+            "org.example.Notes", ["/usr/bin/secret-tool", "store", "--label=n", "k", "v"], input: "notes-own")
+        XCTAssertEqual(stored.status, 0, stored.output + daemon.log)
+        XCTAssertEqual(
+            try sandboxed("org.example.Notes", ["/usr/bin/secret-tool", "lookup", "k", "v"]).output, "notes-own")
+        // Another app, and programs outside any sandbox, see none of it; nor does the app see theirs.
+        XCTAssertEqual(try sandboxed("org.example.Mail", ["/usr/bin/secret-tool", "lookup", "k", "v"]).status, 1)
+        XCTAssertEqual(try secretTool("lookup", "k", "v").output, "for-everyone")
+        XCTAssertEqual(try secretTool("search", "--all", "k", "v").output.components(separatedBy: "label = ").count, 2)
+        // Under deny, a sandboxed app is refused like any other program.
+        XCTAssertEqual(try security("app", "policy", "secret-service", "deny").status, 0)
+        daemon.stop()
+        try daemon.start()
+        try waitForName()
+        let denied = try sandboxed("org.example.Notes", ["/usr/bin/secret-tool", "lookup", "k", "v"])
+        XCTAssertNotEqual(denied.status, 0)
+        XCTAssertTrue(denied.output.contains("org.example.Notes is refused"), denied.output)
+    }
+}

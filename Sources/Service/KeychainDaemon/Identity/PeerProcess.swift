@@ -210,6 +210,26 @@ final class PeerProcess: @unchecked Sendable {
         return theirs.st_ino == Self.ownUserNamespace.inode && theirs.st_dev == Self.ownUserNamespace.device
     }
 
+    /// The Flatpak app id of a sandboxed process: the `name` of the `[Application]` group of the
+    /// `/.flatpak-info` Flatpak puts in every sandbox's root (read through `/proc/<pid>/root`), when
+    /// the process runs in a user namespace of its own, as a Flatpak sandbox does. Nil for any other
+    /// process, and when the process ended while it was read.
+    var flatpakAppID: String? {
+        guard !sharesUserNamespace, let info = read("root/.flatpak-info"), info.count <= 64 * 1024,
+            let text = String(data: info, encoding: .utf8)
+        else { return nil }
+        var group = ""
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("[") {
+                group = String(line)
+            } else if group == "[Application]", line.hasPrefix("name=") {
+                let name = String(line.dropFirst(5))
+                return isAlive ? name : nil
+            }
+        }
+        return nil
+    }
+
     private static let ownUserNamespace: (inode: ino_t, device: dev_t) = {
         var own = stat()
         guard stat("/proc/self/ns/user", &own) == 0 else { return (0, 0) }

@@ -39,13 +39,17 @@ struct SecretServiceCallers {
         guard uid == tenant.uid else {
             return .refused(SecretServiceError(.accessDenied, "uid \(uid) is not this keychain's user"))
         }
-        let caller: CallerIdentity
+        let peer: PeerProcess
         do {
-            caller = CallerIdentity(
-                peer: try PeerProcess(busPeer: Int32(bitPattern: pid), uid: uid), connection: nil,
-                requiringUndumpable: false)
+            peer = try PeerProcess(busPeer: Int32(bitPattern: pid), uid: uid)
         } catch {
             return .refused(SecretServiceError(.accessDenied, error.description))
+        }
+        let caller = CallerIdentity(peer: peer, connection: nil, requiringUndumpable: false)
+        // A sandboxed app is known by its Flatpak app id, not by an executable inside its sandbox (whose
+        // files the user's processes do not see the same way): it gets a group of its own.
+        if let appID = peer.flatpakAppID {
+            return flatpakGrant(appID, caller: caller)
         }
         let executable: RunningExecutable
         switch caller.executable {
@@ -89,6 +93,43 @@ struct SecretServiceCallers {
         }
     }
 
+    /// A Flatpak app: only its own group, `flatpak:<app id>`, whatever the policy lets in; asked about
+    /// once per app id under `ask`. An app id is a claim of the sandbox's `/.flatpak-info`:
+    /// docs/secret-service.md says who can make it.
+    private func flatpakGrant(_ appID: String, caller: CallerIdentity) -> SecretServiceGrant {
+        guard SecretServiceServer.isAppID(appID) else {
+            return .refused(SecretServiceError(.accessDenied, "a sandbox names no valid Flatpak app id"))
+        }
+        let client = ClientIdentity(accessGroups: ["flatpak:" + appID], contextScope: caller.contextScope)
+        let document: SecretServiceState.Document
+        do { document = try state.read() } catch {
+            return .refused(SecretServiceError(.accessDenied, error.reason))
+        }
+        switch document.policy {
+        case .allow: return .granted(client: client, caller: caller)
+        case .deny:
+            return .refused(
+                SecretServiceError(
+                    .accessDenied, "the Flatpak app \(appID) is refused: the Secret Service policy is deny"))
+        case .ask:
+            let identity = Self.flatpakIdentity(appID)
+            guard
+                let decision = document.decisions.first(where: {
+                    $0.executablePath == identity.path && $0.executableDigest == Hex.encode(identity.digest)
+                })
+            else { return .needsAnswer(identity, caller: caller) }
+            return decision.allowed
+                ? .granted(client: client, caller: caller)
+                : .refused(
+                    SecretServiceError(.accessDenied, "the user refused the Flatpak app \(appID) the Secret Service"))
+        }
+    }
+
+    /// How a Flatpak app is named in the user's answers: `flatpak:<app id>`, with no digest.
+    static func flatpakIdentity(_ appID: String) -> RunningExecutable {
+        RunningExecutable(path: "flatpak:" + appID, key: ExecutableKey(stat()), digest: Data())
+    }
+
     /// Asks the user whether `executable` may use the shared group, and keeps an answer given: a yes
     /// or a cancel. Where nothing can ask (no passcode, no prompt program) the answer is no, and is
     /// not kept, so that it asks again once a prompt can be shown. Runs on a worker thread.
@@ -96,7 +137,9 @@ struct SecretServiceCallers {
         about executable: RunningExecutable, pid: Int32, tenant: Tenant, state: SecretServiceState
     ) -> Bool {
         let reason =
-            "\(executable.path) (pid \(pid)) wants to use the Secret Service (the secrets programs share with it)"
+            executable.path.hasPrefix("flatpak:")
+            ? "the Flatpak app \(executable.path.dropFirst(8)) (pid \(pid)) wants to keep its secrets in the Secret Service"
+            : "\(executable.path) (pid \(pid)) wants to use the Secret Service (the secrets programs share with it)"
         var allowed = false
         var keep = true
         do {
