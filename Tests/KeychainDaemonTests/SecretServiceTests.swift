@@ -245,6 +245,13 @@ final class SecretServiceTests: SecretServiceTestCase {
             """)
         XCTAssertEqual(unlocked.output, "False False kept", unlocked.output)
         XCTAssertTrue(pinentry.transcript.contains("GETPIN"), pinentry.transcript)
+        // secret-tool's lock (which takes the collection's id) locks the keychain, for the socket's
+        // clients too. libsecret-tools 0.20.5 then crashes on its way out, against gnome-keyring as
+        // well, so only what it did is checked.
+        _ = try secretTool("lock", "--collection=login")
+        XCTAssertTrue(try security("show-keychain-info").output.contains("locked"))
+        XCTAssertFalse(try security("show-keychain-info").output.contains("unlocked"))
+        XCTAssertEqual(try secretTool("lookup", "k", "v").status, 1)
     }
 }
 
