@@ -147,6 +147,44 @@ final class DBusConnectionTests: XCTestCase {
     }
 
     /// The first message `wanted` accepts, skipping the bus's own (NameAcquired and the like).
+    func testAMessageOfTooManyValuesIsRefusedAndTheNextOneRead() throws {
+        let bus = try TestBus()
+        let sender = try DBusConnection(address: bus.address)
+        let listener = try DBusConnection(address: bus.address)
+        try listener.addMatch("type='signal',interface='test.Flood'")
+        let flood = DBusValue.array(element: "u", (0..<(DBusMessage.maximumValues + 1)).map { .uint32(UInt32($0)) })
+        try sender.send(.signal(path: "/test", interface: "test.Flood", member: "Many", body: [flood]))
+        try sender.send(.signal(path: "/test", interface: "test.Flood", member: "After"))
+        var refused = false
+        var after: DBusMessage?
+        let deadline = ContinuousClock.now + .seconds(10)
+        while after == nil, ContinuousClock.now < deadline {
+            do {
+                if let message = try listener.receive(timeout: .milliseconds(100)), message.member == "After" {
+                    after = message
+                }
+            } catch {
+                XCTAssertEqual(error.code, .malformed)
+                XCTAssertTrue(error.reason.contains("more than \(DBusMessage.maximumValues) values"), error.reason)
+                refused = true
+            }
+        }
+        XCTAssertTrue(refused)
+        XCTAssertNotNil(after, "the next message is read")
+        // Bytes count once: a large byte array is within the bound.
+        try sender.send(
+            .signal(path: "/test", interface: "test.Flood", member: "Bytes", body: [.bytes(Data(count: 1 << 20))]))
+        XCTAssertEqual(try next(on: listener) { $0.member == "Bytes" }?.body, [.bytes(Data(count: 1 << 20))])
+    }
+
+    func testOnlyUnixSocketAddressesAreUsed() {
+        XCTAssertThrowsError(try DBusConnection(address: "tcp:host=127.0.0.1,port=5555")) { error in
+            XCTAssertEqual((error as? DBusError)?.code, .connection)
+            XCTAssertTrue("\(error)".contains("only unix:"), "\(error)")
+        }
+        XCTAssertThrowsError(try DBusConnection(address: "unix:path=/nonexistent/bus;tcp:host=localhost,port=1"))
+    }
+
     private func next(
         on connection: DBusConnection, within wait: Duration = .seconds(5), _ wanted: (DBusMessage) -> Bool
     ) throws -> DBusMessage? {

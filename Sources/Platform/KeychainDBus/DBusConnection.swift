@@ -30,6 +30,11 @@ public final class DBusConnection: @unchecked Sendable {
     public init(address: String, timeout: Duration = .seconds(5), acceptingDescriptors: Bool = false)
         throws(DBusError)
     {
+        // A Unix socket only: its peer is known by the kernel's credentials. A TCP bus would make a
+        // process on another machine a caller.
+        guard address.split(separator: ";").allSatisfy({ $0.hasPrefix("unix:") }) else {
+            throw DBusError(.connection, "only unix: bus addresses are used, not \(address)")
+        }
         let functions = try SystemdBus.functions()
         var made: OpaquePointer?
         guard (functions.sd_bus_new?(&made) ?? -ENOSYS) >= 0, let bus = made else {

@@ -86,11 +86,26 @@ extension DBusMessage {
 private struct ValueReading {
     let message: OpaquePointer
     let functions: keychain_sd_bus
+    /// Values still allowed in this message: a bus carries messages of up to 128 MiB, and one of tiny
+    /// values would make millions of them here. A message with more is refused (`.malformed`) before
+    /// it is built; no call of the keychain's needs a tenth of this.
+    private var budget = DBusMessage.maximumValues
+
+    init(message: OpaquePointer, functions: keychain_sd_bus) {
+        self.message = message
+        self.functions = functions
+    }
 
     /// The values up to the end of the message or of the container entered.
     mutating func values() throws(DBusError) -> [DBusValue] {
         var values: [DBusValue] = []
-        while let value = try next() { values.append(value) }
+        while let value = try next() {
+            budget -= 1
+            guard budget >= 0 else {
+                throw DBusError(.malformed, "a message of more than \(DBusMessage.maximumValues) values")
+            }
+            values.append(value)
+        }
         return values
     }
 

@@ -73,6 +73,10 @@ public struct DBusMessage: Sendable {
         return error
     }
 
+    /// The most values a received message may hold, containers and their contents all told (a byte
+    /// array counts once).
+    public static let maximumValues = 262_144
+
     /// The body's signature.
     public var signature: String { body.map(\.signature).joined() }
 }
