@@ -8,11 +8,13 @@ import Foundation
 public struct SecretServiceAttributes: Sendable, Hashable {
     /// The item attribute that holds the map.
     public static let attributeName = "ssat"
-    /// The most pairs one map may have, and the longest key or value (bytes of UTF-8): a client cannot
-    /// make the keychain store or index more than this per item.
+    /// The most pairs one map may have: a client cannot make the keychain store or index more than
+    /// this per item.
     public static let maximumPairs = 256
+    /// The longest key or value, in bytes of UTF-8.
     public static let maximumLength = 4_096
 
+    /// The attributes, by name.
     public private(set) var pairs: [String: String]
 
     /// No attributes.

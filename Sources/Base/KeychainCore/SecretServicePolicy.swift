@@ -2,8 +2,11 @@
 /// (`security app policy secret-service ask|allow|deny`): ask the user once per executable (path and
 /// SHA-256) and keep the answer, allow it into the shared group, or refuse it.
 public enum SecretServicePolicy: String, Sendable, CaseIterable, Codable {
+    /// Ask the user once per executable (path and SHA-256), and keep the answer.
     case ask
+    /// Let the program into the group unregistered programs share.
     case allow
+    /// Refuse the program.
     case deny
 
     /// The policy of a keychain nobody has set one for.
