@@ -43,16 +43,16 @@ public final class TestBus {
         let command = [
             "/usr/bin/dbus-daemon", "--config-file=\(directory)/bus.conf", "--nofork", "--nopidfile", "--nosyslog",
         ]
+        // The bus ends with the test process, even one that crashes or is killed.
+        var launcher = ["--pdeathsig", "TERM"]
         if let user {
             guard chown(directory, user, user) == 0 else {
                 throw TestDaemon.Failure(description: "cannot give \(directory) to uid \(user)")
             }
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid", "\(user)", "--regid", "\(user)", "--clear-groups"] + command
-        } else {
-            process.executableURL = URL(fileURLWithPath: command[0])
-            process.arguments = Array(command.dropFirst())
+            launcher = ["--reuid", "\(user)", "--regid", "\(user)", "--clear-groups"] + launcher
         }
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = launcher + command
         process.standardOutput = FileHandle.nullDevice
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         try process.run()

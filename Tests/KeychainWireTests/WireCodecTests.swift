@@ -139,8 +139,8 @@ final class WireCodecTests: XCTestCase {
         guard case .admin(.lock) = try WireCodec.request(from: frame(payload: [1], kind: .adminRequest)).request else {
             return XCTFail("tag 1 of an admin frame is lock")
         }
-        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [18], kind: .adminRequest))) { error in
-            XCTAssertTrue("\(error)".contains("unknown admin request 18"), "\(error)")
+        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [19], kind: .adminRequest))) { error in
+            XCTAssertTrue("\(error)".contains("unknown admin request 19"), "\(error)")
         }
         // The Secret Service policy (tag 17) travels by name; a name this build does not know is refused.
         let policy = WireCodec.frame(.setSecretServicePolicy(.deny, passcode: nil), id: 1)
