@@ -19,6 +19,7 @@ import PackageDescription
 //   Service/   KeychainWire         requests and answers as the daemon's frames
 //              KeychainDaemon       securityd: the socket, who is calling (kernel + app registry), one lock state
 //              KeychainClient       the daemon as a KeychainService, over its socket
+//              KeychainSyncStore    the sync server's storage on PostgreSQL (libpq-dev): accounts, records, change log
 //   Facade/    Security             Apple's SecItem API over a KeychainService (the embedded engine by default)
 //              LocalAuthentication  LAContext; re-exports Security
 //   Programs/  security, securityd, keychain-bench, keychain-test-helper
@@ -63,6 +64,9 @@ let package = Package(
         // Header-only: sd-bus (libsystemd-dev) is loaded when a bus is first used, not linked (see its shim).
         .systemLibrary(
             name: "CSystemdBus", path: "Sources/Platform/CSystemdBus", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(
+            name: "CPostgreSQL", path: "Sources/Platform/CPostgreSQL", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]),
         // Header-only: fixed-argument forms of prctl, which Swift cannot call (it is variadic).
         .systemLibrary(name: "CProcessControl", path: "Sources/Platform/CProcessControl"),
         .target(name: "KeychainBytes", path: "Sources/Base/KeychainBytes"),
@@ -117,6 +121,9 @@ let package = Package(
             ],
             path: "Sources/Service/KeychainDaemon"
         ),
+        .target(
+            name: "KeychainSyncStore", dependencies: ["CPostgreSQL", "KeychainBytes"],
+            path: "Sources/Service/KeychainSyncStore"),
         .target(
             name: "KeychainClient", dependencies: ["CProcessControl", "KeychainBytes", "KeychainCore", "KeychainWire"],
             path: "Sources/Service/KeychainClient"),
@@ -175,6 +182,8 @@ let package = Package(
             name: "KeychainCryptoTests", dependencies: ["KeychainBytes", "KeychainCrypto", "KeychainTestSupport"]),
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainBytes", "KeychainCore"]),
         .testTarget(name: "KeychainDBusTests", dependencies: ["KeychainDBus", "KeychainTestSupport"]),
+        .testTarget(
+            name: "KeychainSyncStoreTests", dependencies: ["KeychainSyncStore", "KeychainBytes", "KeychainTestSupport"]),
         .testTarget(
             name: "KeychainTPMTests",
             dependencies: [

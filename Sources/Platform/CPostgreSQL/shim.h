@@ -1,0 +1,2 @@
+// libpq, PostgreSQL's client library (Debian's libpq-dev), for the sync server's storage.
+#include <libpq-fe.h>

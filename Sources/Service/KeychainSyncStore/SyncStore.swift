@@ -1,0 +1,230 @@
+import Foundation
+import KeychainBytes
+import Synchronization
+
+/// A record as the server keeps it: opaque to it, but for its id, version and place in the change log.
+public struct SyncRecord: Sendable, Equatable {
+    /// Random or keyed by the device: the server cannot tell what it names.
+    public var recordID: Data
+    /// 1 when created; each accepted write adds one. A write names the version it replaces.
+    public var version: Int64
+    /// Where its last change sits in the account's change log.
+    public var seq: Int64
+    /// A tombstone: the record was deleted (its ciphertext says when, to the devices).
+    public var deleted: Bool
+    /// Encrypted by the devices, padded by them to a multiple of `SyncStore.sizeBucket`.
+    public var ciphertext: Data
+
+    public init(recordID: Data, version: Int64, seq: Int64, deleted: Bool, ciphertext: Data) {
+        self.recordID = recordID
+        self.version = version
+        self.seq = seq
+        self.deleted = deleted
+        self.ciphertext = ciphertext
+    }
+}
+
+/// The sync server's storage on PostgreSQL: accounts, records written by compare-and-set on their
+/// version, and a durable per-account change log that devices read from a cursor. Stateless beyond
+/// the database, so several servers may share one. Thread-safe: connections come from a pool.
+public final class SyncStore: Sendable {
+    /// Ciphertexts are padded by the devices to a multiple of this, so that sizes tell little.
+    public static let sizeBucket = 256
+    /// The largest ciphertext one record may have.
+    public static let maximumCiphertext = 2 << 20
+    /// A server's NOTIFY channel: the payload is the account id in hex, a wake-up only.
+    public static let notifyChannel = "keychain_sync"
+
+    private let conninfo: String
+    private let idle = Mutex<[PostgresConnection]>([])
+
+    /// Connects to the database at `conninfo` (a libpq connection string or URI) and brings its schema
+    /// up to date, one migration per transaction, serialized with any other server doing the same.
+    public init(conninfo: String) throws(SyncStoreError) {
+        self.conninfo = conninfo
+        try withConnection { (connection) throws(SyncStoreError) in try Self.migrate(connection) }
+    }
+
+    private static func migrate(_ connection: PostgresConnection) throws(SyncStoreError) {
+        try connection.run(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version bigint PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for migration in Migrations.all {
+            try connection.transaction { () throws(SyncStoreError) in
+                // One server migrates at a time; the others wait, then find it done.
+                try connection.run("SELECT pg_advisory_xact_lock(7468716101)")
+                let done = try connection.run(
+                    "SELECT 1 FROM schema_migrations WHERE version = $1", [.integer(migration.version)])
+                guard done.values.isEmpty else { return }
+                try connection.runScript(migration.sql)
+                try connection.run("INSERT INTO schema_migrations (version) VALUES ($1)", [.integer(migration.version)])
+            }
+        }
+    }
+
+    /// The migrations this database has had.
+    public func appliedMigrations() throws(SyncStoreError) -> [Int64] {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run("SELECT version FROM schema_migrations ORDER BY version")
+            return try rows.values.indices.map { (row) throws(SyncStoreError) in try rows.integer(row, 0) }
+        }
+    }
+
+    private func withConnection<T>(_ body: (PostgresConnection) throws(SyncStoreError) -> T) throws(SyncStoreError)
+        -> T
+    {
+        let connection: PostgresConnection
+        if let pooled = idle.withLock({ $0.popLast() }) {
+            connection = pooled
+        } else {
+            connection = try PostgresConnection(conninfo)
+        }
+        do {
+            let value = try body(connection)
+            idle.withLock { if $0.count < 16 { $0.append(connection) } }
+            return value
+        } catch {
+            // A connection that failed may be broken: it is not reused.
+            if error.code != .connection { idle.withLock { if $0.count < 16 { $0.append(connection) } } }
+            throw error
+        }
+    }
+
+    /// Runs a transaction again when PostgreSQL (or a distributed engine with serializable isolation)
+    /// asks for a retry.
+    private func retrying<T>(_ body: () throws(SyncStoreError) -> T) throws(SyncStoreError) -> T {
+        var attempt = 0
+        while true {
+            do { return try body() } catch  where error.isRetryable && attempt < 5 { attempt += 1 }
+        }
+    }
+
+    /// Makes the account if it does not exist.
+    public func createAccount(_ account: Data) throws(SyncStoreError) {
+        try withConnection { (connection) throws(SyncStoreError) in
+            _ = try connection.run(
+                "INSERT INTO accounts (account_id) VALUES ($1) ON CONFLICT (account_id) DO NOTHING", [.bytes(account)])
+        }
+    }
+
+    /// Writes a record if its version is still `replacing` (0: the record must not exist yet): a
+    /// compare-and-set, so a stale write is a `.conflict` (naming the current version), never a silent
+    /// overwrite. Returns the record as stored, with its new version and sequence number.
+    public func write(
+        account: Data, recordID: Data, replacing expected: Int64, deleted: Bool = false, ciphertext: Data
+    ) throws(SyncStoreError) -> SyncRecord {
+        guard !recordID.isEmpty, recordID.count <= 64 else {
+            throw SyncStoreError(.statement, "a record id is 1 to 64 bytes")
+        }
+        guard ciphertext.count % Self.sizeBucket == 0, ciphertext.count <= Self.maximumCiphertext else {
+            throw SyncStoreError(
+                .statement, "a ciphertext must be padded to a multiple of \(Self.sizeBucket) bytes, at most 2 MiB")
+        }
+        do {
+            return try retrying { () throws(SyncStoreError) in
+                try withConnection { (connection) throws(SyncStoreError) in
+                    let written = try connection.transaction { () throws(SyncStoreError) -> SyncRecord? in
+                        let sequence = try connection.run(
+                            "UPDATE accounts SET last_seq = last_seq + 1 WHERE account_id = $1 RETURNING last_seq",
+                            [.bytes(account)])
+                        guard !sequence.values.isEmpty else { throw SyncStoreError(.statement, "no such account") }
+                        let seq = try sequence.integer(0, 0)
+                        let version = expected + 1
+                        let changed: Int
+                        if expected == 0 {
+                            changed = try connection.run(
+                                """
+                                INSERT INTO records (account_id, record_id, version, seq, padded_size, deleted, ciphertext)
+                                VALUES ($1, $2, 1, $3, $4, $5, $6) ON CONFLICT (account_id, record_id) DO NOTHING
+                                """,
+                                [
+                                    .bytes(account), .bytes(recordID), .integer(seq), .integer(Int64(ciphertext.count)),
+                                    .boolean(deleted), .bytes(ciphertext),
+                                ]
+                            ).affected
+                        } else {
+                            changed = try connection.run(
+                                """
+                                UPDATE records SET version = version + 1, seq = $3, padded_size = $4, deleted = $5, ciphertext = $6
+                                WHERE account_id = $1 AND record_id = $2 AND version = $7
+                                """,
+                                [
+                                    .bytes(account), .bytes(recordID), .integer(seq), .integer(Int64(ciphertext.count)),
+                                    .boolean(deleted), .bytes(ciphertext), .integer(expected),
+                                ]
+                            ).affected
+                        }
+                        // Nothing written: rolled back, the sequence number with it.
+                        guard changed == 1 else { throw SyncStoreError(.conflict, "stale") }
+                        try connection.run(
+                            "INSERT INTO changes (account_id, seq, record_id, version) VALUES ($1, $2, $3, $4)",
+                            [.bytes(account), .integer(seq), .bytes(recordID), .integer(version)])
+                        try connection.run(
+                            "SELECT pg_notify($1, $2)", [.text(Self.notifyChannel), .text(Hex.encode(account))])
+                        return SyncRecord(
+                            recordID: recordID, version: version, seq: seq, deleted: deleted, ciphertext: ciphertext)
+                    }
+                    guard let written else { throw SyncStoreError(.malformed, "no record") }
+                    return written
+                }
+            }
+        } catch  where error.code == .conflict {
+            let current = try record(account: account, recordID: recordID)?.version ?? 0
+            throw SyncStoreError(
+                .conflict, "the record is at version \(current), not \(expected): read it again and re-apply")
+        }
+    }
+
+    /// The record as it is now, or nil.
+    public func record(account: Data, recordID: Data) throws(SyncStoreError) -> SyncRecord? {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                "SELECT record_id, version, seq, deleted, ciphertext FROM records WHERE account_id = $1 AND record_id = $2",
+                [.bytes(account), .bytes(recordID)])
+            return try Self.records(rows).first
+        }
+    }
+
+    /// The records changed after `seq`, as they are now, in the order of their last change; at most
+    /// `limit`. A device asks again from the last one's `seq` until it gets none.
+    public func changes(account: Data, after seq: Int64, limit: Int = 1_000) throws(SyncStoreError) -> [SyncRecord] {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                """
+                SELECT record_id, version, seq, deleted, ciphertext FROM records
+                WHERE account_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
+                """,
+                [.bytes(account), .integer(seq), .integer(Int64(max(1, min(limit, 10_000))))])
+            return try Self.records(rows)
+        }
+    }
+
+    /// Where a device has read the account's log up to.
+    public func cursor(account: Data, device: Data) throws(SyncStoreError) -> Int64 {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                "SELECT seq FROM cursors WHERE account_id = $1 AND device_id = $2", [.bytes(account), .bytes(device)])
+            return rows.values.isEmpty ? 0 : try rows.integer(0, 0)
+        }
+    }
+
+    /// Records that a device has read up to `seq` (a cursor only moves forward).
+    public func advanceCursor(account: Data, device: Data, to seq: Int64) throws(SyncStoreError) {
+        _ = try withConnection { (connection) throws(SyncStoreError) in
+            try connection.run(
+                """
+                INSERT INTO cursors (account_id, device_id, seq) VALUES ($1, $2, $3)
+                ON CONFLICT (account_id, device_id) DO UPDATE SET seq = GREATEST(cursors.seq, EXCLUDED.seq)
+                """,
+                [.bytes(account), .bytes(device), .integer(seq)])
+        }
+    }
+
+    private static func records(_ rows: PostgresConnection.Rows) throws(SyncStoreError) -> [SyncRecord] {
+        try rows.values.indices.map { (row) throws(SyncStoreError) in
+            SyncRecord(
+                recordID: try rows.bytes(row, 0), version: try rows.integer(row, 1), seq: try rows.integer(row, 2),
+                deleted: try rows.boolean(row, 3), ciphertext: try rows.bytes(row, 4))
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import KeychainSyncStore
+import KeychainTestSupport
+import Synchronization
+import XCTest
+
+/// The sync server's storage against a real PostgreSQL: the schema and its migrations, compare-and-set
+/// writes, the change log read from cursors, several servers on one database.
+final class SyncStoreTests: XCTestCase {
+    var postgres: TestPostgres!
+
+    override func setUpWithError() throws { postgres = try TestPostgres() }
+    override func tearDown() { postgres = nil }
+
+    let account = Data("account-1".utf8)
+
+    func padded(_ text: String) -> Data {
+        var data = Data(text.utf8)
+        data.append(Data(count: SyncStore.sizeBucket - data.count % SyncStore.sizeBucket))
+        return data
+    }
+
+    func testTheSchemaIsMigratedOnceAndEveryKeyStartsWithTheAccount() throws {
+        let first = try SyncStore(conninfo: postgres.conninfo)
+        XCTAssertEqual(try first.appliedMigrations(), [1])
+        // A second server on the same database finds it done.
+        let second = try SyncStore(conninfo: postgres.conninfo)
+        XCTAssertEqual(try second.appliedMigrations(), [1])
+        // Every primary key and index of the sync tables leads with account_id.
+        let indexes = try postgres.query(
+            """
+            SELECT t.relname || ':' || a.attname FROM pg_index i
+            JOIN pg_class t ON t.oid = i.indrelid JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = i.indkey[0]
+            WHERE t.relname IN ('accounts', 'records', 'changes', 'cursors') ORDER BY 1
+            """)
+        let lines = indexes.split(separator: "\n")
+        XCTAssertEqual(lines.count, 5, indexes)
+        XCTAssertTrue(lines.allSatisfy { $0.hasSuffix(":account_id") }, indexes)
+    }
+
+    func testWritesAreCompareAndSetAndAStaleOneIsAConflict() throws {
+        let store = try SyncStore(conninfo: postgres.conninfo)
+        try store.createAccount(account)
+        let id = Data([1, 2, 3])
+        let created = try store.write(account: account, recordID: id, replacing: 0, ciphertext: padded("v1"))
+        XCTAssertEqual(created.version, 1)
+        // Created twice: the second is a conflict.
+        XCTAssertThrowsError(try store.write(account: account, recordID: id, replacing: 0, ciphertext: padded("x"))) {
+            XCTAssertEqual(($0 as? SyncStoreError)?.code, .conflict)
+        }
+        let updated = try store.write(account: account, recordID: id, replacing: 1, ciphertext: padded("v2"))
+        XCTAssertEqual(updated.version, 2)
+        XCTAssertGreaterThan(updated.seq, created.seq)
+        // A device that read version 1 and writes over it loses to the server's version.
+        XCTAssertThrowsError(try store.write(account: account, recordID: id, replacing: 1, ciphertext: padded("stale")))
+        {
+            XCTAssertEqual(($0 as? SyncStoreError)?.code, .conflict)
+            XCTAssertTrue("\($0)".contains("at version 2"), "\($0)")
+        }
+        XCTAssertEqual(try store.record(account: account, recordID: id)?.ciphertext, padded("v2"))
+        // A tombstone is a write like any other.
+        let deleted = try store.write(
+            account: account, recordID: id, replacing: 2, deleted: true, ciphertext: padded("t"))
+        XCTAssertTrue(deleted.deleted)
+        // Bad input: unpadded ciphertext, no account, an empty id; nothing is written.
+        XCTAssertThrowsError(
+            try store.write(account: account, recordID: Data([9]), replacing: 0, ciphertext: Data("x".utf8)))
+        XCTAssertThrowsError(
+            try store.write(account: Data("nobody".utf8), recordID: Data([9]), replacing: 0, ciphertext: padded("x")))
+        XCTAssertThrowsError(try store.write(account: account, recordID: Data(), replacing: 0, ciphertext: padded("x")))
+        XCTAssertNil(try store.record(account: account, recordID: Data([9])))
+    }
+
+    func testADeviceCatchesUpFromItsCursorAndAccountsStayApart() throws {
+        let store = try SyncStore(conninfo: postgres.conninfo)
+        try store.createAccount(account)
+        try store.createAccount(Data("account-2".utf8))
+        for number in 0..<25 {
+            _ = try store.write(
+                account: account, recordID: Data([UInt8(number)]), replacing: 0, ciphertext: padded("\(number)"))
+        }
+        _ = try store.write(
+            account: Data("account-2".utf8), recordID: Data([1]), replacing: 0, ciphertext: padded("other"))
+        _ = try store.write(account: account, recordID: Data([3]), replacing: 1, ciphertext: padded("3 again"))
+        let device = Data("device-a".utf8)
+        var cursor = try store.cursor(account: account, device: device)
+        XCTAssertEqual(cursor, 0)
+        var seen: [Data: Data] = [:]
+        while true {
+            let page = try store.changes(account: account, after: cursor, limit: 10)
+            guard let last = page.last else { break }
+            for record in page { seen[record.recordID] = record.ciphertext }
+            cursor = last.seq
+            try store.advanceCursor(account: account, device: device, to: cursor)
+        }
+        XCTAssertEqual(seen.count, 25, "each record once, as it is now")
+        XCTAssertEqual(seen[Data([3])], padded("3 again"))
+        XCTAssertEqual(try store.cursor(account: account, device: device), cursor)
+        // A cursor only moves forward.
+        try store.advanceCursor(account: account, device: device, to: 1)
+        XCTAssertEqual(try store.cursor(account: account, device: device), cursor)
+        XCTAssertEqual(try store.changes(account: account, after: cursor), [])
+    }
+
+    func testTwoServersWritingOneRecordAtOnceGiveOneWinner() throws {
+        let stores = [try SyncStore(conninfo: postgres.conninfo), try SyncStore(conninfo: postgres.conninfo)]
+        try stores[0].createAccount(account)
+        let id = Data([7])
+        _ = try stores[0].write(account: account, recordID: id, replacing: 0, ciphertext: padded("base"))
+        let outcomes = Mutex<[Bool]>([])
+        let account = account
+        let ciphertexts = (0..<16).map { padded("writer \($0)") }
+        DispatchQueue.concurrentPerform(iterations: 16) { index in
+            let won =
+                (try? stores[index % 2].write(
+                    account: account, recordID: id, replacing: 1, ciphertext: ciphertexts[index])) != nil
+            outcomes.withLock { $0.append(won) }
+        }
+        XCTAssertEqual(outcomes.withLock { $0.filter { $0 }.count }, 1, "one write wins; the others are conflicts")
+        XCTAssertEqual(try stores[1].record(account: account, recordID: id)?.version, 2)
+    }
+}
