@@ -85,6 +85,13 @@ enum SecretServiceScripts {
         report('secret over 1 MiB', call(a, login, 'CreateItem', 'a{sv}(oayays)b', props,
                                          (session, iv, encrypt(big, iv), 'text/plain'), False))
         report('search with 300 attributes', call(a, service, 'SearchItems', 'a{ss}', {f'k{n}': 'v' for n in range(300)}))
+        report('GetSecrets of 1001 objects', call(a, service, 'GetSecrets', 'aoo', [f'/o/{n}' for n in range(1001)], session))
+        report('SetAlias of default', call(a, service, 'SetAlias', 'so', 'default', '/org/freedesktop/secrets/collection/login'))
+        carrier = open_dbus_connection(bus='SESSION', enable_fds=True)
+        descriptor = os.open('/dev/null', os.O_RDONLY)
+        report('a descriptor to OpenSession', call(carrier, service, 'OpenSession', 'sv', 'plain', ('h', descriptor)))
+        os.close(descriptor)
+        carrier.close()
         status, (found, locked) = call(a, service, 'SearchItems', 'a{ss}', {'bad-input': 'yes'})
         print(f'items written by bad input: {len(found) + len(locked)}', flush=True)
 

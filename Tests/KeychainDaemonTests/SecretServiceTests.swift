@@ -327,6 +327,8 @@ final class SecretServiceBadInputTests: SecretServiceTestCase {
             "no such session": "org.freedesktop.Secret.Error.NoSession",
             "300 attributes": invalid, "attribute of 5000 bytes": invalid, "secret over 1 MiB": invalid,
             "search with 300 attributes": invalid, "items written by bad input": "0",
+            "GetSecrets of 1001 objects": invalid, "SetAlias of default": "org.freedesktop.DBus.Error.AccessDenied",
+            "a descriptor to OpenSession": invalid,
             "2000 sessions opened and closed": "ok",
             // One session (the DH one) is open already: 64 in all.
             "sessions left open before refusal": "63 then org.freedesktop.DBus.Error.LimitsExceeded",
@@ -421,20 +423,26 @@ final class SecretServiceAskPolicyTests: SecretServiceTestCase {
         let copy = try programs.copy("/usr/bin/secret-tool", as: "other/secret-tool")
         XCTAssertNotEqual(try secretTool("lookup", "app", "one", as: copy).status, 0)
         XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 2)
-        // After a restart (the keychain locked, so unlocked again first), nobody is asked again.
+        // The refusal holds until the daemon restarts: asking again is not asked again.
+        let refused = try secretTool("lookup", "app", "one", as: copy)
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.output.contains("refused"), refused.output)
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 2)
+        // After a restart (the keychain locked, so unlocked again first), the yes holds without asking;
+        // the no is not kept (a cancel cannot be told from a prompt no one saw), so that one is asked again.
         daemon.stop()
         try daemon.start()
         try waitForName()
         XCTAssertEqual(try security("unlock-keychain", "-p", "8642").status, 0)
         XCTAssertEqual(try secretTool("lookup", "app", "one").output, "first")
-        let refused = try secretTool("lookup", "app", "one", as: copy)
-        XCTAssertNotEqual(refused.status, 0)
-        XCTAssertTrue(refused.output.contains("refused"), refused.output)
-        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 2, "nobody asked again")
-        // A file edited by hand fails its check: every unregistered program is refused, none allowed.
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 2, "the yes holds")
+        XCTAssertNotEqual(try secretTool("lookup", "app", "one", as: copy).status, 0)
+        XCTAssertEqual(pinentry.transcript.components(separatedBy: "GETPIN").count - 1, 3, "the no was not kept")
+        // A file edited by hand (without the device root) fails its check: every unregistered program is
+        // refused, none allowed.
         let state = daemon.home + "/secret-service.state"
         var text = try String(contentsOfFile: state, encoding: .utf8)
-        text = text.replacingOccurrences(of: "\"allowed\" : false", with: "\"allowed\" : true")
+        text = text.replacingOccurrences(of: "secret-tool", with: "secret-tooL")
         try text.write(toFile: state, atomically: false, encoding: .utf8)
         daemon.stop()
         try daemon.start()
@@ -728,6 +736,28 @@ final class SecretServiceFlatpakTests: SecretServiceTestCase {
         return try run(script, [appID] + arguments, input: input)
     }
 
+    /// Runs `arguments` in a sandbox whose `/.flatpak-info` is not a file: a FIFO (`kind` fifo) or a
+    /// link to /dev/zero (`kind` zero).
+    func sandboxedWithInfo(kind: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let script = programs.directory + "/hostile-sandbox.sh"
+        try #"""
+        #!/bin/sh
+        set -e
+        root=$(mktemp -d)
+        exec unshare -Urm /bin/sh -c '
+          root="$1"; kind="$2"; shift 2
+          mount -t tmpfs none "$root"
+          mkdir -p "$root/usr" "$root/etc" "$root/tmp" "$root/dev"
+          ln -s usr/bin "$root/bin"; ln -s usr/lib "$root/lib"; ln -s usr/lib64 "$root/lib64"
+          for directory in usr etc tmp dev; do mount --rbind "/$directory" "$root/$directory"; done
+          if [ "$kind" = fifo ]; then mkfifo "$root/.flatpak-info"; else ln -s /dev/zero "$root/.flatpak-info"; fi
+          exec chroot "$root" "$@"
+        ' sandbox "$root" "$@"
+        """#.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o755)
+        return try run(script, [kind] + arguments)
+    }
+
     func testEachSandboxedAppSeesOnlyItsOwnItems() throws {
         let probe = try sandboxed("org.example.Probe", ["/bin/true"])
         guard probe.status == 0 else { throw XCTSkip("no unprivileged user namespaces here: \(probe.output)") }
@@ -742,6 +772,44 @@ final class SecretServiceFlatpakTests: SecretServiceTestCase {
         XCTAssertEqual(try sandboxed("org.example.Mail", ["/usr/bin/secret-tool", "lookup", "k", "v"]).status, 1)
         XCTAssertEqual(try secretTool("lookup", "k", "v").output, "for-everyone")
         XCTAssertEqual(try secretTool("search", "--all", "k", "v").output.components(separatedBy: "label = ").count, 2)
+        // The default alias stays the login collection, and a collection is deleted only by its maker.
+        let made = try python(
+            """
+            import secretstorage
+            c = secretstorage.dbus_init()
+            print(secretstorage.create_collection(c, 'Made outside').collection_path)
+            """)
+        XCTAssertTrue(made.output.hasPrefix("/org/freedesktop/secrets/collection/madeoutside"), made.output)
+        let inside = try sandboxed(
+            "org.example.Notes",
+            [
+                "/usr/bin/python3", "-c",
+                """
+                import os
+                # This sandbox maps the user to root inside (Flatpak keeps the uid): jeepney names the
+                # uid it authenticates as, so it is told the one the bus sees.
+                os.geteuid = lambda: \(user ?? getuid())
+                import secretstorage
+                from jeepney import DBusAddress, new_method_call, HeaderFields
+                c = secretstorage.dbus_init()
+                def call(path, interface, method, signature=None, *body):
+                    address = DBusAddress(path, bus_name='org.freedesktop.secrets', interface=interface)
+                    reply = c.send_and_get_reply(new_method_call(address, method, signature, body))
+                    return reply.header.fields.get(HeaderFields.error_name, 'ok')
+                print(call('/org/freedesktop/secrets/collection/madeoutside', 'org.freedesktop.Secret.Collection', 'Delete'))
+                print(call('/org/freedesktop/secrets', 'org.freedesktop.Secret.Service', 'SetAlias', 'so', 'default', '/org/freedesktop/secrets/collection/madeoutside'))
+                """,
+            ])
+        XCTAssertEqual(
+            inside.output,
+            "org.freedesktop.DBus.Error.AccessDenied\norg.freedesktop.DBus.Error.AccessDenied", inside.output)
+        // A sandbox whose /.flatpak-info is a FIFO (or a link to /dev/zero) is no app at all, and holds
+        // up nobody.
+        for kind in ["fifo", "zero"] {
+            let hostile = try sandboxedWithInfo(kind: kind, ["/usr/bin/secret-tool", "lookup", "k", "v"])
+            XCTAssertNotEqual(hostile.status, 0, kind)
+            XCTAssertEqual(try secretTool("lookup", "k", "v").output, "for-everyone", kind)
+        }
         // Under deny, a sandboxed app is refused like any other program.
         XCTAssertEqual(try security("app", "policy", "secret-service", "deny").status, 0)
         daemon.stop()

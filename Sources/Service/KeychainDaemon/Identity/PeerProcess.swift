@@ -215,9 +215,9 @@ final class PeerProcess: @unchecked Sendable {
     /// the process runs in a user namespace of its own, as a Flatpak sandbox does. Nil for any other
     /// process, and when the process ended while it was read.
     var flatpakAppID: String? {
-        guard !sharesUserNamespace, let info = read("root/.flatpak-info"), info.count <= 64 * 1024,
-            let text = String(data: info, encoding: .utf8)
-        else { return nil }
+        guard !sharesUserNamespace, let info = flatpakInfo(), let text = String(data: info, encoding: .utf8) else {
+            return nil
+        }
         var group = ""
         for line in text.split(separator: "\n") {
             if line.hasPrefix("[") {
@@ -228,6 +228,32 @@ final class PeerProcess: @unchecked Sendable {
             }
         }
         return nil
+    }
+
+    /// The sandbox's `/.flatpak-info`, which its process controls: opened without following a link and
+    /// without waiting (a FIFO there would hold the caller), taken only when it is a regular file, and
+    /// read to 64 KiB at most (a link to /dev/zero would otherwise never end).
+    private func flatpakInfo() -> Data? {
+        let limit = 64 * 1024
+        let descriptor = openat(procDirectory, "root/.flatpak-info", O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= limit else {
+            return nil
+        }
+        var buffer = [UInt8](repeating: 0, count: limit + 1)
+        var count = 0
+        while count <= limit {
+            let read = buffer.withUnsafeMutableBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return -1 }
+                return Glibc.read(descriptor, base + count, raw.count - count)
+            }
+            if read < 0, errno == EINTR { continue }
+            guard read > 0 else { break }
+            count += read
+        }
+        return count <= limit ? Data(buffer[..<count]) : nil
     }
 
     private static let ownUserNamespace: (inode: ino_t, device: dev_t) = {

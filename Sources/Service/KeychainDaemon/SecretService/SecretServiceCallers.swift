@@ -82,6 +82,12 @@ struct SecretServiceCallers {
                 ))
         case .ask:
             let digest = Hex.encode(executable.digest)
+            if state.isRefused(Self.identityKey(executable)) {
+                return .refused(
+                    SecretServiceError(
+                        .accessDenied,
+                        "the user refused \(executable.path) the Secret Service (until the daemon restarts)"))
+            }
             guard
                 let decision = document.decisions.first(where: {
                     $0.executablePath == executable.path && $0.executableDigest == digest
@@ -113,6 +119,12 @@ struct SecretServiceCallers {
                     .accessDenied, "the Flatpak app \(appID) is refused: the Secret Service policy is deny"))
         case .ask:
             let identity = Self.flatpakIdentity(appID)
+            if state.isRefused(Self.identityKey(identity)) {
+                return .refused(
+                    SecretServiceError(
+                        .accessDenied,
+                        "the user refused the Flatpak app \(appID) the Secret Service (until the daemon restarts)"))
+            }
             guard
                 let decision = document.decisions.first(where: {
                     $0.executablePath == identity.path && $0.executableDigest == Hex.encode(identity.digest)
@@ -130,9 +142,9 @@ struct SecretServiceCallers {
         RunningExecutable(path: "flatpak:" + appID, key: ExecutableKey(stat()), digest: Data())
     }
 
-    /// Asks the user whether `executable` may use the shared group, and keeps an answer given: a yes
-    /// or a cancel. Where nothing can ask (no passcode, no prompt program) the answer is no, and is
-    /// not kept, so that it asks again once a prompt can be shown. Runs on a worker thread.
+    /// Asks the user whether `executable` may use the Secret Service, and keeps a yes in the state
+    /// file; a no (a cancel, or a prompt that could not be shown or answered) holds only until the
+    /// daemon restarts. Runs on a worker thread.
     static func askUser(
         about executable: RunningExecutable, pid: Int32, tenant: Tenant, state: SecretServiceState
     ) -> Bool {
@@ -140,20 +152,15 @@ struct SecretServiceCallers {
             executable.path.hasPrefix("flatpak:")
             ? "the Flatpak app \(executable.path.dropFirst(8)) (pid \(pid)) wants to keep its secrets in the Secret Service"
             : "\(executable.path) (pid \(pid)) wants to use the Secret Service (the secrets programs share with it)"
-        var allowed = false
-        var keep = true
         do {
             try tenant.keychain.approveToolRequest(approvalKey: nil, reason: reason, reuse: .zero)
-            allowed = true
-        } catch let error as KeychainError where error.code == .userCanceled {
-            allowed = false
         } catch {
-            DaemonLog.warning("\(executable.path): the Secret Service could not ask the user: \(error)")
-            keep = false
+            state.refuse(identityKey(executable))
+            DaemonLog.info("\(executable.path) is refused the Secret Service until the daemon restarts: \(error)")
+            return false
         }
-        guard keep else { return false }
         let decision = SecretServiceState.Decision(
-            executablePath: executable.path, executableDigest: Hex.encode(executable.digest), allowed: allowed)
+            executablePath: executable.path, executableDigest: Hex.encode(executable.digest), allowed: true)
         do {
             try state.change { document in
                 document.decisions.removeAll { $0.executablePath == decision.executablePath }
@@ -163,8 +170,13 @@ struct SecretServiceCallers {
         } catch {
             DaemonLog.error("the answer for \(executable.path) could not be kept: \(error)")
         }
-        DaemonLog.info("the user \(allowed ? "allowed" : "refused") \(executable.path) the Secret Service")
-        return allowed
+        DaemonLog.info("the user allowed \(executable.path) the Secret Service")
+        return true
+    }
+
+    /// How an executable is named among the refusals of this run.
+    static func identityKey(_ executable: RunningExecutable) -> String {
+        executable.path + "\u{0}" + Hex.encode(executable.digest)
     }
 
     private func ask(_ member: String, _ sender: String) throws -> UInt32 {

@@ -24,7 +24,7 @@ struct SecretServiceImport {
                 }.first ?? SecretServicePolicy.sharedAccessGroup
             let store = SecretServiceStore(keychain: tenant.keychain, client: ClientIdentity(accessGroups: [group]))
             do {
-                let collection = try collectionID(labelled: secret.collection)
+                let collection = try collectionID(labelled: secret.collection, creator: group)
                 let present = try store.search(secret.attributes, collection: collection).contains { item in
                     item.label == secret.label && item.attributes == secret.attributes
                         && (try? store.secret(item.reference)) == secret.secret
@@ -47,14 +47,14 @@ struct SecretServiceImport {
     }
 
     /// The collection labelled `label`: the default one for its label or none, else one made for it.
-    private func collectionID(labelled label: String) throws(KeychainError) -> String {
+    private func collectionID(labelled label: String, creator: String) throws(KeychainError) -> String {
         if label.isEmpty || label.lowercased() == SecretServiceStore.defaultCollection {
             return SecretServiceStore.defaultCollection
         }
         do {
             return try tenant.secretService.change { document in
                 if let found = document.collections.first(where: { $0.label == label }) { return found.id }
-                return try document.addCollection(label: label)
+                return try document.addCollection(label: label, creator: creator)
             }
         } catch let error as KeychainError {
             throw error

@@ -28,6 +28,7 @@ extension SecretServiceServer {
     static let introspectableInterface = "org.freedesktop.DBus.Introspectable"
 
     typealias Answer = Result<[DBusValue], SecretServiceError>
+    static let maximumObjectsPerCall = 1_000
 
     /// Answers one call from a caller served as `client`.
     func handle(_ call: DBusMessage, as client: ClientIdentity, sender: String) -> Answer {
@@ -37,7 +38,8 @@ extension SecretServiceServer {
                 throw SecretServiceError(.unknownMethod, "a call without a path or member")
             }
             let object = SecretServicePath.parse(path, aliases: document.aliases)
-            let store = SecretServiceStore(keychain: tenant.keychain, client: client)
+            let store = SecretServiceStore(
+                keychain: tenant.keychain, client: client, collections: Set(document.collections.map(\.id)))
             let context = CallContext(
                 call: call, sender: sender, member: member, object: object, store: store, document: document)
             // A call may leave out the interface: the object's own is meant.
@@ -215,6 +217,10 @@ extension SecretServiceServer {
             guard SecretServicePath.isElement(alias) else {
                 throw SecretServiceError(.invalidArguments, "an alias is letters, digits and _")
             }
+            // The default collection is where every app's new items go: no app may point it elsewhere.
+            guard alias != "default" else {
+                throw SecretServiceError(.accessDenied, "the default alias always names the login collection here")
+            }
             let id: String?
             switch SecretServicePath.parse(target, aliases: context.document.aliases) {
             case .collection(let found) where context.document.collections.contains(where: { $0.id == found }):
@@ -248,7 +254,8 @@ extension SecretServiceServer {
             }
             let id = try keychainCall {
                 try state.change { document in
-                    let id = try document.addCollection(label: label)
+                    let id = try document.addCollection(
+                        label: label, creator: context.store.client.writableGroups.first)
                     if !alias.isEmpty { document.aliases[alias] = id }
                     return id
                 }
@@ -383,15 +390,17 @@ extension SecretServiceServer {
     }
 
     func paths(_ value: DBusValue) throws(SecretServiceError) -> [String] {
-        guard case .array(_, let entries) = value, entries.count <= 100_000 else {
-            throw SecretServiceError(.invalidArguments, "objects are ao")
+        // Each object costs keychain reads on the bus's thread: a call names at most this many.
+        guard case .array(_, let entries) = value, entries.count <= Self.maximumObjectsPerCall else {
+            throw SecretServiceError(.invalidArguments, "objects are ao, at most \(Self.maximumObjectsPerCall)")
         }
         var paths: [String] = []
+        var seen: Set<String> = []
         for entry in entries {
             guard case .objectPath(let path) = entry else {
                 throw SecretServiceError(.invalidArguments, "objects are ao")
             }
-            paths.append(path)
+            if seen.insert(path).inserted { paths.append(path) }
         }
         return paths
     }

@@ -57,14 +57,20 @@ extension SecretServiceServer {
             let path = SecretServicePath.item(collection: collection.id, reference: reference)
             emit(
                 SecretServicePath.collection(collection.id), Self.collectionInterface, "ItemCreated",
-                [.objectPath(path)])
+                [.objectPath(path)], to: context.sender)
             return [.objectPath(path), .objectPath(SecretServicePath.none)]
         case "Delete":
             try expect(context, "")
             try ensureUnlocked()
-            // The caller's items of the collection go; the collection itself goes once it is not the
-            // default one (other apps' items in it, which this caller cannot see, stay in the keychain
-            // and show in the default collection).
+            // Only an app of the group that made it deletes a collection (never the default one). Its
+            // items of this caller's go with it; other apps' items in it, which this caller cannot see,
+            // stay in the keychain and show in the default collection.
+            if collection.id != SecretServiceStore.defaultCollection {
+                guard let creator = collection.creator, context.store.client.accessGroups.contains(creator) else {
+                    throw SecretServiceError(
+                        .accessDenied, "only the app that made the collection \(collection.id) deletes it")
+                }
+            }
             let items = try keychainCall { try context.store.search([:], collection: collection.id) }
             for item in items { try keychainCall { try context.store.delete(item.reference) } }
             if collection.id != SecretServiceStore.defaultCollection {
@@ -114,22 +120,26 @@ extension SecretServiceServer {
             try expect(context, "(oayays)")
             let (secret, contentType) = try receivedSecret(context.body[0], sender: context.sender)
             try keychainCall { try context.store.change(item.reference, secret: secret, contentType: contentType) }
-            emitChanged(path, collection: item.collection)
+            emitChanged(path, collection: item.collection, to: context.sender)
             return []
         case "Delete":
             try expect(context, "")
             try keychainCall { try context.store.delete(item.reference) }
             emit(
                 SecretServicePath.collection(item.collection), Self.collectionInterface, "ItemDeleted",
-                [.objectPath(path)])
+                [.objectPath(path)], to: context.sender)
             return [.objectPath(SecretServicePath.none)]
         default:
             throw SecretServiceError(.unknownMethod, "no method \(context.member) on an Item")
         }
     }
 
-    private func emitChanged(_ path: String, collection: String) {
-        emit(SecretServicePath.collection(collection), Self.collectionInterface, "ItemChanged", [.objectPath(path)])
+    /// Item signals go to the connection that made the change alone: a broadcast would tell every
+    /// program on the bus which items of other apps come and go.
+    private func emitChanged(_ path: String, collection: String, to sender: String) {
+        emit(
+            SecretServicePath.collection(collection), Self.collectionInterface, "ItemChanged", [.objectPath(path)],
+            to: sender)
     }
 
     // MARK: Properties
@@ -243,14 +253,14 @@ extension SecretServiceServer {
             try keychainCall { try context.store.change(item.reference, label: label) }
             emitChanged(
                 SecretServicePath.item(collection: item.collection, reference: item.reference),
-                collection: item.collection)
+                collection: item.collection, to: context.sender)
         case (.item, "Attributes"):
             let item = try item(context)
             let attributes = try stringMap(value)
             try keychainCall { try context.store.change(item.reference, attributes: attributes) }
             emitChanged(
                 SecretServicePath.item(collection: item.collection, reference: item.reference),
-                collection: item.collection)
+                collection: item.collection, to: context.sender)
         case (.unknown, _):
             throw noSuchObject(context.call.path ?? "")
         default:

@@ -48,6 +48,12 @@ extension SecretServiceServer {
             DaemonLog.error("the portal's secret for \(appID) could not be had: \(error)")
             return [.uint32(2), .array(element: "{sv}", [])]
         }
+        // Never waiting on the bus's thread: a descriptor that cannot take the secret at once (a full
+        // pipe) gets the error response.
+        let flags = fcntl(descriptor.descriptor, F_GETFL)
+        guard flags >= 0, fcntl(descriptor.descriptor, F_SETFL, flags | O_NONBLOCK) == 0 else {
+            return [.uint32(2), .array(element: "{sv}", [])]
+        }
         let written = secret.withUnsafeBytes { bytes in Self.writeAll(bytes, to: descriptor.descriptor) }
         guard written else { return [.uint32(2), .array(element: "{sv}", [])] }
         return [.uint32(0), .array(element: "{sv}", [])]

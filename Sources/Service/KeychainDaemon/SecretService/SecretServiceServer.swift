@@ -41,6 +41,22 @@ public final class SecretServiceServer: @unchecked Sendable {
     /// are closed (a connection that ends drops all of its own).
     static let maximumSessionsPerConnection = 64
     static let maximumPromptsPerConnection = 16
+    /// Callers whose grants are kept (each holds two descriptors); others are judged again when they call.
+    static let maximumGrants = 256
+    /// Calls held while the user is asked about their program: per program, and in all.
+    static let maximumWaitingPerProgram = 16
+    static let maximumWaiting = 256
+
+    /// Whether a value holds a file descriptor anywhere inside it.
+    static func carriesDescriptor(_ value: DBusValue) -> Bool {
+        switch value {
+        case .unixFD: true
+        case .array(_, let values), .structure(let values): values.contains(where: carriesDescriptor)
+        case .dictEntry(let key, let value): carriesDescriptor(key) || carriesDescriptor(value)
+        case .variant(let inner): carriesDescriptor(inner)
+        default: false
+        }
+    }
 
     /// Connects to the bus at `address` and takes the name: only when no one holds it, or from whoever
     /// does with `replace`. Throws with the reason when the name cannot be had.
@@ -151,6 +167,18 @@ public final class SecretServiceServer: @unchecked Sendable {
 
     private func dispatch(_ call: DBusMessage) {
         guard let sender = call.sender else { return }
+        // Descriptors are for the portal's RetrieveSecret alone: any other call that carries one is
+        // refused now, and its descriptors closed with it, rather than held while its caller is judged.
+        if call.path != Self.portalPath || call.member != "RetrieveSecret",
+            call.body.contains(where: Self.carriesDescriptor)
+        {
+            answer(call, .failure(SecretServiceError(.invalidArguments, "no call here takes a file descriptor")))
+            return
+        }
+        // Each grant holds a pidfd and a /proc directory: a bounded number are kept, the others made again.
+        if grants.count >= Self.maximumGrants, grants[sender] == nil, let evicted = grants.keys.first {
+            grants[evicted] = nil
+        }
         let grant: SecretServiceGrant
         if let held = grants[sender], case .granted(_, let caller) = held, !caller.hasChangedExecutable {
             grant = held
@@ -171,6 +199,17 @@ public final class SecretServiceServer: @unchecked Sendable {
             answer(call, handle(call, as: client, sender: sender))
         case .needsAnswer(let executable, let caller):
             grants[sender] = nil
+            // Calls wait while the user is asked, up to a bound per program and in all.
+            guard waiting[executable.path, default: []].count < Self.maximumWaitingPerProgram,
+                waiting.values.reduce(0, { $0 + $1.count }) < Self.maximumWaiting
+            else {
+                answer(
+                    call,
+                    .failure(
+                        SecretServiceError(
+                            .limitsExceeded, "too many calls wait for the user's answer about this program")))
+                return
+            }
             let first = waiting[executable.path] == nil
             waiting[executable.path, default: []].append(call)
             guard first else { return }

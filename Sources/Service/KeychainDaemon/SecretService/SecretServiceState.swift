@@ -21,6 +21,9 @@ final class SecretServiceState: Sendable {
         var label: String
         var created: Date
         var modified: Date
+        /// The access group of the app that made it: only an app of that group deletes it. Nil for the
+        /// default collection, which is never deleted.
+        var creator: String? = nil
     }
 
     struct Document: Codable, Equatable {
@@ -37,7 +40,7 @@ final class SecretServiceState: Sendable {
 
         /// Adds a collection labelled `label`; its id is made from the label (its letters and digits,
         /// numbered when taken). Returns the id.
-        mutating func addCollection(label: String) throws -> String {
+        mutating func addCollection(label: String, creator: String?) throws -> String {
             guard collections.count < SecretServiceState.maximumCollections else {
                 throw KeychainError.invalidParameter("\(SecretServiceState.maximumCollections) collections at most")
             }
@@ -53,7 +56,7 @@ final class SecretServiceState: Sendable {
                 id = base + "_" + String(number)
             }
             let now = Date()
-            collections.append(Collection(id: id, label: label, created: now, modified: now))
+            collections.append(Collection(id: id, label: label, created: now, modified: now, creator: creator))
             return id
         }
     }
@@ -65,6 +68,13 @@ final class SecretServiceState: Sendable {
 
     private let file: AuthenticatedFile
     private let document: Mutex<Result<Document, KeychainError>>
+    /// Executables (path and digest) refused since the daemon started: a no is not written down, since
+    /// a prompt that ends without an answer (no turn in time, no one there) looks the same as a cancel;
+    /// held here, it keeps a refused program from making the user be asked again and again.
+    private let refusals = Mutex<Set<String>>([])
+
+    func refuse(_ identity: String) { refusals.withLock { if $0.count < 4_096 { $0.insert(identity) } } }
+    func isRefused(_ identity: String) -> Bool { refusals.withLock { $0.contains(identity) } }
 
     init(directory: String, authenticate: @escaping @Sendable (Data) throws -> Data) {
         file = AuthenticatedFile(

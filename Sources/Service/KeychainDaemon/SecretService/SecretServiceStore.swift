@@ -26,6 +26,9 @@ struct SecretServiceItem {
 struct SecretServiceStore {
     let keychain: Keychain
     let client: ClientIdentity
+    /// The collections that exist: an item of one that was deleted (by another app, which could not
+    /// see it) shows in the default collection.
+    var collections: Set<String>? = nil
 
     static let defaultCollection = "login"
     static let defaultContentType = "text/plain"
@@ -67,7 +70,7 @@ struct SecretServiceStore {
         }
         var items: [SecretServiceItem] = []
         func add(_ result: ItemResult) {
-            guard case .dictionary(let dictionary) = result, let item = Self.item(dictionary) else { return }
+            guard case .dictionary(let dictionary) = result, let item = self.item(dictionary) else { return }
             if let collection, item.collection != collection { return }
             items.append(item)
         }
@@ -88,7 +91,7 @@ struct SecretServiceStore {
         do {
             guard case .dictionary(let dictionary) = try run({ try keychain.copyMatching(query, client: client) })
             else { return nil }
-            return Self.item(dictionary)
+            return self.item(dictionary)
         } catch  where error.code == .itemNotFound || error.code == .invalidParameter {
             // A path whose reference is not one the keychain makes names nothing.
             return nil
@@ -178,6 +181,12 @@ struct SecretServiceStore {
     }
 
     /// An item from the attributes the keychain returned.
+    private func item(_ dictionary: [String: ItemValue]) -> SecretServiceItem? {
+        guard var item = Self.item(dictionary) else { return nil }
+        if let collections, !collections.contains(item.collection) { item.collection = Self.defaultCollection }
+        return item
+    }
+
     private static func item(_ dictionary: [String: ItemValue]) -> SecretServiceItem? {
         guard case .data(let reference) = dictionary["v_PersistentRef"] else { return nil }
         func text(_ name: String) -> String? {
