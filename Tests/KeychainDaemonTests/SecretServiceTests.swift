@@ -214,6 +214,34 @@ final class SecretServiceTests: SecretServiceTestCase {
         XCTAssertEqual(try secretTool("lookup", "service", "mail", "account", "bob", as: tool).output, "from-secitem")
     }
 
+    /// No graphical session (a user on SSH): Debian's terminal pinentry, told the client's terminal,
+    /// asks there, and what is typed on that terminal unlocks the keychain.
+    func testWithNoGraphicalSessionTheUnlockPromptAsksOnTheClientsTerminal() throws {
+        let curses = "/usr/bin/pinentry-curses"
+        guard FileManager.default.isExecutableFile(atPath: curses),
+            FileManager.default.isExecutableFile(atPath: "/usr/bin/script")
+        else { throw XCTSkip("needs pinentry-curses and script (bsdutils)") }
+        daemon = nil
+        try startDaemon(["--pinentry", curses])
+        try allowUnregisteredPrograms()
+        XCTAssertEqual(try security("set-keychain-password", "-p", "1470").status, 0)
+        XCTAssertEqual(try secretTool("store", "--label=x", "k", "v", input: "behind-the-lock").status, 0)
+        XCTAssertEqual(try security("lock-keychain").status, 0)
+        let script = programs.directory + "/unlock.py"
+        try """
+        import secretstorage
+        c = secretstorage.get_default_collection(secretstorage.dbus_init())
+        print('result', c.unlock(), c.is_locked(), next(c.search_items({'k': 'v'})).get_secret().decode())
+        """.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o644)
+        // The keys typed on the client's terminal (script's input) once the prompt has had time to show.
+        let session = try run(
+            "/bin/sh",
+            ["-c", "(sleep 3; printf '1470\\r') | /usr/bin/script -qec '/usr/bin/python3 \(script)' /dev/null"])
+        XCTAssertTrue(session.output.contains("result False False behind-the-lock"), session.output)
+        XCTAssertTrue(try security("show-keychain-info").output.contains("unlocked"))
+    }
+
     func testLockingTheKeychainLocksTheCollectionsAndUnlockPromptsThroughPinentry() throws {
         let pinentry = try FakePinentry(.passcode("2468"))
         // The prompt program runs as the daemon's user: it must be able to write its transcript.
@@ -237,14 +265,19 @@ final class SecretServiceTests: SecretServiceTestCase {
             """)
         XCTAssertEqual(locked.output, "True\nDBusErrorResponse", locked.output)
         // Unlock returns a prompt; the prompt asks for the passcode through pinentry and unlocks.
-        let unlocked = try python(
-            """
-            import secretstorage
-            c = secretstorage.get_default_collection(secretstorage.dbus_init())
-            print(c.unlock(), c.is_locked(), next(c.search_items({'k': 'v'})).get_secret().decode())
-            """)
+        // The client runs on a terminal (as over SSH, with no graphical session): the prompt program is
+        // told that terminal, so that a terminal pinentry asks there.
+        let script = programs.directory + "/unlock.py"
+        try """
+        import secretstorage
+        c = secretstorage.get_default_collection(secretstorage.dbus_init())
+        print(c.unlock(), c.is_locked(), next(c.search_items({'k': 'v'})).get_secret().decode())
+        """.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o644)
+        let unlocked = try run("/usr/bin/script", ["-qec", "/usr/bin/python3 " + script, "/dev/null"])
         XCTAssertEqual(unlocked.output, "False False kept", unlocked.output)
         XCTAssertTrue(pinentry.transcript.contains("GETPIN"), pinentry.transcript)
+        XCTAssertTrue(pinentry.transcript.contains("OPTION ttyname=/dev/pts/"), pinentry.transcript)
         // secret-tool's lock (which takes the collection's id) locks the keychain, for the socket's
         // clients too. libsecret-tools 0.20.5 then crashes on its way out, against gnome-keyring as
         // well, so only what it did is checked.

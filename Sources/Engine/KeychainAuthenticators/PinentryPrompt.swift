@@ -28,6 +28,12 @@ struct PinentryPrompt: PasscodePrompt {
     static let maximumPasscode = 1_024
 
     func askPasscode(reason: String) -> Result<SecureBytes, AuthenticationFailure> {
+        askPasscode(reason: reason, terminal: nil)
+    }
+
+    /// With `terminal`, the program is told it (Assuan's `OPTION ttyname`, as gpg-agent tells it the
+    /// client's): a terminal pinentry, or one that finds no display, asks there.
+    func askPasscode(reason: String, terminal: String?) -> Result<SecureBytes, AuthenticationFailure> {
         var sockets: [Int32] = [0, 0]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &sockets) == 0 else {
             return .failure(.authenticationFailed)
@@ -39,7 +45,7 @@ struct PinentryPrompt: PasscodePrompt {
         }
         close(sockets[1])
         let session = Session(socket: sockets[0], deadline: ContinuousClock.now + timeout)
-        let answer = session.converse(reason: reason)
+        let answer = session.converse(reason: reason, terminal: terminal)
         session.close()
         Self.reap(child)
         return answer
@@ -105,7 +111,7 @@ struct PinentryPrompt: PasscodePrompt {
             Glibc.close(socket)
         }
 
-        func converse(reason: String) -> Result<SecureBytes, AuthenticationFailure> {
+        func converse(reason: String, terminal: String?) -> Result<SecureBytes, AuthenticationFailure> {
             // A program that goes away without answering is a cancel; one that answers otherwise than
             // the protocol says is a failure.
             switch expectOK() {
@@ -114,7 +120,11 @@ struct PinentryPrompt: PasscodePrompt {
             case .other: return Self.protocolFailure()
             }
             let description = reason.isEmpty ? "Enter the device passcode." : reason
-            for command in [
+            var options: [[UInt8]] = []
+            if let terminal {
+                options = [Array("OPTION ttyname=".utf8) + Self.escape(terminal), Array("OPTION ttytype=xterm".utf8)]
+            }
+            for command in options + [
                 Array("SETTITLE Keychain".utf8), Array("SETDESC ".utf8) + Self.escape(description),
                 Array("SETPROMPT Passcode:".utf8), Array("SETOK Continue".utf8),
             ] {

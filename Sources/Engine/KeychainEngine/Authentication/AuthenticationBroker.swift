@@ -113,7 +113,7 @@ final class AuthenticationBroker: Sendable {
     /// else the device passcode: `userPresence`), unless they approved the same tool in the same terminal
     /// session within `reuse`. `approvalKey` nil (no terminal) is never reused. Throws the SecItem
     /// status when the user does not approve, or cannot be asked.
-    func approveToolRequest(approvalKey: String?, reason: String, reuse: Duration) throws {
+    func approveToolRequest(approvalKey: String?, reason: String, reuse: Duration, terminal: String? = nil) throws {
         if let approvalKey, reuse > .zero, let last = toolApprovals.withLock({ $0[approvalKey] }),
             ContinuousClock.now - last < reuse
         {
@@ -121,7 +121,9 @@ final class AuthenticationBroker: Sendable {
         }
         let scratch = ContextKey(scope: "tool", identifier: UUID())
         defer { forget(scratch) }
-        if let failure = try satisfy(.userPresence, key: scratch, reason: reason, interactionAllowed: true) {
+        if let failure = try satisfy(
+            .userPresence, key: scratch, reason: reason, interactionAllowed: true, terminal: terminal)
+        {
             if failure == .passcodeNotSet {
                 throw KeychainError.authenticationFailed(
                     "a general-purpose tool reads or changes secrets only after the user is asked, and this keychain has neither a passcode nor enrolled biometry to ask with"
@@ -138,10 +140,10 @@ final class AuthenticationBroker: Sendable {
 
     /// Asks for the device passcode through the prompt and unlocks with it (counted as an unlock is):
     /// what an unlock asked for by another front end (the Secret Service's prompts) does.
-    func unlockByAsking(reason: String) throws {
+    func unlockByAsking(reason: String, terminal: String? = nil) throws {
         let scratch = ContextKey(scope: "unlock", identifier: UUID())
         defer { forget(scratch) }
-        if let failure = passcode(key: scratch, reason: reason, interactionAllowed: true) {
+        if let failure = passcode(key: scratch, reason: reason, interactionAllowed: true, terminal: terminal) {
             throw failure.keychainError
         }
     }
@@ -291,7 +293,9 @@ final class AuthenticationBroker: Sendable {
 
     /// The device passcode, asked for through the prompt and checked as an unlock is (counted, under
     /// the same delays; a right one also unlocks).
-    private func passcode(key: ContextKey, reason: String, interactionAllowed: Bool) -> AuthenticationFailure? {
+    private func passcode(key: ContextKey, reason: String, interactionAllowed: Bool, terminal: String? = nil)
+        -> AuthenticationFailure?
+    {
         if context(key)?.passcode == true {
             remember(key) { _ in }
             return nil
@@ -301,7 +305,8 @@ final class AuthenticationBroker: Sendable {
         // While the delay after failed attempts runs, no passcode is taken (as an unlock): nobody is
         // asked for one that would be thrown away.
         if keybag.status.nextAttemptAllowed != nil { return .notInteractive }
-        switch oneAtATime({ passcodePrompt.askPasscode(reason: reason) }) ?? .failure(.systemCancel) {
+        switch oneAtATime({ passcodePrompt.askPasscode(reason: reason, terminal: terminal) }) ?? .failure(.systemCancel)
+        {
         case .success(let entered):
             do {
                 try keybag.unlock(passcode: entered)
@@ -317,7 +322,9 @@ final class AuthenticationBroker: Sendable {
 
     /// Nil when `constraint` is satisfied (asking the user where it must and may), else why not.
     private func satisfy(
-        _ constraint: AccessConstraint, key: ContextKey, reason: String, interactionAllowed: Bool, boundSet: Data? = nil
+        _ constraint: AccessConstraint, key: ContextKey, reason: String, interactionAllowed: Bool,
+        boundSet: Data? = nil,
+        terminal: String? = nil
     ) throws -> AuthenticationFailure? {
         switch constraint {
         case .biometryAny, .biometryCurrentSet:
@@ -327,7 +334,7 @@ final class AuthenticationBroker: Sendable {
         case .userPresence:
             // Biometry when a set is enrolled, the passcode otherwise (as iOS falls back).
             guard try biometry.enrollment().enrolled else {
-                return passcode(key: key, reason: reason, interactionAllowed: interactionAllowed)
+                return passcode(key: key, reason: reason, interactionAllowed: interactionAllowed, terminal: terminal)
             }
             if context(key)?.passcode == true { return nil }
             return try biometric(key: key, currentSet: false, reason: reason, interactionAllowed: interactionAllowed)

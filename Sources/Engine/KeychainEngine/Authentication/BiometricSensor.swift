@@ -24,6 +24,16 @@ public protocol BiometricSensor: Sendable {
 public protocol PasscodePrompt: Sendable {
     /// The passcode typed, in wiped memory; a failure when the person cancelled or nobody answered.
     func askPasscode(reason: String) -> Result<SecureBytes, AuthenticationFailure>
+    /// The same, offered `terminal` (a `/dev/pts/N` of the person asking) for when no graphical
+    /// session can show the prompt.
+    func askPasscode(reason: String, terminal: String?) -> Result<SecureBytes, AuthenticationFailure>
+}
+
+extension PasscodePrompt {
+    /// A prompt that cannot use a terminal asks as it always does.
+    public func askPasscode(reason: String, terminal: String?) -> Result<SecureBytes, AuthenticationFailure> {
+        askPasscode(reason: reason)
+    }
 }
 
 /// What an authenticator is made for: the keychain directory it keeps its state in, and the keybag

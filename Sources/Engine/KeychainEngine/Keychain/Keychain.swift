@@ -205,14 +205,19 @@ public final class Keychain: Sendable {
 
     /// Asks the user to approve a general-purpose tool's read of secrets, unless they approved the same
     /// `approvalKey` (a tool in a terminal session) within `reuse` (see `AuthenticationBroker`).
-    public func approveToolRequest(approvalKey: String?, reason: String, reuse: Duration) throws {
-        try authentication.approveToolRequest(approvalKey: approvalKey, reason: reason, reuse: reuse)
+    /// `terminal`: the asking person's terminal, which a passcode prompt uses when no graphical session can.
+    public func approveToolRequest(approvalKey: String?, reason: String, reuse: Duration, terminal: String? = nil)
+        throws
+    {
+        try authentication.approveToolRequest(
+            approvalKey: approvalKey, reason: reason, reuse: reuse, terminal: terminal)
     }
 
     /// Asks the user for the passcode (the configured prompt program) and unlocks with it: errSecAuthFailed
     /// when no prompt can be shown or the passcode is wrong, errSecUserCanceled when the user cancels.
-    public func unlockByAsking(reason: String) throws {
-        try authentication.unlockByAsking(reason: reason)
+    /// `terminal`: the asking person's terminal, which a prompt uses when no graphical session can.
+    public func unlockByAsking(reason: String, terminal: String? = nil) throws {
+        try authentication.unlockByAsking(reason: reason, terminal: terminal)
     }
 
     /// Forgets the keys a restart forgets: back to "before first unlock" (class D only).

@@ -116,6 +116,26 @@ final class PeerProcess: @unchecked Sendable {
         return "\(uid):\(session):\(started):\(terminal)"
     }
 
+    /// The pseudo-terminal the process runs in (`/dev/pts/N`, from its `tty_nr`), when it has one and
+    /// it belongs to the process's user: where a prompt for this person can ask when no graphical
+    /// session can show one (a user on SSH).
+    var controllingTerminal: String? {
+        guard let fields = read("stat").flatMap(Self.statFields), fields.count > 4,
+            let number = Int(fields[4]), number > 0
+        else { return nil }
+        let major = (number >> 8) & 0xfff
+        let minor = (number & 0xff) | ((number >> 12) & 0xfff00)
+        // Unix98 pseudo-terminal slaves have majors 136 to 143.
+        guard (136...143).contains(major) else { return nil }
+        let path = "/dev/pts/\((major - 136) * 256 + minor)"
+        var info = stat()
+        // The node must be that terminal (the same device number, encoded alike for these) and the user's.
+        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFCHR, info.st_uid == uid,
+            Int(info.st_rdev) == number, isAlive
+        else { return nil }
+        return path
+    }
+
     /// Whether the process that connected is still running.
     var isAlive: Bool { process_control_pidfd_alive(pidfd) == 0 }
 

@@ -146,14 +146,14 @@ struct SecretServiceCallers {
     /// file; a no (a cancel, or a prompt that could not be shown or answered) holds only until the
     /// daemon restarts. Runs on a worker thread.
     static func askUser(
-        about executable: RunningExecutable, pid: Int32, tenant: Tenant, state: SecretServiceState
+        about executable: RunningExecutable, pid: Int32, terminal: String?, tenant: Tenant, state: SecretServiceState
     ) -> Bool {
         let reason =
             executable.path.hasPrefix("flatpak:")
             ? "the Flatpak app \(executable.path.dropFirst(8)) (pid \(pid)) wants to keep its secrets in the Secret Service"
             : "\(executable.path) (pid \(pid)) wants to use the Secret Service (the secrets programs share with it)"
         do {
-            try tenant.keychain.approveToolRequest(approvalKey: nil, reason: reason, reuse: .zero)
+            try tenant.keychain.approveToolRequest(approvalKey: nil, reason: reason, reuse: .zero, terminal: terminal)
         } catch {
             state.refuse(identityKey(executable))
             DaemonLog.info("\(executable.path) is refused the Secret Service until the daemon restarts: \(error)")

@@ -323,10 +323,16 @@ extension SecretServiceServer {
                 return []
             }
             let keychain = tenant.keychain
+            // The asking program's terminal, for a prompt with no graphical session to show it in.
+            let terminal: String? =
+                if case .granted(_, let caller)? = grants[context.sender] { caller.peer.controllingTerminal } else {
+                    nil
+                }
             Thread.detachNewThread { [self] in
                 let unlocked: Bool
                 do {
-                    try keychain.unlockByAsking(reason: "unlock the keychain for the Secret Service")
+                    try keychain.unlockByAsking(
+                        reason: "unlock the keychain for the Secret Service", terminal: terminal)
                     unlocked = true
                 } catch {
                     DaemonLog.info("the Secret Service's unlock prompt ended without an unlock: \(error)")

@@ -216,8 +216,11 @@ public final class SecretServiceServer: @unchecked Sendable {
             let tenant = tenant
             let state = state
             let pid = caller.pid
+            // The program's terminal, for a question with no graphical session to show it in.
+            let terminal = caller.peer.controllingTerminal
             Thread.detachNewThread { [self] in
-                _ = SecretServiceCallers.askUser(about: executable, pid: pid, tenant: tenant, state: state)
+                _ = SecretServiceCallers.askUser(
+                    about: executable, pid: pid, terminal: terminal, tenant: tenant, state: state)
                 post { [self] in
                     // Every call held for this executable is decided again, now with the answer kept
                     // (or refused, when nothing could ask).
