@@ -180,8 +180,16 @@ public final class SecretServiceServer: @unchecked Sendable {
             grants[evicted] = nil
         }
         let grant: SecretServiceGrant
-        if let held = grants[sender], case .granted(_, let caller) = held, !caller.hasChangedExecutable {
-            grant = held
+        if let held = grants[sender], case .granted(_, let caller) = held {
+            // A connection belongs to the program that first called on it: once its process runs
+            // another executable, the connection is refused for good rather than judged again.
+            grant =
+                caller.hasChangedExecutable
+                ? .refused(
+                    SecretServiceError(
+                        .accessDenied, "the process on this connection runs another program than when it first called"))
+                : held
+            grants[sender] = grant
         } else if let held = grants[sender], case .refused = held {
             grant = held
         } else {
