@@ -185,3 +185,38 @@ final class GeneralPurposeToolTests: XCTestCase {
         }
     }
 }
+
+/// A general-purpose tool run on a terminal with no graphical session (over SSH): the daemon's terminal
+/// pinentry asks on the command's own terminal.
+final class ToolApprovalOnTheTerminalTests: XCTestCase {
+    func testTheApprovalIsAskedOnTheCommandsTerminal() throws {
+        let curses = "/usr/bin/pinentry-curses"
+        guard FileManager.default.isExecutableFile(atPath: curses),
+            FileManager.default.isExecutableFile(atPath: "/usr/bin/script")
+        else { throw XCTSkip("needs pinentry-curses and script (bsdutils)") }
+        let user: uid_t? = canSwitchUsers ? 65534 : nil
+        let daemon = try TestDaemon(arguments: ["--pinentry", curses], user: user)
+        let security = ClientPrograms.built("security")
+        func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+            try ClientPrograms.run(security, arguments, daemon: daemon, user: user)
+        }
+        XCTAssertEqual(try run(["set-keychain-password", "-p", "2580"]).status, 0)
+        XCTAssertEqual(
+            try run(["app", "register", security, "--application-identifier", "security", "-p", "2580"]).status, 0)
+        // Without a terminal (and no display) the prompt cannot ask anyone: a change is refused.
+        XCTAssertNotEqual(try run(["add-generic-password", "-s", "web", "-a", "me", "-w", "tty-secret"]).status, 0)
+        /// Runs the command on a terminal of its own, typing the passcode there once the prompt has
+        /// had time to show.
+        func onTerminal(_ arguments: String) throws -> String {
+            try ClientPrograms.run(
+                "/bin/sh",
+                ["-c", "(sleep 3; printf '2580\\r') | /usr/bin/script -qec '\(security) \(arguments)' /dev/null"],
+                daemon: daemon, user: user
+            ).output
+        }
+        _ = try onTerminal("add-generic-password -s web -a me -w tty-secret")
+        let found = try onTerminal("find-generic-password -s web -a me -w")
+        XCTAssertTrue(found.contains("tty-secret"), found)
+        XCTAssertTrue(found.contains("wants to read or change a secret of security"), found)
+    }
+}

@@ -244,7 +244,8 @@ public final class KeychainDaemon: Sendable {
         do throws(KeychainError) {
             try engine {
                 try tenant.keychain.approveToolRequest(
-                    approvalKey: approvalKey, reason: reason, reuse: .seconds(app.approvalReuseSeconds ?? 0))
+                    approvalKey: approvalKey, reason: reason, reuse: .seconds(app.approvalReuseSeconds ?? 0),
+                    terminal: caller.controllingTerminal)
             }
         } catch {
             DaemonLog.warning(

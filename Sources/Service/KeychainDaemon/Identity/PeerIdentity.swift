@@ -19,6 +19,14 @@ protocol PeerIdentity: Sendable {
     func isKnownTool(_ decide: () -> Bool) -> Bool
     /// Whether `reason` differs from the last refusal logged for it (and records it).
     func isNewRefusal(_ reason: String) -> Bool
+    /// Its controlling pseudo-terminal when that is its user's: where a prompt for it can ask when no
+    /// graphical session can.
+    var controllingTerminal: String? { get }
+}
+
+extension PeerIdentity {
+    /// A peer made up by a test has no terminal.
+    var controllingTerminal: String? { nil }
 }
 
 extension CallerIdentity: PeerIdentity {
@@ -27,4 +35,5 @@ extension CallerIdentity: PeerIdentity {
     var contextScope: String { peer.contextScope }
     var terminalSession: String? { peer.terminalSession }
     var executable: Result<RunningExecutable, KeychainError> { identified }
+    var controllingTerminal: String? { peer.controllingTerminal }
 }
