@@ -210,7 +210,10 @@ final class ToolApprovalOnTheTerminalTests: XCTestCase {
         func onTerminal(_ arguments: String) throws -> String {
             try ClientPrograms.run(
                 "/bin/sh",
-                ["-c", "(sleep 3; printf '2580\\r') | /usr/bin/script -qec '\(security) \(arguments)' /dev/null"],
+                [
+                    "-c",
+                    "(for attempt in 1 2 3 4 5 6 7 8; do sleep 1.5; printf '2580\\r'; done) | /usr/bin/script -qec '\(security) \(arguments)' /dev/null",
+                ],
                 daemon: daemon, user: user
             ).output
         }

@@ -237,7 +237,10 @@ final class SecretServiceTests: SecretServiceTestCase {
         // The keys typed on the client's terminal (script's input) once the prompt has had time to show.
         let session = try run(
             "/bin/sh",
-            ["-c", "(sleep 3; printf '1470\\r') | /usr/bin/script -qec '/usr/bin/python3 \(script)' /dev/null"])
+            [
+                "-c",
+                "(for attempt in 1 2 3 4 5 6 7 8; do sleep 1.5; printf '1470\\r'; done) | /usr/bin/script -qec '/usr/bin/python3 \(script)' /dev/null",
+            ])
         XCTAssertTrue(session.output.contains("result False False behind-the-lock"), session.output)
         XCTAssertTrue(try security("show-keychain-info").output.contains("unlocked"))
     }
