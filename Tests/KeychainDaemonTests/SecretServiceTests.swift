@@ -745,53 +745,37 @@ final class SecretServiceImportTests: SecretServiceTestCase {
 /// Sandboxed apps: a process in a sandbox of its own (its own user and mount namespaces, a root with
 /// Flatpak's `/.flatpak-info`), as Flatpak runs an app with `--talk-name=org.freedesktop.secrets`.
 final class SecretServiceFlatpakTests: SecretServiceTestCase {
-    /// Runs `arguments` inside a sandbox whose `/.flatpak-info` names `appID`.
-    func sandboxed(_ appID: String, _ arguments: [String], input: String? = nil) throws -> (
+    /// Runs `arguments` inside a sandbox whose `/.flatpak-info` names `info` as its app id, or, for
+    /// `info` `fifo` or `zero`, is not a file at all: a FIFO, or a link to /dev/zero.
+    func sandboxed(_ info: String, _ arguments: [String], input: String? = nil) throws -> (
         status: Int32, output: String
     ) {
         let script = programs.directory + "/sandbox.sh"
         if !FileManager.default.fileExists(atPath: script) {
             try #"""
             #!/bin/sh
-            # sandbox.sh APP-ID COMMAND...: COMMAND in its own user and mount namespaces, chrooted into a
-            # root that holds /usr, /etc, /dev, /tmp and a /.flatpak-info naming APP-ID.
+            # sandbox.sh INFO COMMAND...: COMMAND in its own user and mount namespaces, chrooted into a
+            # root that holds /usr, /etc, /dev, /tmp and a /.flatpak-info naming the app id INFO (or, for
+            # INFO fifo or zero, a FIFO or a link to /dev/zero in its place).
             set -e
             root=$(mktemp -d)
             exec unshare -Urm /bin/sh -c '
-              root="$1"; app="$2"; shift 2
+              root="$1"; info="$2"; shift 2
               mount -t tmpfs none "$root"
               mkdir -p "$root/usr" "$root/etc" "$root/tmp" "$root/dev"
               ln -s usr/bin "$root/bin"; ln -s usr/lib "$root/lib"; ln -s usr/lib64 "$root/lib64"
               for directory in usr etc tmp dev; do mount --rbind "/$directory" "$root/$directory"; done
-              printf "[Application]\nname=%s\nruntime=runtime/org.example.Platform/x86_64/1\n" "$app" > "$root/.flatpak-info"
+              case "$info" in
+                fifo) mkfifo "$root/.flatpak-info" ;;
+                zero) ln -s /dev/zero "$root/.flatpak-info" ;;
+                *) printf "[Application]\nname=%s\nruntime=runtime/org.example.Platform/x86_64/1\n" "$info" > "$root/.flatpak-info" ;;
+              esac
               exec chroot "$root" "$@"
             ' sandbox "$root" "$@"
             """#.write(toFile: script, atomically: true, encoding: .utf8)
             chmod(script, 0o755)
         }
-        return try run(script, [appID] + arguments, input: input)
-    }
-
-    /// Runs `arguments` in a sandbox whose `/.flatpak-info` is not a file: a FIFO (`kind` fifo) or a
-    /// link to /dev/zero (`kind` zero).
-    func sandboxedWithInfo(kind: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let script = programs.directory + "/hostile-sandbox.sh"
-        try #"""
-        #!/bin/sh
-        set -e
-        root=$(mktemp -d)
-        exec unshare -Urm /bin/sh -c '
-          root="$1"; kind="$2"; shift 2
-          mount -t tmpfs none "$root"
-          mkdir -p "$root/usr" "$root/etc" "$root/tmp" "$root/dev"
-          ln -s usr/bin "$root/bin"; ln -s usr/lib "$root/lib"; ln -s usr/lib64 "$root/lib64"
-          for directory in usr etc tmp dev; do mount --rbind "/$directory" "$root/$directory"; done
-          if [ "$kind" = fifo ]; then mkfifo "$root/.flatpak-info"; else ln -s /dev/zero "$root/.flatpak-info"; fi
-          exec chroot "$root" "$@"
-        ' sandbox "$root" "$@"
-        """#.write(toFile: script, atomically: true, encoding: .utf8)
-        chmod(script, 0o755)
-        return try run(script, [kind] + arguments)
+        return try run(script, [info] + arguments, input: input)
     }
 
     func testEachSandboxedAppSeesOnlyItsOwnItems() throws {
@@ -842,7 +826,7 @@ final class SecretServiceFlatpakTests: SecretServiceTestCase {
         // A sandbox whose /.flatpak-info is a FIFO (or a link to /dev/zero) is no app at all, and holds
         // up nobody.
         for kind in ["fifo", "zero"] {
-            let hostile = try sandboxedWithInfo(kind: kind, ["/usr/bin/secret-tool", "lookup", "k", "v"])
+            let hostile = try sandboxed(kind, ["/usr/bin/secret-tool", "lookup", "k", "v"])
             XCTAssertNotEqual(hostile.status, 0, kind)
             XCTAssertEqual(try secretTool("lookup", "k", "v").output, "for-everyone", kind)
         }

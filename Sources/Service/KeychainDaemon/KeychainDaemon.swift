@@ -205,7 +205,10 @@ public final class KeychainDaemon: Sendable {
 
     /// Runs engine or registry code, whose failures are `KeychainError`s; anything else is a bug, and
     /// says so rather than passing as a refusal.
-    func engine<T>(_ body: () throws -> T) throws(KeychainError) -> T {
+    func engine<T>(_ body: () throws -> T) throws(KeychainError) -> T { try Self.engine(body) }
+
+    /// The same, for the daemon's parts that hold no daemon (the Secret Service's store).
+    static func engine<T>(_ body: () throws -> T) throws(KeychainError) -> T {
         do { return try body() } catch let error as KeychainError { throw error } catch {
             throw KeychainError.internalError("\(error)")
         }

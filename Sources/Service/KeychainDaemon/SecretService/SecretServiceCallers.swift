@@ -66,37 +66,13 @@ struct SecretServiceCallers {
             client.contextScope = caller.contextScope
             return .granted(client: client, caller: caller)
         }
-        let document: SecretServiceState.Document
-        do { document = try state.read() } catch {
-            return .refused(SecretServiceError(.accessDenied, error.reason))
-        }
         let shared = ClientIdentity(
             accessGroups: [SecretServicePolicy.sharedAccessGroup], contextScope: caller.contextScope)
-        switch document.policy {
-        case .allow: return .granted(client: shared, caller: caller)
-        case .deny:
-            return .refused(
-                SecretServiceError(
-                    .accessDenied,
-                    "\(executable.path) is not a registered app and the Secret Service policy is deny (security app register, or security app policy secret-service)"
-                ))
-        case .ask:
-            let digest = Hex.encode(executable.digest)
-            if state.isRefused(Self.identityKey(executable)) {
-                return .refused(
-                    SecretServiceError(
-                        .accessDenied,
-                        "the user refused \(executable.path) the Secret Service (until the daemon restarts)"))
-            }
-            guard
-                let decision = document.decisions.first(where: {
-                    $0.executablePath == executable.path && $0.executableDigest == digest
-                })
-            else { return .needsAnswer(executable, caller: caller) }
-            return decision.allowed
-                ? .granted(client: shared, caller: caller)
-                : .refused(SecretServiceError(.accessDenied, "the user refused \(executable.path) the Secret Service"))
-        }
+        return policyGrant(
+            executable, named: executable.path, client: shared, caller: caller,
+            denied:
+                "\(executable.path) is not a registered app and the Secret Service policy is deny (security app register, or security app policy secret-service)"
+        )
     }
 
     /// A Flatpak app: only its own group, `flatpak:<app id>`, whatever the policy lets in; asked about
@@ -106,34 +82,40 @@ struct SecretServiceCallers {
         guard SecretServiceServer.isAppID(appID) else {
             return .refused(SecretServiceError(.accessDenied, "a sandbox names no valid Flatpak app id"))
         }
-        let client = ClientIdentity(accessGroups: ["flatpak:" + appID], contextScope: caller.contextScope)
+        return policyGrant(
+            Self.flatpakIdentity(appID), named: "the Flatpak app \(appID)",
+            client: ClientIdentity(accessGroups: ["flatpak:" + appID], contextScope: caller.contextScope),
+            caller: caller, denied: "the Flatpak app \(appID) is refused: the Secret Service policy is deny")
+    }
+
+    /// What the user's policy gives a program that is no registered app (`identity`, as its answers
+    /// name it): `client` when allowed, the user's answer under `ask` (or a question), `denied` under deny.
+    private func policyGrant(
+        _ identity: RunningExecutable, named name: String, client: ClientIdentity, caller: CallerIdentity,
+        denied: String
+    ) -> SecretServiceGrant {
         let document: SecretServiceState.Document
         do { document = try state.read() } catch {
             return .refused(SecretServiceError(.accessDenied, error.reason))
         }
         switch document.policy {
         case .allow: return .granted(client: client, caller: caller)
-        case .deny:
-            return .refused(
-                SecretServiceError(
-                    .accessDenied, "the Flatpak app \(appID) is refused: the Secret Service policy is deny"))
+        case .deny: return .refused(SecretServiceError(.accessDenied, denied))
         case .ask:
-            let identity = Self.flatpakIdentity(appID)
             if state.isRefused(Self.identityKey(identity)) {
                 return .refused(
                     SecretServiceError(
-                        .accessDenied,
-                        "the user refused the Flatpak app \(appID) the Secret Service (until the daemon restarts)"))
+                        .accessDenied, "the user refused \(name) the Secret Service (until the daemon restarts)"))
             }
+            let digest = Hex.encode(identity.digest)
             guard
                 let decision = document.decisions.first(where: {
-                    $0.executablePath == identity.path && $0.executableDigest == Hex.encode(identity.digest)
+                    $0.executablePath == identity.path && $0.executableDigest == digest
                 })
             else { return .needsAnswer(identity, caller: caller) }
             return decision.allowed
                 ? .granted(client: client, caller: caller)
-                : .refused(
-                    SecretServiceError(.accessDenied, "the user refused the Flatpak app \(appID) the Secret Service"))
+                : .refused(SecretServiceError(.accessDenied, "the user refused \(name) the Secret Service"))
         }
     }
 
@@ -147,7 +129,7 @@ struct SecretServiceCallers {
     /// daemon restarts. Runs on a worker thread.
     static func askUser(
         about executable: RunningExecutable, pid: Int32, terminal: String?, tenant: Tenant, state: SecretServiceState
-    ) -> Bool {
+    ) {
         let reason =
             executable.path.hasPrefix("flatpak:")
             ? "the Flatpak app \(executable.path.dropFirst(8)) (pid \(pid)) wants to keep its secrets in the Secret Service"
@@ -157,7 +139,7 @@ struct SecretServiceCallers {
         } catch {
             state.refuse(identityKey(executable))
             DaemonLog.info("\(executable.path) is refused the Secret Service until the daemon restarts: \(error)")
-            return false
+            return
         }
         let decision = SecretServiceState.Decision(
             executablePath: executable.path, executableDigest: Hex.encode(executable.digest), allowed: true)
@@ -171,7 +153,6 @@ struct SecretServiceCallers {
             DaemonLog.error("the answer for \(executable.path) could not be kept: \(error)")
         }
         DaemonLog.info("the user allowed \(executable.path) the Secret Service")
-        return true
     }
 
     /// How an executable is named among the refusals of this run.

@@ -51,15 +51,11 @@ struct SecretServiceImport {
         if label.isEmpty || label.lowercased() == SecretServiceStore.defaultCollection {
             return SecretServiceStore.defaultCollection
         }
-        do {
-            return try tenant.secretService.change { document in
+        return try daemon.engine {
+            try tenant.secretService.change { document in
                 if let found = document.collections.first(where: { $0.label == label }) { return found.id }
                 return try document.addCollection(label: label, creator: creator)
             }
-        } catch let error as KeychainError {
-            throw error
-        } catch {
-            throw KeychainError.internalError("\(error)")
         }
     }
 }

@@ -111,9 +111,7 @@ extension SecretServiceServer {
 
     /// Runs keychain code: its refusals become the bus's errors (anything else is a failure, named).
     func keychainCall<T>(_ body: () throws -> T) throws(SecretServiceError) -> T {
-        do { return try body() } catch let error as KeychainError { throw SecretServiceError(error) } catch {
-            throw SecretServiceError(.failed, "\(error)")
-        }
+        do { return try KeychainDaemon.engine(body) } catch { throw SecretServiceError(error) }
     }
 
     var isLocked: Bool {

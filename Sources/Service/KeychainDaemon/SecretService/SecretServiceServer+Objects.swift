@@ -231,9 +231,7 @@ extension SecretServiceServer {
         switch (context.object, name) {
         case (.collection, "Label"):
             let collection = try collection(context)
-            guard case .string(let label) = value, label.utf8.count <= 4_096 else {
-                throw SecretServiceError(.invalidArguments, "a Label is a string of at most 4096 bytes")
-            }
+            let label = try labelValue(value)
             try ensureUnlocked()
             try keychainCall {
                 try state.change { document in
@@ -247,9 +245,7 @@ extension SecretServiceServer {
                 [.objectPath(SecretServicePath.collection(collection.id))])
         case (.item, "Label"):
             let item = try item(context)
-            guard case .string(let label) = value, label.utf8.count <= 4_096 else {
-                throw SecretServiceError(.invalidArguments, "a Label is a string of at most 4096 bytes")
-            }
+            let label = try labelValue(value)
             try keychainCall { try context.store.change(item.reference, label: label) }
             emitChanged(
                 SecretServicePath.item(collection: item.collection, reference: item.reference),
@@ -266,6 +262,14 @@ extension SecretServiceServer {
         default:
             throw SecretServiceError(.propertyReadOnly, "\(name) cannot be set on this object")
         }
+    }
+
+    /// A Label being set: a string of at most 4,096 bytes.
+    private func labelValue(_ value: DBusValue) throws(SecretServiceError) -> String {
+        guard case .string(let label) = value, label.utf8.count <= 4_096 else {
+            throw SecretServiceError(.invalidArguments, "a Label is a string of at most 4096 bytes")
+        }
+        return label
     }
 
     // MARK: Introspection

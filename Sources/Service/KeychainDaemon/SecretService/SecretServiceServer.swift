@@ -227,7 +227,7 @@ public final class SecretServiceServer: @unchecked Sendable {
             // The program's terminal, for a question with no graphical session to show it in.
             let terminal = caller.peer.controllingTerminal
             Thread.detachNewThread { [self] in
-                _ = SecretServiceCallers.askUser(
+                SecretServiceCallers.askUser(
                     about: executable, pid: pid, terminal: terminal, tenant: tenant, state: state)
                 post { [self] in
                     // Every call held for this executable is decided again, now with the answer kept

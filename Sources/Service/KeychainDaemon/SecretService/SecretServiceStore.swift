@@ -174,11 +174,7 @@ struct SecretServiceStore {
         }
     }
 
-    private func run<T>(_ body: () throws -> T) throws(KeychainError) -> T {
-        do { return try body() } catch let error as KeychainError { throw error } catch {
-            throw KeychainError.internalError("\(error)")
-        }
-    }
+    private func run<T>(_ body: () throws -> T) throws(KeychainError) -> T { try KeychainDaemon.engine(body) }
 
     /// An item from the attributes the keychain returned.
     private func item(_ dictionary: [String: ItemValue]) -> SecretServiceItem? {
