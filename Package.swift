@@ -20,6 +20,9 @@ import PackageDescription
 //              KeychainDaemon       securityd: the socket, who is calling (kernel + app registry), one lock state
 //              KeychainClient       the daemon as a KeychainService, over its socket
 //              KeychainSyncStore    the sync server's storage on PostgreSQL (libpq-dev): accounts, records, change log
+//              KeychainSyncProtocol the sync protocol: frames, devices, trust views, signed batches and heads
+//              KeychainSyncServer   keychain-syncd's sessions: authenticating devices, checking what they sign
+//              KeychainSyncAgent    a keychain's side: enrollment, trust, the key tree, merging, push and pull
 //   Facade/    Security             Apple's SecItem API over a KeychainService (the embedded engine by default)
 //              LocalAuthentication  LAContext; re-exports Security
 //   Programs/  security, securityd, keychain-bench, keychain-test-helper
@@ -44,6 +47,7 @@ let package = Package(
         .executable(name: "keychain-bench-floor", targets: ["keychain-bench-floor"]),
         .executable(name: "security", targets: ["SecurityCommand"]),
         .executable(name: "securityd", targets: ["securityd"]),
+        .executable(name: "keychain-syncd", targets: ["keychain-syncd"]),
     ],
     targets: [
         .systemLibrary(
@@ -125,6 +129,22 @@ let package = Package(
             name: "KeychainSyncStore", dependencies: ["CPostgreSQL", "KeychainBytes"],
             path: "Sources/Service/KeychainSyncStore"),
         .target(
+            name: "KeychainSyncProtocol", dependencies: ["KeychainBytes", "KeychainCrypto"],
+            path: "Sources/Service/KeychainSyncProtocol"),
+        .target(
+            name: "KeychainSyncServer",
+            dependencies: [
+                "CProcessControl", "KeychainSyncProtocol", "KeychainSyncStore", "KeychainBytes", "KeychainCrypto",
+            ],
+            path: "Sources/Service/KeychainSyncServer"),
+        .target(
+            name: "KeychainSyncAgent",
+            dependencies: [
+                "KeychainSyncProtocol", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainStorage",
+                "KeychainEngine",
+            ],
+            path: "Sources/Service/KeychainSyncAgent"),
+        .target(
             name: "KeychainClient", dependencies: ["CProcessControl", "KeychainBytes", "KeychainCore", "KeychainWire"],
             path: "Sources/Service/KeychainClient"),
         .target(
@@ -144,6 +164,9 @@ let package = Package(
                 "KeychainTPMRoot",
             ],
             path: "Sources/Programs/securityd"),
+        .executableTarget(
+            name: "keychain-syncd", dependencies: ["KeychainSyncServer", "KeychainSyncProtocol"],
+            path: "Sources/Programs/keychain-syncd"),
         .executableTarget(
             name: "keychain-bench",
             dependencies: [
@@ -182,6 +205,12 @@ let package = Package(
             name: "KeychainCryptoTests", dependencies: ["KeychainBytes", "KeychainCrypto", "KeychainTestSupport"]),
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainBytes", "KeychainCore"]),
         .testTarget(name: "KeychainDBusTests", dependencies: ["KeychainDBus", "KeychainTestSupport"]),
+        .testTarget(
+            name: "KeychainSyncTests",
+            dependencies: [
+                "KeychainSyncAgent", "KeychainSyncProtocol", "KeychainSyncStore", "KeychainBytes", "KeychainCore",
+                "KeychainCrypto", "KeychainEngine", "KeychainTestSupport", "keychain-syncd",
+            ]),
         .testTarget(
             name: "KeychainSyncStoreTests", dependencies: ["KeychainSyncStore", "KeychainBytes", "KeychainTestSupport"]),
         .testTarget(

@@ -22,19 +22,20 @@ final class SyncStoreTests: XCTestCase {
 
     func testTheSchemaIsMigratedOnceAndEveryKeyStartsWithTheAccount() throws {
         let first = try SyncStore(conninfo: postgres.conninfo)
-        XCTAssertEqual(try first.appliedMigrations(), [1])
+        XCTAssertEqual(try first.appliedMigrations(), [1, 2])
         // A second server on the same database finds it done.
         let second = try SyncStore(conninfo: postgres.conninfo)
-        XCTAssertEqual(try second.appliedMigrations(), [1])
+        XCTAssertEqual(try second.appliedMigrations(), [1, 2])
         // Every primary key and index of the sync tables leads with account_id.
         let indexes = try postgres.query(
             """
             SELECT t.relname || ':' || a.attname FROM pg_index i
             JOIN pg_class t ON t.oid = i.indrelid JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = i.indkey[0]
-            WHERE t.relname IN ('accounts', 'records', 'changes', 'cursors') ORDER BY 1
+            WHERE t.relname IN ('accounts', 'records', 'changes', 'cursors', 'devices', 'views', 'shares', 'heads',
+                'batches', 'history') ORDER BY 1
             """)
         let lines = indexes.split(separator: "\n")
-        XCTAssertEqual(lines.count, 5, indexes)
+        XCTAssertEqual(lines.count, 12, indexes)
         XCTAssertTrue(lines.allSatisfy { $0.hasSuffix(":account_id") }, indexes)
     }
 

@@ -263,6 +263,15 @@ public struct ItemStore {
     }
 
     /// Every row that is not synchronizable whose secret blob starts with one of `secretFormats`.
+    /// Every synchronizable row, live or tombstone, with its protection class among `protectionClasses`.
+    public func forEachSynchronizedItem(protectionClasses: [Int], _ body: (StoredItem) throws -> Void) throws {
+        let statement = try connection.statement(
+            "SELECT \(Self.columns) FROM items WHERE sync = 1 AND instr(?, char(keyclass)) > 0 ORDER BY rowid")
+        defer { statement.reset() }
+        try statement.bind(String(protectionClasses.compactMap { UnicodeScalar($0).map(Character.init) }), at: 1)
+        while try statement.step() { try body(readRow(statement)) }
+    }
+
     public func forEachUnsynchronizedItem(secretFormats: [UInt8], _ body: (StoredItem) throws -> Void) throws {
         let statement = try connection.statement(
             "SELECT \(Self.columns) FROM items WHERE sync = 0 AND instr(?, substr(secret, 1, 1)) > 0 ORDER BY rowid")

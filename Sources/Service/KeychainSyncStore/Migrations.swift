@@ -44,6 +44,71 @@ enum Migrations {
                 PRIMARY KEY (account_id, device_id)
             );
             """
-        )
+        ),
+        (
+            2,
+            """
+            -- How a joining device proves the account's recovery secret: the salt it stretches the
+            -- secret with, SHA-256 of the key it derives, and the wrong guesses so far (the server
+            -- refuses every guess once they reach the limit). The escrow is the account's keys sealed
+            -- under another key derived from the same secret, for a device that lost every other.
+            ALTER TABLE accounts
+                ADD COLUMN recovery_salt bytea,
+                ADD COLUMN recovery_verifier bytea,
+                ADD COLUMN recovery_failures bigint NOT NULL DEFAULT 0,
+                ADD COLUMN escrow bytea;
+            -- Devices by their public keys; status 1 waiting, 2 trusted, 3 removed.
+            CREATE TABLE devices (
+                account_id bytea NOT NULL,
+                device_id bytea NOT NULL,
+                signing_key bytea NOT NULL,
+                encryption_key bytea NOT NULL,
+                name text NOT NULL,
+                status bigint NOT NULL,
+                PRIMARY KEY (account_id, device_id)
+            );
+            -- The chain of trust views, each attested by a device of the one before.
+            CREATE TABLE views (
+                account_id bytea NOT NULL,
+                epoch bigint NOT NULL,
+                view bytea NOT NULL,
+                PRIMARY KEY (account_id, epoch)
+            );
+            -- Zone keys sealed to each device, by generation.
+            CREATE TABLE shares (
+                account_id bytea NOT NULL,
+                recipient bytea NOT NULL,
+                generation bigint NOT NULL,
+                share bytea NOT NULL,
+                PRIMARY KEY (account_id, recipient, generation)
+            );
+            -- Each device's newest signed position in the log.
+            CREATE TABLE heads (
+                account_id bytea NOT NULL,
+                device_id bytea NOT NULL,
+                seq bigint NOT NULL,
+                head bytea NOT NULL,
+                PRIMARY KEY (account_id, device_id)
+            );
+            -- Each push's signed statement, over the consecutive sequence numbers it took.
+            CREATE TABLE batches (
+                account_id bytea NOT NULL,
+                first_seq bigint NOT NULL,
+                last_seq bigint NOT NULL,
+                writer bytea NOT NULL,
+                batch bytea NOT NULL,
+                PRIMARY KEY (account_id, first_seq)
+            );
+            CREATE INDEX batches_by_last ON batches (account_id, last_seq);
+            -- The ciphertexts of the last versions a record had before its current one.
+            CREATE TABLE history (
+                account_id bytea NOT NULL,
+                record_id bytea NOT NULL,
+                version bigint NOT NULL,
+                ciphertext bytea NOT NULL,
+                PRIMARY KEY (account_id, record_id, version)
+            );
+            """
+        ),
     ]
 }

@@ -70,7 +70,7 @@ public final class SyncStore: Sendable {
         }
     }
 
-    private func withConnection<T>(_ body: (PostgresConnection) throws(SyncStoreError) -> T) throws(SyncStoreError)
+    func withConnection<T>(_ body: (PostgresConnection) throws(SyncStoreError) -> T) throws(SyncStoreError)
         -> T
     {
         let connection: PostgresConnection
@@ -92,7 +92,7 @@ public final class SyncStore: Sendable {
 
     /// Runs a transaction again when PostgreSQL (or a distributed engine with serializable isolation)
     /// asks for a retry.
-    private func retrying<T>(_ body: () throws(SyncStoreError) -> T) throws(SyncStoreError) -> T {
+    func retrying<T>(_ body: () throws(SyncStoreError) -> T) throws(SyncStoreError) -> T {
         var attempt = 0
         while true {
             do { return try body() } catch  where error.isRetryable && attempt < 5 { attempt += 1 }
@@ -220,7 +220,7 @@ public final class SyncStore: Sendable {
         }
     }
 
-    private static func records(_ rows: PostgresConnection.Rows) throws(SyncStoreError) -> [SyncRecord] {
+    static func records(_ rows: PostgresConnection.Rows) throws(SyncStoreError) -> [SyncRecord] {
         try rows.values.indices.map { (row) throws(SyncStoreError) in
             SyncRecord(
                 recordID: try rows.bytes(row, 0), version: try rows.integer(row, 1), seq: try rows.integer(row, 2),

@@ -317,7 +317,7 @@ extension Keychain {
             for match in matches {
                 try store.delete(rowID: match.row.rowID)
                 if query.useTombstones ?? match.record.synchronizable {
-                    try insertTombstone(for: match.record, store: store, digests: digests)
+                    try insertTombstone(for: match.record, store: store, digests: digests, keepingIdentity: true)
                 }
             }
         }

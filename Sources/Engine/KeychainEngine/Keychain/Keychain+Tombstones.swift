@@ -4,8 +4,12 @@ import KeychainStorage
 
 /// Tombstones: what a deleted synchronizable item leaves behind, so that sync learns of the deletion.
 extension Keychain {
-    /// A tombstone keeps an item's primary key (so sync learns of the deletion) and nothing else.
-    func insertTombstone(for record: ItemRecord, store: ItemStore, digests: ItemDigests) throws {
+    /// A tombstone keeps an item's primary key (so sync learns of the deletion) and nothing else. A
+    /// deleted item's tombstone keeps its persistent reference too, which is its record id in sync;
+    /// the tombstone an update leaves behind (the item moved to another primary key) gets a new one.
+    func insertTombstone(for record: ItemRecord, store: ItemStore, digests: ItemDigests, keepingIdentity: Bool = false)
+        throws
+    {
         var attributes: [String: ItemValue] = [:]
         for name in AttributeSchema.primaryKey(record.itemClass) + AttributeSchema.uniquenessOnly {
             attributes[name] = record.attributes[name]
@@ -14,7 +18,8 @@ extension Keychain {
         attributes["cdat"] = record.attributes["cdat"]
         attributes["mdat"] = .date(now)
         let tombstone = ItemRecord(
-            itemClass: record.itemClass, persistentID: try Random.bytes(16), protection: record.protection,
+            itemClass: record.itemClass, persistentID: keepingIdentity ? record.persistentID : try Random.bytes(16),
+            protection: record.protection,
             accessGroup: record.accessGroup, synchronizable: record.synchronizable, tombstone: true,
             attributes: attributes, accessControl: nil, secret: nil)
         let row = try ItemSealing.seal(

@@ -124,6 +124,16 @@ final class ItemDigests: Sendable {
         return components
     }
 
+    /// A synchronizable item's whole payload, keyed: tells sync whether an item changed since it was
+    /// last in step with the server, and nothing more. The payload (its secret too) goes straight into
+    /// the MAC, never into a plain buffer.
+    func syncPayload(_ payload: SecureBytes) throws -> Data {
+        let domain = Data("sync\u{0}".utf8)
+        return try domain.withUnsafeBytes { domainBytes in
+            try payload.withUnsafeBytes { try key.authenticationCode([domainBytes, $0]).prefix(Self.size) }
+        }
+    }
+
     private func digest(_ domain: String, _ components: [Data]) throws -> Data {
         var message: [UInt8] = []
         message.reserveCapacity(domain.utf8.count + 1 + components.reduce(0) { $0 + 4 + $1.count })

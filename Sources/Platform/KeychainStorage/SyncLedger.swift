@@ -1,0 +1,145 @@
+import Foundation
+
+/// What a keychain remembers of its sync, in its own database so that applying what a pull brought
+/// and remembering it are one transaction: nothing is applied twice or half.
+///
+/// - `sync_mirror`: each record this device knows, at the version it last saw on the server, with a
+///   keyed digest of the item as it was then (to tell a local change) and its primary-key digest.
+/// - `sync_state`: named values (the cursor, the server, sealed keys).
+/// - `sync_chain`: the hash chain over the account's log at each sequence number this device passed,
+///   to compare with what the other devices signed.
+///
+/// Record ids are random; versions, digests and hashes say nothing of an item's content.
+public struct SyncLedger {
+    public let connection: Connection
+
+    public init(connection: Connection) { self.connection = connection }
+
+    public struct Entry: Sendable, Equatable {
+        public var recordID: Data
+        public var version: Int64
+        public var deleted: Bool
+        /// The zone key generation its ciphertext on the server is sealed under.
+        public var generation: Int64
+        /// Keyed digest of the item's payload when last in step with the server.
+        public var digest: Data
+        public var ciphertextHash: Data
+        public var primaryKey: Data
+
+        public init(
+            recordID: Data, version: Int64, deleted: Bool, generation: Int64, digest: Data, ciphertextHash: Data,
+            primaryKey: Data
+        ) {
+            self.recordID = recordID
+            self.version = version
+            self.deleted = deleted
+            self.generation = generation
+            self.digest = digest
+            self.ciphertextHash = ciphertextHash
+            self.primaryKey = primaryKey
+        }
+    }
+
+    /// Creates the tables when this keychain has never synced (older keychains lack them).
+    public func prepare() throws {
+        try connection.execute(
+            """
+            CREATE TABLE IF NOT EXISTS sync_mirror(
+                record_id BLOB PRIMARY KEY NOT NULL,
+                version INTEGER NOT NULL,
+                deleted INTEGER NOT NULL,
+                generation INTEGER NOT NULL,
+                digest BLOB NOT NULL,
+                ciphertext_hash BLOB NOT NULL,
+                pk BLOB NOT NULL)
+            """)
+        try connection.execute(
+            "CREATE TABLE IF NOT EXISTS sync_state(name TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL)")
+        try connection.execute(
+            "CREATE TABLE IF NOT EXISTS sync_chain(seq INTEGER PRIMARY KEY NOT NULL, chain BLOB NOT NULL)")
+    }
+
+    public func entry(_ recordID: Data) throws -> Entry? {
+        let statement = try connection.statement(
+            "SELECT record_id, version, deleted, generation, digest, ciphertext_hash, pk FROM sync_mirror WHERE record_id = ?"
+        )
+        defer { statement.reset() }
+        try statement.bind(recordID, at: 1)
+        return try statement.step() ? Self.entry(statement) : nil
+    }
+
+    public func entries() throws -> [Entry] {
+        let statement = try connection.statement(
+            "SELECT record_id, version, deleted, generation, digest, ciphertext_hash, pk FROM sync_mirror ORDER BY record_id"
+        )
+        defer { statement.reset() }
+        var result: [Entry] = []
+        while try statement.step() { result.append(Self.entry(statement)) }
+        return result
+    }
+
+    private static func entry(_ statement: Statement) -> Entry {
+        Entry(
+            recordID: statement.data(at: 0) ?? Data(), version: statement.int64(at: 1),
+            deleted: statement.int64(at: 2) != 0,
+            generation: statement.int64(at: 3), digest: statement.data(at: 4) ?? Data(),
+            ciphertextHash: statement.data(at: 5) ?? Data(), primaryKey: statement.data(at: 6) ?? Data())
+    }
+
+    public func put(_ entry: Entry) throws {
+        let statement = try connection.statement(
+            """
+            INSERT OR REPLACE INTO sync_mirror(record_id, version, deleted, generation, digest, ciphertext_hash, pk)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """)
+        defer { statement.reset() }
+        try statement.bind(entry.recordID, at: 1)
+        try statement.bind(entry.version, at: 2)
+        try statement.bind(entry.deleted ? 1 : 0, at: 3)
+        try statement.bind(entry.generation, at: 4)
+        try statement.bind(entry.digest, at: 5)
+        try statement.bind(entry.ciphertextHash, at: 6)
+        try statement.bind(entry.primaryKey, at: 7)
+        _ = try statement.step()
+    }
+
+    public func value(_ name: String) throws -> Data? {
+        let statement = try connection.statement("SELECT value FROM sync_state WHERE name = ?")
+        defer { statement.reset() }
+        try statement.bind(name, at: 1)
+        return try statement.step() ? statement.data(at: 0) ?? Data() : nil
+    }
+
+    public func setValue(_ name: String, _ value: Data?) throws {
+        let statement = try connection.statement(
+            value == nil
+                ? "DELETE FROM sync_state WHERE name = ?"
+                : "INSERT OR REPLACE INTO sync_state(name, value) VALUES (?, ?)")
+        defer { statement.reset() }
+        try statement.bind(name, at: 1)
+        if let value { try statement.bind(value, at: 2) }
+        _ = try statement.step()
+    }
+
+    public func chain(at seq: Int64) throws -> Data? {
+        let statement = try connection.statement("SELECT chain FROM sync_chain WHERE seq = ?")
+        defer { statement.reset() }
+        try statement.bind(seq, at: 1)
+        return try statement.step() ? statement.data(at: 0) : nil
+    }
+
+    public func setChain(_ chain: Data, at seq: Int64) throws {
+        let statement = try connection.statement("INSERT OR REPLACE INTO sync_chain(seq, chain) VALUES (?, ?)")
+        defer { statement.reset() }
+        try statement.bind(seq, at: 1)
+        try statement.bind(chain, at: 2)
+        _ = try statement.step()
+    }
+
+    /// Forgets everything of the sync (a device leaving its account); the items stay.
+    public func erase() throws {
+        try connection.execute("DELETE FROM sync_mirror")
+        try connection.execute("DELETE FROM sync_state")
+        try connection.execute("DELETE FROM sync_chain")
+    }
+}

@@ -1,0 +1,456 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import KeychainEngine
+import KeychainStorage
+import KeychainSyncProtocol
+
+/// What one `syncNow` did.
+public struct SyncReport: Sendable, Equatable {
+    public var pushed = 0
+    public var pulled = 0
+    public var conflictsResolved = 0
+    public var cursor: Int64 = 0
+}
+
+/// A device's sync state as it keeps it (no server asked).
+public struct SyncStatus: Sendable {
+    public var server: String
+    public var accountName: String
+    public var device: SyncDevice
+    public var trustedDevices: Int
+    public var viewEpoch: UInt64
+    public var generation: UInt64
+    public var cursor: Int64
+    public var lastSync: Date?
+    /// Local changes not yet on the server (of the classes the keychain can open now).
+    public var pendingChanges: Int
+    public var conflictsResolved: Int64
+}
+
+/// One change on its way to the server.
+struct Outgoing {
+    var recordID: Data
+    var replacing: Int64
+    var deleted: Bool
+    /// Empty for a deletion whose item is gone.
+    var payload: SecureBytes
+    var date: Date
+    var protection: ProtectionClass
+    var digest: Data
+    var primaryKey: Data
+}
+
+/// The sync itself: pull (verify, merge, apply), push local changes by compare-and-set, and sign
+/// this device's head, until the device and the server agree.
+extension SyncAgent {
+    /// Pushes and pulls until this keychain and the account are both current.
+    public func syncNow() throws(SyncError) -> SyncReport {
+        try step {
+            let first = try keychain.syncTransaction { local in try self.enrollment(local) }
+            let connection = try connect(first)
+            defer { connection.close() }
+            guard connection.status == .trusted else {
+                throw SyncError(
+                    .notTrusted, "this device waits for a trusted device to approve it (security sync approve)")
+            }
+            let view = try refreshTrust(connection)
+            let enrollment = try keychain.syncTransaction { local in try self.enrollment(local) }
+            guard enrollment.generation >= view.generation else {
+                throw SyncError(.notTrusted, "this device has not been given the account's keys yet")
+            }
+            var report = SyncReport()
+            var losers: [Data: SecureBytes] = [:]
+            var settled = false
+            for _ in 0..<8 {
+                try pullAll(connection, enrollment, view: view, report: &report, losers: &losers)
+                let outgoing = try collect(enrollment, losers: losers)
+                if outgoing.isEmpty {
+                    settled = true
+                    break
+                }
+                if try push(outgoing, connection, enrollment) {
+                    report.pushed += outgoing.count
+                    losers.removeAll()
+                }
+            }
+            guard settled else {
+                throw SyncError(.conflict, "the account kept changing during 8 rounds; sync again")
+            }
+            try checkHeadsAndSign(connection, enrollment, view: view, report: &report)
+            return report
+        }
+    }
+
+    // MARK: Pull
+
+    private func pullAll(
+        _ connection: SyncConnection, _ enrollment: SyncEnrollment, view: TrustView, report: inout SyncReport,
+        losers: inout [Data: SecureBytes]
+    ) throws {
+        var awaiting: [Data: Int64] = [:]
+        while true {
+            let cursor = try keychain.syncTransaction { local in
+                try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.cursor) ?? 0
+            }
+            let page = try connection.pull(after: cursor, limit: 1_000)
+            guard !page.batches.isEmpty else {
+                guard page.lastSeq == cursor else {
+                    throw SyncError(
+                        .withheld, "the server says its log reaches \(page.lastSeq) but gives nothing after \(cursor)")
+                }
+                break
+            }
+            try keychain.syncTransaction { local in
+                try apply(page, local, enrollment, view: view, report: &report, losers: &losers, awaiting: &awaiting)
+            }
+        }
+        guard awaiting.isEmpty else {
+            throw SyncError(.withheld, "the server left out the current version of \(awaiting.count) records")
+        }
+    }
+
+    private func apply(
+        _ page: SyncPullPage, _ local: SyncLocal, _ enrollment: SyncEnrollment, view: TrustView,
+        report: inout SyncReport, losers: inout [Data: SecureBytes], awaiting: inout [Data: Int64]
+    ) throws {
+        let ledger = local.ledger
+        var cursor = try SyncEnrollment.integer(ledger, SyncEnrollment.Name.cursor) ?? 0
+        var chain = try ledger.value(SyncEnrollment.Name.chain) ?? SyncHead.origin
+        let members = try knownDevices(local, latest: view)
+        for stored in page.batches {
+            guard stored.firstSeq == cursor + 1 else {
+                throw SyncError(.withheld, "the server skipped the log from \(cursor + 1) to \(stored.firstSeq - 1)")
+            }
+            let batch = stored.batch
+            guard batch.account == enrollment.account else { throw SyncError(.forged, "another account's batch") }
+            guard let writer = members[batch.writer], batch.isSigned(by: writer) else {
+                throw SyncError(.forged, "a batch not signed by a device of the account")
+            }
+            for (offset, entry) in batch.entries.enumerated() {
+                let seq = stored.firstSeq + Int64(offset)
+                chain = SyncHead.chain(chain, seq: seq, writer: batch.writer, entry: entry)
+                try ledger.setChain(chain, at: seq)
+                guard let current = page.ciphertexts[entry.recordID], current.version == entry.version else {
+                    awaiting[entry.recordID] = entry.version
+                    continue
+                }
+                awaiting[entry.recordID] = nil
+                guard try Digest.sha256(current.ciphertext) == entry.ciphertextHash else {
+                    throw SyncError(.forged, "a record's ciphertext is not the one its writer signed")
+                }
+                try applyRecord(
+                    entry, current.ciphertext, writer: batch.writer, trustedNow: view.member(batch.writer) != nil,
+                    local, enrollment, report: &report, losers: &losers)
+            }
+            cursor = stored.firstSeq + Int64(batch.entries.count) - 1
+        }
+        try SyncEnrollment.setInteger(ledger, SyncEnrollment.Name.cursor, cursor)
+        try ledger.setValue(SyncEnrollment.Name.chain, chain)
+        report.cursor = cursor
+    }
+
+    /// Every device any accepted view named: a batch from before a removal is still checked against
+    /// its writer's key.
+    private func knownDevices(_ local: SyncLocal, latest: TrustView) throws -> [Data: SyncDevice] {
+        var result: [Data: SyncDevice] = [:]
+        for member in latest.members { result[member.id] = member }
+        if let previous = try local.ledger.value("known devices") {
+            var reader = SyncReader(previous, "the known devices")
+            let count = try reader.count(max: 100_000)
+            for _ in 0..<count {
+                let device = try reader.device()
+                if result[device.id] == nil { result[device.id] = device }
+            }
+        }
+        var writer = ByteWriter()
+        writer.writeCount(result.count)
+        for device in result.values.sorted(by: { $0.id.lexicographicallyPrecedes($1.id) }) {
+            writer.writeBytes(device.signingKey)
+            writer.writeBytes(device.encryptionKey)
+            writer.writeString(device.name)
+        }
+        try local.ledger.setValue("known devices", writer.data)
+        return result
+    }
+
+    /// Applies one record's version with the merge rules (docs/sync.md): a version this device has
+    /// seen superseded is a replay; a local change not yet pushed meets the incoming one by
+    /// modification date (then the smaller SHA-256 of the content); the same primary key under two
+    /// record ids resolves to the smaller id.
+    private func applyRecord(
+        _ entry: SyncBatch.Entry, _ ciphertext: Data, writer: Data, trustedNow: Bool, _ local: SyncLocal,
+        _ enrollment: SyncEnrollment, report: inout SyncReport, losers: inout [Data: SecureBytes]
+    ) throws {
+        let ledger = local.ledger
+        let mirror = try ledger.entry(entry.recordID)
+        if let mirror {
+            if entry.version == mirror.version, mirror.ciphertextHash == entry.ciphertextHash { return }
+            guard entry.version > mirror.version else {
+                throw SyncError(
+                    .replayed,
+                    "the server gave record \(Hex.encode(entry.recordID.prefix(4))) at version \(entry.version) after this device saw \(mirror.version)"
+                )
+            }
+        }
+        guard trustedNow else {
+            throw SyncError(.forged, "a record written by a device that is not trusted now")
+        }
+        let header = try RecordCipher.header(ciphertext)
+        guard let classKey = try SyncEnrollment.classKey(local, letter: header.letter, generation: header.generation)
+        else { throw SyncError(.forged, "a record sealed under a key this device was never given") }
+        let opened = try RecordCipher.open(
+            ciphertext, classKey: classKey, account: enrollment.account, recordID: entry.recordID,
+            version: entry.version, writer: writer, deleted: entry.deleted)
+        var primaryKey = mirror?.primaryKey ?? Data()
+        if !opened.deleted {
+            guard let described = SyncLocal.describe(opened.payload),
+                RecordCipher.classLetter(for: described.protection) == header.letter
+            else { throw SyncError(.forged, "a record's item is not of the class its key is for") }
+        }
+        let localItem = try local.item(recordID: entry.recordID)
+        let pending: Bool
+        if let localItem {
+            pending = mirror.map { localItem.digest != $0.digest || localItem.tombstone != $0.deleted } ?? true
+        } else {
+            pending = mirror.map { !$0.deleted } ?? false
+        }
+        if pending {
+            report.conflictsResolved += 1
+            if let localItem,
+                try Self.isNewer(localItem.modificationDate, localItem.payload, than: opened.date, opened.payload)
+            {
+                // The local change wins: the server's version is what its push replaces.
+                try ledger.put(
+                    SyncLedger.Entry(
+                        recordID: entry.recordID, version: entry.version, deleted: entry.deleted,
+                        generation: Int64(header.generation), digest: Data(), ciphertextHash: entry.ciphertextHash,
+                        primaryKey: localItem.primaryKey))
+                return
+            }
+        }
+        report.pulled += 1
+        if opened.deleted {
+            try local.remove(recordID: entry.recordID)
+        } else {
+            if let other = try local.item(samePrimaryKeyAs: opened.payload), other.recordID != entry.recordID,
+                !other.tombstone
+            {
+                report.conflictsResolved += 1
+                if other.recordID.lexicographicallyPrecedes(entry.recordID) {
+                    // The item here keeps the key everywhere; the incoming record is deleted, its
+                    // content kept in its tombstone.
+                    losers[entry.recordID] = opened.payload
+                    try ledger.put(
+                        SyncLedger.Entry(
+                            recordID: entry.recordID, version: entry.version, deleted: false,
+                            generation: Int64(header.generation), digest: Data(), ciphertextHash: entry.ciphertextHash,
+                            primaryKey: other.primaryKey))
+                    return
+                }
+                try local.remove(recordID: other.recordID)
+                losers[other.recordID] = other.payload
+            }
+            guard try local.store(opened.payload, recordID: entry.recordID) else {
+                throw SyncError(.forged, "a record holds an item that does not travel")
+            }
+        }
+        let stored = try local.item(recordID: entry.recordID)
+        if let stored { primaryKey = stored.primaryKey }
+        try ledger.put(
+            SyncLedger.Entry(
+                recordID: entry.recordID, version: entry.version, deleted: entry.deleted,
+                generation: Int64(header.generation), digest: stored?.digest ?? Data(),
+                ciphertextHash: entry.ciphertextHash, primaryKey: primaryKey))
+    }
+
+    /// Whether the first version wins over the second: a later modification date, or the same and the
+    /// smaller SHA-256 of its content. Every device decides the same.
+    static func isNewer(_ date: Date, _ payload: SecureBytes, than otherDate: Date, _ other: SecureBytes) throws -> Bool
+    {
+        if date != otherDate { return date > otherDate }
+        let a = try payload.withUnsafeBytes { try Digest.sha256(Data($0)) }
+        let b = try other.withUnsafeBytes { try Digest.sha256(Data($0)) }
+        return a.lexicographicallyPrecedes(b)
+    }
+
+    // MARK: Push
+
+    /// The local changes the server lacks: new and changed items, deletions, records sealed under an
+    /// older generation than the current one, and the losers of a merge (deleted, content kept).
+    func collect(_ enrollment: SyncEnrollment, losers: [Data: SecureBytes]) throws -> [Outgoing] {
+        try keychain.syncTransaction { local in
+            var mirror: [Data: SyncLedger.Entry] = [:]
+            for entry in try local.ledger.entries() { mirror[entry.recordID] = entry }
+            var outgoing: [Outgoing] = []
+            var seen = Set<Data>()
+            let now = Date()
+            for item in try local.items() {
+                seen.insert(item.recordID)
+                if losers[item.recordID] != nil { continue }
+                let known = mirror[item.recordID]
+                if item.tombstone {
+                    guard let known, !known.deleted else { continue }
+                    outgoing.append(
+                        Outgoing(
+                            recordID: item.recordID, replacing: known.version, deleted: true, payload: item.payload,
+                            date: item.modificationDate, protection: item.protection, digest: Data(),
+                            primaryKey: item.primaryKey))
+                } else if known == nil || known?.digest != item.digest || known?.deleted == true
+                    || UInt64(known?.generation ?? 0) < enrollment.generation
+                {
+                    outgoing.append(
+                        Outgoing(
+                            recordID: item.recordID, replacing: known?.version ?? 0, deleted: false,
+                            payload: item.payload,
+                            date: item.modificationDate, protection: item.protection, digest: item.digest,
+                            primaryKey: item.primaryKey))
+                }
+            }
+            for (id, payload) in losers {
+                let known = mirror[id]
+                if known?.deleted == true { continue }
+                outgoing.append(
+                    Outgoing(
+                        recordID: id, replacing: known?.version ?? 0, deleted: true, payload: payload, date: now,
+                        protection: SyncLocal.describe(payload)?.protection ?? .afterFirstUnlock, digest: Data(),
+                        primaryKey: known?.primaryKey ?? Data()))
+                seen.insert(id)
+            }
+            // Items gone without a tombstone (replaced by a pulled record with their key): deleted. A row
+            // this device cannot open now (class A while locked) is not gone.
+            for entry in mirror.values where !entry.deleted && !seen.contains(entry.recordID) {
+                if try local.hasRow(recordID: entry.recordID) { continue }
+                outgoing.append(
+                    Outgoing(
+                        recordID: entry.recordID, replacing: entry.version, deleted: true,
+                        payload: SecureBytes(copying: [UInt8]()),
+                        date: now, protection: .afterFirstUnlock, digest: Data(), primaryKey: entry.primaryKey))
+            }
+            return outgoing.sorted { $0.recordID.lexicographicallyPrecedes($1.recordID) }
+        }
+    }
+
+    /// Pushes the changes in signed batches of at most 500. False when the server's versions moved on
+    /// (a conflict): the caller pulls and merges, then tries again.
+    private func push(_ outgoing: [Outgoing], _ connection: SyncConnection, _ enrollment: SyncEnrollment) throws -> Bool
+    {
+        let generation = enrollment.generation
+        let keys = try keychain.syncTransaction { local -> [UInt8: SecureBytes] in
+            var keys: [UInt8: SecureBytes] = [:]
+            for letter in [UInt8(ascii: "A"), UInt8(ascii: "C")] {
+                keys[letter] = try? SyncEnrollment.classKey(local, letter: letter, generation: generation)
+            }
+            return keys
+        }
+        var start = 0
+        while start < outgoing.count {
+            let chunk = outgoing[start..<min(start + 500, outgoing.count)]
+            start += chunk.count
+            var entries: [SyncBatch.Entry] = []
+            var ciphertexts: [Data] = []
+            for change in chunk {
+                let letter = RecordCipher.classLetter(for: change.protection)
+                guard let classKey = keys[letter] else {
+                    throw SyncError(.locked, "the keychain is locked: class A changes wait for it to be unlocked")
+                }
+                let ciphertext = try RecordCipher.seal(
+                    payload: change.payload, deleted: change.deleted, date: change.date, letter: letter,
+                    generation: generation, classKey: classKey, account: enrollment.account, recordID: change.recordID,
+                    version: change.replacing + 1, writer: enrollment.keys.device.id)
+                ciphertexts.append(ciphertext)
+                entries.append(
+                    SyncBatch.Entry(
+                        recordID: change.recordID, version: change.replacing + 1, deleted: change.deleted,
+                        ciphertextHash: try Digest.sha256(ciphertext)))
+            }
+            let batch = try SyncBatch(account: enrollment.account, writer: enrollment.keys.device.id, entries: entries)
+                .signed(by: enrollment.keys)
+            let outcome = Result { () throws(SyncFailure) -> Int64 in
+                try connection.push(SyncPush(batch: batch, ciphertexts: ciphertexts, replacing: chunk.map(\.replacing)))
+            }
+            if case .failure(let failure) = outcome {
+                if failure.error.code == .conflict { return false }
+                throw failure.error
+            }
+            try keychain.syncTransaction { local in
+                for (change, entry) in zip(chunk, entries) {
+                    try local.ledger.put(
+                        SyncLedger.Entry(
+                            recordID: change.recordID, version: entry.version, deleted: change.deleted,
+                            generation: Int64(generation), digest: change.digest, ciphertextHash: entry.ciphertextHash,
+                            primaryKey: change.primaryKey))
+                }
+            }
+        }
+        return true
+    }
+
+    // MARK: Heads
+
+    /// Compares this device's chain with the heads the other trusted devices signed (a difference is a
+    /// fork: the server showed them different histories, or different views), then signs its own.
+    private func checkHeadsAndSign(
+        _ connection: SyncConnection, _ enrollment: SyncEnrollment, view: TrustView, report: inout SyncReport
+    ) throws {
+        let state = try connection.accountState()
+        let (cursor, chain) = try keychain.syncTransaction { local -> (Int64, Data) in
+            let cursor = try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.cursor) ?? 0
+            for bytes in state.heads {
+                guard let head = try? SyncHead.decode(bytes), head.account == enrollment.account,
+                    head.device != enrollment.keys.device.id, let device = view.member(head.device),
+                    head.isSigned(by: device)
+                else { continue }
+                if head.viewEpoch == view.epoch, head.viewHash != view.hash {
+                    throw SyncError(
+                        .forked,
+                        "device \(Hex.encode(head.device.prefix(4))) holds another trust view at the same epoch")
+                }
+                if head.seq > 0, head.seq <= cursor, let mine = try local.ledger.chain(at: head.seq), mine != head.chain
+                {
+                    throw SyncError(
+                        .forked,
+                        "device \(Hex.encode(head.device.prefix(4))) was shown another history up to \(head.seq) than this device"
+                    )
+                }
+            }
+            try SyncEnrollment.setInteger(
+                local.ledger, SyncEnrollment.Name.lastSync, Int64(Date().timeIntervalSince1970 * 1000))
+            let total =
+                (try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.conflicts) ?? 0)
+                + Int64(report.conflictsResolved)
+            try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.conflicts, total)
+            return (cursor, try local.ledger.value(SyncEnrollment.Name.chain) ?? SyncHead.origin)
+        }
+        report.cursor = cursor
+        let head = try SyncHead(
+            account: enrollment.account, device: enrollment.keys.device.id, seq: cursor, chain: chain,
+            viewEpoch: view.epoch, viewHash: view.hash
+        ).signed(by: enrollment.keys)
+        var body = ByteWriter()
+        body.writeBytes(head.encoded())
+        _ = try connection.call(.publishHead, body.data)
+    }
+
+    // MARK: Status
+
+    /// This device's sync state, from what it keeps (the server is not asked).
+    public func status() throws(SyncError) -> SyncStatus {
+        try step {
+            let enrollment = try keychain.syncTransaction { local in try self.enrollment(local) }
+            let pending = try collect(enrollment, losers: [:]).count
+            return try keychain.syncTransaction { local in
+                let ledger = local.ledger
+                let last = try SyncEnrollment.integer(ledger, SyncEnrollment.Name.lastSync)
+                return SyncStatus(
+                    server: enrollment.server.description, accountName: enrollment.accountName,
+                    device: enrollment.keys.device, trustedDevices: enrollment.view.members.count,
+                    viewEpoch: enrollment.view.epoch, generation: enrollment.generation,
+                    cursor: try SyncEnrollment.integer(ledger, SyncEnrollment.Name.cursor) ?? 0,
+                    lastSync: last.map { Date(timeIntervalSince1970: Double($0) / 1000) }, pendingChanges: pending,
+                    conflictsResolved: try SyncEnrollment.integer(ledger, SyncEnrollment.Name.conflicts) ?? 0)
+            }
+        }
+    }
+}

@@ -1,0 +1,290 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainCrypto
+import KeychainEngine
+import KeychainStorage
+import KeychainSyncProtocol
+
+/// A keychain's side of sync: enrolls it in an account, approves and removes devices, and syncs its
+/// synchronizable items with the account's other devices through a `keychain-syncd`, trusting the
+/// server with nothing it could read or forge unnoticed (docs/sync.md).
+public final class SyncAgent: @unchecked Sendable {
+    public let keychain: Keychain
+    /// Serializes this agent's steps: one sync at a time per keychain in this process.
+    private let lock = NSLock()
+    /// How long a step waits for the server before it gives up.
+    public var timeout: Duration = .seconds(30)
+
+    public init(keychain: Keychain) { self.keychain = keychain }
+
+    /// Runs a step with the keychain's errors mapped to sync's.
+    func step<T>(_ body: () throws -> T) throws(SyncError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        do {
+            return try body()
+        } catch let error as SyncError {
+            throw error
+        } catch let failure as SyncFailure {
+            throw failure.error
+        } catch let error as KeychainError where error.code == .interactionNotAllowed {
+            throw SyncError(.locked, "the keychain is locked: \(error.reason)")
+        } catch let error as KeychainError {
+            throw SyncError(.invalid, error.reason)
+        } catch {
+            throw SyncError(.server, "\(error)")
+        }
+    }
+
+    func enrollment(_ local: SyncLocal) throws -> SyncEnrollment {
+        guard let enrollment = try SyncEnrollment.load(local) else {
+            throw SyncError(.notEnrolled, "this keychain is not enrolled in a sync account (security sync enroll)")
+        }
+        return enrollment
+    }
+
+    func connect(_ enrollment: SyncEnrollment) throws(SyncError) -> SyncConnection {
+        try SyncConnection(
+            address: enrollment.server, account: enrollment.account, keys: enrollment.keys, timeout: timeout)
+    }
+
+    // MARK: Enrolling
+
+    /// Enrolls this keychain as a device of the account `accountName` on `server`. The first device
+    /// makes the account with `recoverySecret`; a later one proves the secret and then waits for a
+    /// trusted device to approve it. Returns where the device stands.
+    public func enroll(server: SyncAddress, accountName: String, recoverySecret: SecureBytes, deviceName: String)
+        throws(SyncError) -> SyncDeviceStatus
+    {
+        guard recoverySecret.count >= 8 else { throw SyncError(.invalid, "a recovery secret is at least 8 bytes") }
+        let account = try SyncAccount.id(of: accountName)
+        return try step {
+            let existing = try keychain.syncTransaction { local in try SyncEnrollment.load(local) }
+            if let existing, existing.account != account || existing.server != server {
+                throw SyncError(
+                    .invalid, "this keychain is enrolled in another account; `security sync leave` first")
+            }
+            let keys = try existing?.keys ?? SyncDeviceKeys.generate(name: deviceName)
+            let connection = try SyncConnection(address: server, account: account, keys: keys, timeout: timeout)
+            defer { connection.close() }
+            let state: SyncAccountState
+            do {
+                state = try connection.accountState()
+            } catch let error as SyncError where error.code == .noAccount {
+                return try createAccount(connection, server: server, accountName: accountName, secret: recoverySecret)
+            }
+            let recovery = try RecoveryKeys(secret: recoverySecret, salt: state.salt)
+            if connection.status == .unknown {
+                var body = ByteWriter()
+                body.writeBytes(recovery.authenticationBytes)
+                _ = try connection.call(.join, body.data)
+            }
+            // The account the server shows must be the one the secret made: its first view carries
+            // the secret's attestation.
+            let joined = try connection.accountState()
+            guard let genesisBytes = joined.views.first else {
+                throw SyncError(.forged, "the server shows the account with no trust view")
+            }
+            let genesis = try TrustView.decode(genesisBytes)
+            try genesis.check(following: nil, recovery: try recovery.anchorKey())
+            try keychain.syncTransaction { local in
+                try SyncEnrollment.save(
+                    local, server: server, account: account, accountName: accountName, keys: keys,
+                    anchor: recovery.anchor, view: genesis)
+            }
+            // A device approved already (enrolling again) takes its keys now.
+            if connection.status == .trusted { _ = try refreshTrust(connection) }
+            return connection.status == .trusted ? .trusted : .pending
+        }
+    }
+
+    private func createAccount(
+        _ connection: SyncConnection, server: SyncAddress, accountName: String, secret: SecureBytes
+    )
+        throws -> SyncDeviceStatus
+    {
+        let keys = connection.keys
+        let account = connection.account
+        let salt = try Random.bytes(16)
+        let recovery = try RecoveryKeys(secret: secret, salt: salt)
+        let zoneKey = try SecureBytes(randomCount: 32)
+        let genesis = try TrustView(
+            account: account, epoch: 1, previous: Data(count: 32), generation: 1, members: [keys.device]
+        ).attested(by: keys).attested(byRecovery: try recovery.anchorKey())
+        var body = ByteWriter()
+        body.writeBytes(salt)
+        body.writeBytes(try Digest.sha256(recovery.authenticationBytes))
+        body.writeBytes(try recovery.sealEscrow(zoneKey: zoneKey, generation: 1, account: account))
+        body.writeBytes(genesis.encoded())
+        _ = try connection.call(.createAccount, body.data)
+        try putShares([keys.device], zoneKey: zoneKey, generation: 1, connection)
+        try keychain.syncTransaction { local in
+            try SyncEnrollment.save(
+                local, server: server, account: account, accountName: accountName, keys: keys, anchor: recovery.anchor,
+                view: genesis)
+            try SyncEnrollment.saveZoneKey(local, zoneKey, generation: 1)
+            try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, 1)
+        }
+        return .trusted
+    }
+
+    func putShares(_ devices: [SyncDevice], zoneKey: SecureBytes, generation: UInt64, _ connection: SyncConnection)
+        throws
+    {
+        var body = ByteWriter()
+        body.writeCount(devices.count)
+        for device in devices {
+            body.writeBytes(
+                try ZoneKeyShare.make(
+                    zoneKey: zoneKey, generation: generation, account: connection.account, to: device,
+                    from: connection.keys
+                ).encoded())
+        }
+        _ = try connection.call(.putShares, body.data)
+    }
+
+    /// Forgets this keychain's enrollment (its items stay; it syncs no more until enrolled again).
+    public func leave() throws(SyncError) {
+        try step { try keychain.syncTransaction { local in try local.ledger.erase() } }
+    }
+
+    // MARK: Devices
+
+    public struct DeviceEntry: Sendable {
+        public var device: SyncDevice
+        public var status: SyncDeviceStatus
+        public var isThisDevice: Bool
+    }
+
+    /// The account's devices: trusted, waiting and removed, each with its id.
+    public func devices() throws(SyncError) -> [DeviceEntry] {
+        try step {
+            let enrollment = try keychain.syncTransaction { local in try self.enrollment(local) }
+            let connection = try connect(enrollment)
+            defer { connection.close() }
+            let state = try connection.accountState()
+            return state.devices.map {
+                DeviceEntry(
+                    device: $0.device, status: $0.status, isThisDevice: $0.device.id == enrollment.keys.device.id)
+            }
+        }
+    }
+
+    private static func find(_ prefix: String, in devices: [SyncDevice]) throws(SyncError) -> SyncDevice {
+        let wanted = prefix.lowercased()
+        let matches = devices.filter { Hex.encode($0.id).hasPrefix(wanted) }
+        guard !wanted.isEmpty, matches.count == 1, let match = matches.first else {
+            throw SyncError(
+                .invalid, matches.isEmpty ? "no device \(prefix) in the account" : "\(prefix) names several devices")
+        }
+        return match
+    }
+
+    /// Approves a device waiting to join: a new trust view with it, attested by this device, and the
+    /// zone key sealed to it.
+    public func approve(device prefix: String) throws(SyncError) {
+        try step {
+            let enrollment = try keychain.syncTransaction { local in try self.enrollment(local) }
+            let connection = try connect(enrollment)
+            defer { connection.close() }
+            let view = try refreshTrust(connection)
+            let state = try connection.accountState()
+            let device = try Self.find(prefix, in: state.devices.filter { $0.status == .pending }.map(\.device))
+            let next = try TrustView(
+                account: enrollment.account, epoch: view.epoch + 1, previous: view.hash, generation: view.generation,
+                members: view.members + [device]
+            ).attested(by: enrollment.keys)
+            var body = ByteWriter()
+            body.writeBytes(next.encoded())
+            body.writeBytes(Data())
+            _ = try connection.call(.publishView, body.data)
+            let zoneKey = try keychain.syncTransaction { local in
+                try local.open(SyncEnrollment.Name.zone(view.generation))
+            }
+            guard let zoneKey else { throw SyncError(.invalid, "this device lacks the account's zone key") }
+            try putShares([device], zoneKey: zoneKey, generation: view.generation, connection)
+            try keychain.syncTransaction { local in
+                try local.ledger.setValue(SyncEnrollment.Name.view, next.encoded())
+            }
+        }
+    }
+
+    /// Removes a device: a new trust view without it and a new zone key generation, shared with the
+    /// devices that stay; every record is then sealed again under the new keys (by the next sync,
+    /// which this runs). What the removed device already holds stays readable to it; nothing written
+    /// from now on is.
+    public func remove(device prefix: String) throws(SyncError) {
+        try step {
+            let enrollment = try keychain.syncTransaction { local in try self.enrollment(local) }
+            let connection = try connect(enrollment)
+            defer { connection.close() }
+            let view = try refreshTrust(connection)
+            let device = try Self.find(prefix, in: view.members)
+            guard device.id != enrollment.keys.device.id else {
+                throw SyncError(
+                    .invalid, "a device does not remove itself: `security sync leave`, or remove it from another")
+            }
+            let generation = view.generation + 1
+            let members = view.members.filter { $0.id != device.id }
+            let next = try TrustView(
+                account: enrollment.account, epoch: view.epoch + 1, previous: view.hash, generation: generation,
+                members: members
+            ).attested(by: enrollment.keys)
+            var body = ByteWriter()
+            body.writeBytes(next.encoded())
+            body.writeBytes(Data())
+            _ = try connection.call(.publishView, body.data)
+            let zoneKey = try SecureBytes(randomCount: 32)
+            try putShares(members, zoneKey: zoneKey, generation: generation, connection)
+            try keychain.syncTransaction { local in
+                try SyncEnrollment.saveZoneKey(local, zoneKey, generation: generation)
+                try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, Int64(generation))
+                try local.ledger.setValue(SyncEnrollment.Name.view, next.encoded())
+            }
+        }
+        _ = try syncNow()
+    }
+
+    /// Reads the account's trust views and shares from the server and accepts what follows the view
+    /// this device holds: each next view attested by a device of the one before (or the recovery
+    /// key), each zone key share signed by a trusted device. Returns the latest view.
+    func refreshTrust(_ connection: SyncConnection) throws -> TrustView {
+        let state = try connection.accountState()
+        return try keychain.syncTransaction { local -> TrustView in
+            let enrollment = try enrollment(local)
+            var view = enrollment.view
+            let views = try state.views.map { try TrustView.decode($0) }
+            // The server's chain must hold the view this device has, unchanged.
+            guard let held = views.first(where: { $0.epoch == view.epoch }), held.hash == view.hash else {
+                throw SyncError(.forked, "the server's trust views do not hold the one this device accepted")
+            }
+            for next in views where next.epoch > view.epoch {
+                try next.check(following: view, recovery: enrollment.anchor)
+                view = next
+            }
+            try local.ledger.setValue(SyncEnrollment.Name.view, view.encoded())
+            guard view.member(enrollment.keys.device.id) != nil else {
+                if connection.status == .pending { return view }
+                throw SyncError(.removed, "this device is not in the account's trusted set any more")
+            }
+            var generation = UInt64(try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.generation) ?? 0)
+            for shareBytes in state.shares {
+                let share = try ZoneKeyShare.decode(shareBytes)
+                guard share.account == enrollment.account,
+                    try local.ledger.value(SyncEnrollment.Name.classKey(UInt8(ascii: "C"), share.generation)) == nil
+                else { continue }
+                // Only a device trusted now shares keys: a removed one (with the server's help) must not
+                // be able to hand this device a zone key it knows.
+                guard let sender = view.member(share.sender) else {
+                    throw SyncError(.forged, "a zone key share from a device that is not trusted")
+                }
+                let key = try share.open(with: enrollment.keys, sender: sender)
+                try SyncEnrollment.saveZoneKey(local, key, generation: share.generation)
+                generation = max(generation, share.generation)
+            }
+            try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, Int64(generation))
+            return view
+        }
+    }
+}

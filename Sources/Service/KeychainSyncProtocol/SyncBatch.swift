@@ -1,0 +1,265 @@
+import Foundation
+import KeychainBytes
+import KeychainCrypto
+
+/// A device's signed statement of the records it writes in one push: for each, its id, the version
+/// it becomes, whether it is a tombstone, and the SHA-256 of its ciphertext. The server stores the
+/// statement beside the change log, and every device checks it against the writer's key before it
+/// applies a record: the server cannot forge, alter or reattribute a write.
+///
+///     domain ‖ account (16) ‖ writer id (16) ‖ entries: record id (16) ‖ version (8) ‖ deleted (1) ‖ hash (32)
+public struct SyncBatch: Sendable, Equatable {
+    public static let maximumEntries = 2_000
+    static let domain = Data("swift-keychain sync batch v1\u{0}".utf8)
+
+    public struct Entry: Sendable, Equatable {
+        public var recordID: Data
+        public var version: Int64
+        public var deleted: Bool
+        public var ciphertextHash: Data
+
+        public init(recordID: Data, version: Int64, deleted: Bool, ciphertextHash: Data) {
+            self.recordID = recordID
+            self.version = version
+            self.deleted = deleted
+            self.ciphertextHash = ciphertextHash
+        }
+    }
+
+    public var account: Data
+    public var writer: Data
+    public var entries: [Entry]
+    public var signature: Data
+
+    public init(account: Data, writer: Data, entries: [Entry], signature: Data = Data()) {
+        self.account = account
+        self.writer = writer
+        self.entries = entries
+        self.signature = signature
+    }
+
+    public var body: Data {
+        var writer = ByteWriter(capacity: 64 + entries.count * 70)
+        writer.writeRaw(Self.domain)
+        writer.writeBytes(account)
+        writer.writeBytes(self.writer)
+        writer.writeCount(entries.count)
+        for entry in entries {
+            writer.writeBytes(entry.recordID)
+            writer.write(entry.version)
+            writer.write(entry.deleted)
+            writer.writeBytes(entry.ciphertextHash)
+        }
+        return writer.data
+    }
+
+    public func encoded() -> Data {
+        var writer = ByteWriter()
+        writer.writeBytes(body)
+        writer.writeBytes(signature)
+        return writer.data
+    }
+
+    public static func decode(_ data: Data) throws(SyncError) -> SyncBatch {
+        var outer = SyncReader(data, "a signed batch")
+        let body = try outer.bytes(max: 1 << 20)
+        let signature = try outer.bytes(max: 256)
+        try outer.end()
+        guard body.prefix(domain.count) == domain else { throw SyncError(.malformed, "not a signed batch") }
+        var reader = SyncReader(body.dropFirst(domain.count), "a signed batch")
+        let account = try reader.fixed(16)
+        let writer = try reader.fixed(SyncDevice.idSize)
+        let count = try reader.count(max: maximumEntries)
+        var entries: [Entry] = []
+        entries.reserveCapacity(count)
+        for _ in 0..<count {
+            let id = try reader.fixed(16)
+            let version = try reader.signed()
+            let deleted = try reader.boolean()
+            let hash = try reader.fixed(32)
+            guard version > 0 else { throw SyncError(.malformed, "a signed batch names a version below 1") }
+            entries.append(Entry(recordID: id, version: version, deleted: deleted, ciphertextHash: hash))
+        }
+        try reader.end()
+        return SyncBatch(account: account, writer: writer, entries: entries, signature: signature)
+    }
+
+    public func signed(by keys: SyncDeviceKeys) throws(SyncError) -> SyncBatch {
+        var batch = self
+        batch.signature = try keys.sign(body)
+        return batch
+    }
+
+    public func isSigned(by device: SyncDevice) -> Bool {
+        device.id == writer && device.verifies(signature, over: body)
+    }
+}
+
+/// A device's signed position in the account's log: the hash chain over every entry up to `seq`,
+/// as it saw them, and the trust view it holds. Another device at or past `seq` compares the chain
+/// with its own: a difference means the server showed the two different histories (a fork, or a
+/// record withheld from one of them).
+///
+///     chain(n) = SHA-256("swift-keychain sync chain v1" ‖ chain(n-1) ‖ n ‖ writer ‖ record id ‖ version ‖ deleted ‖ hash)
+public struct SyncHead: Sendable, Equatable {
+    static let domain = Data("swift-keychain sync head v1\u{0}".utf8)
+    public static let origin = Data(count: 32)
+
+    public var account: Data
+    public var device: Data
+    public var seq: Int64
+    public var chain: Data
+    public var viewEpoch: UInt64
+    public var viewHash: Data
+    public var signature: Data
+
+    public init(
+        account: Data, device: Data, seq: Int64, chain: Data, viewEpoch: UInt64, viewHash: Data,
+        signature: Data = Data()
+    ) {
+        self.account = account
+        self.device = device
+        self.seq = seq
+        self.chain = chain
+        self.viewEpoch = viewEpoch
+        self.viewHash = viewHash
+        self.signature = signature
+    }
+
+    public static func chain(_ previous: Data, seq: Int64, writer: Data, entry: SyncBatch.Entry) -> Data {
+        var writer2 = ByteWriter(capacity: 160)
+        writer2.writeRaw(Data("swift-keychain sync chain v1".utf8))
+        writer2.writeRaw(previous)
+        writer2.write(seq)
+        writer2.writeRaw(writer)
+        writer2.writeRaw(entry.recordID)
+        writer2.write(entry.version)
+        writer2.write(entry.deleted)
+        writer2.writeRaw(entry.ciphertextHash)
+        return (try? Digest.sha256(writer2.data)) ?? Data(count: 32)
+    }
+
+    public var body: Data {
+        var writer = ByteWriter()
+        writer.writeRaw(Self.domain)
+        writer.writeBytes(account)
+        writer.writeBytes(device)
+        writer.write(seq)
+        writer.writeBytes(chain)
+        writer.write(viewEpoch)
+        writer.writeBytes(viewHash)
+        return writer.data
+    }
+
+    public func encoded() -> Data {
+        var writer = ByteWriter()
+        writer.writeBytes(body)
+        writer.writeBytes(signature)
+        return writer.data
+    }
+
+    public static func decode(_ data: Data) throws(SyncError) -> SyncHead {
+        var outer = SyncReader(data, "a device head")
+        let body = try outer.bytes(max: 1024)
+        let signature = try outer.bytes(max: 256)
+        try outer.end()
+        guard body.prefix(domain.count) == domain else { throw SyncError(.malformed, "not a device head") }
+        var reader = SyncReader(body.dropFirst(domain.count), "a device head")
+        let head = SyncHead(
+            account: try reader.fixed(16), device: try reader.fixed(SyncDevice.idSize), seq: try reader.signed(),
+            chain: try reader.fixed(32), viewEpoch: try reader.unsigned(), viewHash: try reader.fixed(32),
+            signature: signature)
+        try reader.end()
+        return head
+    }
+
+    public func signed(by keys: SyncDeviceKeys) throws(SyncError) -> SyncHead {
+        var head = self
+        head.signature = try keys.sign(body)
+        return head
+    }
+
+    public func isSigned(by device: SyncDevice) -> Bool {
+        device.id == self.device && device.verifies(signature, over: body)
+    }
+}
+
+/// A zone key of one generation, sealed to one device's encryption key (ECIES, X9.63 SHA-256,
+/// AES-GCM) and signed by the device that shared it, as CKKS's TLK shares are.
+///
+///     domain ‖ account (16) ‖ recipient (16) ‖ sender (16) ‖ generation (8) ‖ sealed key
+public struct ZoneKeyShare: Sendable, Equatable {
+    static let domain = Data("swift-keychain sync zone key share v1\u{0}".utf8)
+    static let scheme = ECIESScheme(hash: .sha256, variableIV: true)
+
+    public var account: Data
+    public var recipient: Data
+    public var sender: Data
+    public var generation: UInt64
+    public var sealed: Data
+    public var signature: Data
+
+    public var body: Data {
+        var writer = ByteWriter()
+        writer.writeRaw(Self.domain)
+        writer.writeBytes(account)
+        writer.writeBytes(recipient)
+        writer.writeBytes(sender)
+        writer.write(generation)
+        writer.writeBytes(sealed)
+        return writer.data
+    }
+
+    public static func make(
+        zoneKey: SecureBytes, generation: UInt64, account: Data, to recipient: SyncDevice, from keys: SyncDeviceKeys
+    ) throws(SyncError) -> ZoneKeyShare {
+        let sealed: Data
+        do {
+            let key = try AsymmetricKey.importing(recipient.encryptionKey, kind: .ec, isPrivate: false)
+            sealed = try zoneKey.withUnsafeBytes { try key.eciesEncrypt(Data($0), scheme) }
+        } catch {
+            throw SyncError(.invalid, "cannot seal a zone key to device \(Hex.encode(recipient.id))")
+        }
+        var share = ZoneKeyShare(
+            account: account, recipient: recipient.id, sender: keys.device.id, generation: generation, sealed: sealed,
+            signature: Data())
+        share.signature = try keys.sign(share.body)
+        return share
+    }
+
+    /// The zone key, when `sender` signed the share and it opens with `keys`.
+    public func open(with keys: SyncDeviceKeys, sender device: SyncDevice) throws(SyncError) -> SecureBytes {
+        guard device.id == sender, recipient == keys.device.id, device.verifies(signature, over: body) else {
+            throw SyncError(.forged, "a zone key share is not signed by the device it names")
+        }
+        do {
+            let key = try keys.encryption.eciesDecrypt(sealed, Self.scheme)
+            guard key.count == 32 else { throw SyncError(.forged, "a zone key share holds no 32-byte key") }
+            return key
+        } catch {
+            throw SyncError(.forged, "a zone key share does not open with this device's key")
+        }
+    }
+
+    public func encoded() -> Data {
+        var writer = ByteWriter()
+        writer.writeBytes(body)
+        writer.writeBytes(signature)
+        return writer.data
+    }
+
+    public static func decode(_ data: Data) throws(SyncError) -> ZoneKeyShare {
+        var outer = SyncReader(data, "a zone key share")
+        let body = try outer.bytes(max: 4096)
+        let signature = try outer.bytes(max: 256)
+        try outer.end()
+        guard body.prefix(domain.count) == domain else { throw SyncError(.malformed, "not a zone key share") }
+        var reader = SyncReader(body.dropFirst(domain.count), "a zone key share")
+        let share = ZoneKeyShare(
+            account: try reader.fixed(16), recipient: try reader.fixed(SyncDevice.idSize),
+            sender: try reader.fixed(SyncDevice.idSize), generation: try reader.unsigned(),
+            sealed: try reader.bytes(max: 1024), signature: signature)
+        try reader.end()
+        return share
+    }
+}

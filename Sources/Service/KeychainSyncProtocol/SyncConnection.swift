@@ -1,0 +1,186 @@
+import Foundation
+import KeychainBytes
+import KeychainCrypto
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Where a sync server listens: a Unix socket path, or `HOST:PORT` on loopback.
+public enum SyncAddress: Sendable, Equatable, CustomStringConvertible {
+    case unix(String)
+    case tcp(host: String, port: UInt16)
+
+    /// Parses an address as `keychain-syncd --listen` and `security sync enroll --server` take it. TCP is
+    /// on loopback only (127.0.0.1, ::1, localhost): the protocol has no TLS of its own (docs/sync.md).
+    public init(parsing text: String) throws(SyncError) {
+        if text.hasPrefix("/") {
+            guard text.utf8.count < 108 else { throw SyncError(.invalid, "a Unix socket path is under 108 bytes") }
+            self = .unix(text)
+            return
+        }
+        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]), port > 0
+        else {
+            throw SyncError(.invalid, "an address is a Unix socket path (/…) or HOST:PORT, not \(text)")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard ["127.0.0.1", "::1", "localhost"].contains(host) else {
+            throw SyncError(
+                .invalid,
+                "\(host) is not loopback: TCP is served on 127.0.0.1 or ::1 only (put a TLS proxy in front to expose it)"
+            )
+        }
+        self = .tcp(host: host == "localhost" ? "127.0.0.1" : host, port: port)
+    }
+
+    public var description: String {
+        switch self {
+        case .unix(let path): path
+        case .tcp(let host, let port): host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        }
+    }
+
+    /// A connected socket to this address.
+    public func connect() throws(SyncError) -> Int32 {
+        switch self {
+        case .unix(let path):
+            let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard socket >= 0 else { throw SyncError(.unavailable, "cannot make a socket (errno \(errno))") }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1))
+            }
+            let result = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            guard result == 0 else {
+                let code = errno
+                Glibc.close(socket)
+                throw SyncError(.unavailable, "cannot reach the sync server at \(path) (errno \(code))")
+            }
+            return socket
+        case .tcp(let host, let port):
+            let family = host.contains(":") ? AF_INET6 : AF_INET
+            let socket = Glibc.socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard socket >= 0 else { throw SyncError(.unavailable, "cannot make a socket (errno \(errno))") }
+            var one: Int32 = 1
+            _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let result = Self.withSocketAddress(host: host, port: port) { Glibc.connect(socket, $0, $1) }
+            guard result == 0 else {
+                let code = errno
+                Glibc.close(socket)
+                throw SyncError(.unavailable, "cannot reach the sync server at \(description) (errno \(code))")
+            }
+            return socket
+        }
+    }
+
+    /// Binds a TCP socket to a loopback address (for the server).
+    public static func bind(_ socket: Int32, host: String, port: UInt16) -> Int32 {
+        withSocketAddress(host: host, port: port) { Glibc.bind(socket, $0, $1) }
+    }
+
+    static func withSocketAddress(
+        host: String, port: UInt16, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32
+    ) -> Int32 {
+        if host.contains(":") {
+            var address = sockaddr_in6()
+            address.sin6_family = sa_family_t(AF_INET6)
+            address.sin6_port = port.bigEndian
+            _ = inet_pton(AF_INET6, host, &address.sin6_addr)
+            return withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    body($0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                }
+            }
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        _ = inet_pton(AF_INET, host, &address.sin_addr)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+    }
+}
+
+/// A device's authenticated connection to a sync server: the server's nonce signed with the device's
+/// key opens it, so the server knows which device of which account every request comes from.
+public final class SyncConnection {
+    public let account: Data
+    public let keys: SyncDeviceKeys
+    /// Where the server says this device stands, as of the handshake.
+    public private(set) var status: SyncDeviceStatus = .unknown
+    private let channel: SyncChannel
+
+    public init(address: SyncAddress, account: Data, keys: SyncDeviceKeys, timeout: Duration = .seconds(30))
+        throws(SyncError)
+    {
+        self.account = account
+        self.keys = keys
+        channel = SyncChannel(descriptor: try address.connect(), timeout: timeout)
+        var hello = SyncReader(try channel.read(), "the server's hello")
+        guard try hello.byte() == SyncProtocol.version else {
+            throw SyncError(.malformed, "the server speaks another version of the sync protocol")
+        }
+        let nonce = try hello.fixed(32)
+        try hello.end()
+        var request = ByteWriter()
+        request.writeBytes(account)
+        keys.device.encode(into: &request)
+        request.writeBytes(
+            try keys.sign(SyncProtocol.authenticationInput(nonce: nonce, account: account, device: keys.device)))
+        let body = try call(.authenticate, request.data)
+        guard body.count == 1, let status = SyncDeviceStatus(rawValue: body[body.startIndex]) else {
+            throw SyncError(.malformed, "the server's answer to the handshake is damaged")
+        }
+        self.status = status
+    }
+
+    public func close() { channel.close() }
+
+    /// Sends a request and returns the body of its answer; a failure answer is thrown as its error.
+    public func call(_ operation: SyncOperation, _ body: Data = Data()) throws(SyncError) -> Data {
+        do { return try callDetailed(operation, body) } catch { throw error.error }
+    }
+
+    /// As `call`, with a failure's details.
+    public func callDetailed(_ operation: SyncOperation, _ body: Data = Data()) throws(SyncFailure) -> Data {
+        do {
+            try channel.write(Data([operation.rawValue]) + body)
+            return try SyncAnswer.body(of: try channel.read())
+        } catch let error as SyncError {
+            throw SyncFailure(error)
+        } catch let failure as SyncFailure {
+            throw failure
+        } catch {
+            throw SyncFailure(SyncError(.server, "\(error)"))
+        }
+    }
+
+    public func accountState() throws(SyncError) -> SyncAccountState {
+        try SyncAccountState.decode(try call(.account))
+    }
+
+    /// Writes a batch; on a conflict, throws `.conflict` with the records' current versions.
+    public func push(_ push: SyncPush) throws(SyncFailure) -> Int64 {
+        let body = try callDetailed(.push, push.encoded())
+        var reader = SyncReader(body, "a push's answer")
+        do {
+            let first = try reader.signed()
+            try reader.end()
+            return first
+        } catch { throw SyncFailure(error) }
+    }
+
+    public func pull(after seq: Int64, limit: Int = 1_000) throws(SyncError) -> SyncPullPage {
+        var writer = ByteWriter()
+        writer.write(seq)
+        writer.writeCount(limit)
+        return try SyncPullPage.decode(try call(.pull, writer.data))
+    }
+}

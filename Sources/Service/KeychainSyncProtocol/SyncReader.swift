@@ -1,0 +1,80 @@
+import Foundation
+import KeychainBytes
+
+/// A `ByteReader` whose every failure is the protocol's `malformed`, with bounds on what it allocates.
+public struct SyncReader {
+    private var reader: ByteReader
+    private let what: String
+
+    public init(_ data: Data, _ what: String) {
+        reader = ByteReader(data)
+        self.what = what
+    }
+
+    private func malformed() -> SyncError { SyncError(.malformed, "\(what) is truncated or damaged") }
+
+    public mutating func byte() throws(SyncError) -> UInt8 {
+        do { return try reader.read() } catch { throw malformed() }
+    }
+
+    public mutating func uint16() throws(SyncError) -> UInt16 {
+        do { return try reader.read() } catch { throw malformed() }
+    }
+
+    public mutating func boolean() throws(SyncError) -> Bool {
+        switch try byte() {
+        case 0: return false
+        case 1: return true
+        default: throw malformed()
+        }
+    }
+
+    public mutating func count(max: Int) throws(SyncError) -> Int {
+        let value: UInt32
+        do { value = try reader.read() } catch { throw malformed() }
+        guard Int(value) <= max else { throw SyncError(.malformed, "\(what) holds more than \(max) entries") }
+        return Int(value)
+    }
+
+    public mutating func unsigned() throws(SyncError) -> UInt64 {
+        do { return try reader.read() } catch { throw malformed() }
+    }
+
+    public mutating func signed() throws(SyncError) -> Int64 {
+        do { return try reader.read() } catch { throw malformed() }
+    }
+
+    public mutating func bytes(max: Int) throws(SyncError) -> Data {
+        let value: Data
+        do { value = try reader.readBytes() } catch { throw malformed() }
+        guard value.count <= max else { throw SyncError(.malformed, "\(what) holds a field over \(max) bytes") }
+        return value
+    }
+
+    public mutating func fixed(_ count: Int) throws(SyncError) -> Data {
+        let value = try bytes(max: count)
+        guard value.count == count else { throw SyncError(.malformed, "\(what) holds a field not \(count) bytes long") }
+        return value
+    }
+
+    public mutating func string(max: Int) throws(SyncError) -> String {
+        let raw = try bytes(max: max)
+        guard let text = String(data: raw, encoding: .utf8) else {
+            throw SyncError(.malformed, "\(what) holds text that is not UTF-8")
+        }
+        return text
+    }
+
+    public func end() throws(SyncError) {
+        guard reader.isAtEnd else { throw SyncError(.malformed, "\(what) has bytes after its end") }
+    }
+}
+
+extension SyncReader {
+    public mutating func device() throws(SyncError) -> SyncDevice { try SyncDevice.decode(from: &self) }
+}
+
+extension ByteWriter {
+    public mutating func write(_ value: Bool) { write(UInt8(value ? 1 : 0)) }
+    public mutating func writeCount(_ value: Int) { write(UInt32(value)) }
+}

@@ -1,0 +1,322 @@
+import Foundation
+import KeychainBytes
+import KeychainCrypto
+import KeychainSyncProtocol
+import KeychainSyncStore
+
+/// One device's connection to the server: the handshake that proves its key, then its requests,
+/// each checked against what the device may do in its account. The server never decides trust: it
+/// checks signatures so that it stores nothing a trusted device did not sign, and the devices check
+/// everything again.
+final class SyncSession {
+    private let channel: SyncChannel
+    private let store: SyncStore
+    private var account = Data()
+    private var device: SyncDevice?
+
+    init(channel: SyncChannel, store: SyncStore) {
+        self.channel = channel
+        self.store = store
+    }
+
+    /// Serves the connection until the device leaves, sends what is not the protocol, or stalls.
+    func run() {
+        defer { channel.close() }
+        do {
+            try handshake()
+            while true {
+                let request = try channel.read()
+                guard let first = request.first, let operation = SyncOperation(rawValue: first),
+                    operation != .authenticate
+                else {
+                    try channel.write(SyncAnswer.failed(SyncError(.malformed, "an unknown request")))
+                    return
+                }
+                let answer: Data
+                do {
+                    answer = SyncAnswer.done(try perform(operation, Data(request.dropFirst())))
+                } catch let failure as SyncFailure {
+                    answer = SyncAnswer.failed(failure.error, details: failure.details)
+                } catch let error as SyncError {
+                    answer = SyncAnswer.failed(error)
+                } catch let error as SyncStoreError {
+                    SyncLog.error("a request failed in the database: \(error.reason)")
+                    answer = SyncAnswer.failed(SyncError(.server, "the database failed; try again"))
+                } catch {
+                    answer = SyncAnswer.failed(SyncError(.server, "the request failed"))
+                }
+                try channel.write(answer)
+                if answer.first == 1, answer.dropFirst().first == UInt8(SyncError.Code.malformed.rawValue) { return }
+            }
+        } catch {
+            // The device left, stalled or sent what is not the protocol: the connection ends.
+        }
+    }
+
+    private func handshake() throws {
+        let nonce = try Random.bytes(32)
+        var hello = ByteWriter()
+        hello.write(SyncProtocol.version)
+        hello.writeBytes(nonce)
+        try channel.write(hello.data)
+        let request = try channel.read()
+        guard request.first == SyncOperation.authenticate.rawValue else {
+            throw SyncError(.unauthenticated, "the first request must be the handshake")
+        }
+        var reader = SyncReader(Data(request.dropFirst()), "a request")
+        let account = try reader.fixed(16)
+        let device = try reader.device()
+        let signature = try reader.bytes(max: 256)
+        try reader.end()
+        guard
+            device.verifies(
+                signature, over: SyncProtocol.authenticationInput(nonce: nonce, account: account, device: device))
+        else {
+            try channel.write(SyncAnswer.failed(SyncError(.unauthenticated, "the device did not prove its key")))
+            throw SyncError(.unauthenticated, "bad handshake")
+        }
+        let standing = try store.standing(account: account, device: device.id)
+        if standing.status == SyncStore.removed {
+            try channel.write(SyncAnswer.failed(SyncError(.removed, "this device was removed from the account")))
+            throw SyncError(.removed, "removed")
+        }
+        self.account = account
+        self.device = device
+        let status = standing.status.flatMap { SyncDeviceStatus(rawValue: UInt8($0)) } ?? .unknown
+        try channel.write(SyncAnswer.done(Data([status.rawValue])))
+    }
+
+    private func currentDevice() throws(SyncError) -> SyncDevice {
+        guard let device else { throw SyncError(.unauthenticated, "no handshake") }
+        return device
+    }
+
+    /// The device's status now (it may have changed since the handshake); removed devices are refused.
+    private func status() throws -> (exists: Bool, status: SyncDeviceStatus) {
+        let standing = try store.standing(account: account, device: try currentDevice().id)
+        let status = standing.status.flatMap { SyncDeviceStatus(rawValue: UInt8($0)) } ?? .unknown
+        if status == .removed { throw SyncError(.removed, "this device was removed from the account") }
+        return (standing.exists, status)
+    }
+
+    private func requireTrusted() throws {
+        let (exists, status) = try status()
+        guard exists else { throw SyncError(.noAccount, "no such account on this server") }
+        guard status == .trusted else {
+            throw SyncError(.notTrusted, "this device is \(status) in the account; a trusted device must approve it")
+        }
+    }
+
+    private func perform(_ operation: SyncOperation, _ body: Data) throws -> Data {
+        let device = try currentDevice()
+        var reader = SyncReader(body, "a request")
+        switch operation {
+        case .authenticate:
+            throw SyncError(.malformed, "a second handshake")
+        case .createAccount:
+            let salt = try reader.bytes(max: 64)
+            let verifier = try reader.fixed(32)
+            let escrow = try reader.bytes(max: 64 << 10)
+            let genesis = try TrustView.decode(try reader.bytes(max: 64 << 10))
+            try reader.end()
+            guard salt.count >= 16 else { throw SyncError(.invalid, "a recovery salt is at least 16 bytes") }
+            guard genesis.account == account, genesis.members.first?.id == device.id else {
+                throw SyncError(.invalid, "an account's first view names the device that makes it")
+            }
+            try genesis.check(following: nil, recovery: nil)
+            let made = try store.createAccount(
+                account, salt: salt, verifier: verifier, escrow: escrow, genesis: genesis.encoded(),
+                founder: Self.stored(device, status: SyncStore.trusted))
+            guard made else { throw SyncError(.accountExists, "an account by that name exists on this server") }
+            SyncLog.info(
+                "account \(Hex.encode(account.prefix(4))) created by device \(Hex.encode(device.id.prefix(4)))")
+            return Data()
+        case .join:
+            let key = try reader.fixed(32)
+            try reader.end()
+            let (exists, status) = try status()
+            guard exists else { throw SyncError(.noAccount, "no such account on this server") }
+            guard status == .unknown || status == .pending else { return Data([status.rawValue]) }
+            try checkRecovery(key)
+            try store.addPendingDevice(account: account, Self.stored(device, status: SyncStore.pending))
+            SyncLog.info("device \(Hex.encode(device.id.prefix(4))) waits for approval")
+            return Data([SyncDeviceStatus.pending.rawValue])
+        case .account:
+            try reader.end()
+            let (exists, status) = try status()
+            guard exists, let salt = try store.recoverySalt(account: account) else {
+                throw SyncError(.noAccount, "no such account on this server")
+            }
+            guard status != .unknown else {
+                // A stranger learns how to stretch the secret, and nothing else.
+                return SyncAccountState(salt: salt, views: [], devices: [], shares: [], heads: [], lastSeq: 0).encoded()
+            }
+            let devices = try store.devices(account: account).compactMap { stored -> (SyncDevice, SyncDeviceStatus)? in
+                guard
+                    let public_ = try? SyncDevice(
+                        signingKey: stored.signingKey, encryptionKey: stored.encryptionKey, name: stored.name),
+                    let status = SyncDeviceStatus(rawValue: UInt8(clamping: stored.status))
+                else { return nil }
+                return (public_, status)
+            }
+            return SyncAccountState(
+                salt: salt, views: try store.views(account: account), devices: devices,
+                shares: status == .trusted ? try store.shares(account: account, recipient: device.id) : [],
+                heads: status == .trusted ? try store.heads(account: account) : [],
+                lastSeq: try store.lastSeq(account: account)
+            ).encoded()
+        case .publishView:
+            let view = try TrustView.decode(try reader.bytes(max: 64 << 10))
+            let recoveryKey = try reader.bytes(max: 32)
+            try reader.end()
+            let (exists, status) = try status()
+            guard exists else { throw SyncError(.noAccount, "no such account on this server") }
+            var recoveryProven = false
+            if !recoveryKey.isEmpty {
+                try checkRecovery(recoveryKey)
+                recoveryProven = true
+            } else if status != .trusted {
+                throw SyncError(
+                    .notTrusted, "only a trusted device (or one holding the recovery secret) changes the trusted set")
+            }
+            guard let latestBytes = try store.views(account: account).last else {
+                throw SyncError(.noAccount, "the account has no trust view")
+            }
+            let latest = try TrustView.decode(latestBytes)
+            try view.check(following: latest, recovery: nil, recoveryProven: recoveryProven)
+            // Only devices that proved the secret (waiting or trusted), or the caller, may be members.
+            let known = try store.devices(account: account).filter { $0.status != SyncStore.removed }
+            for member in view.members where member.id != device.id {
+                guard known.contains(where: { $0.id == member.id && $0.signingKey == member.signingKey }) else {
+                    throw SyncError(.invalid, "a view may name only devices that proved the recovery secret")
+                }
+            }
+            guard
+                try store.appendView(
+                    account: account, epoch: Int64(view.epoch), view: view.encoded(),
+                    members: view.members.map { Self.stored($0, status: SyncStore.trusted) })
+            else { throw SyncError(.staleView, "another view took that epoch first: read the account again") }
+            SyncLog.info(
+                "account \(Hex.encode(account.prefix(4))) trust view \(view.epoch): \(view.members.count) devices")
+            return Data()
+        case .putShares:
+            try requireTrusted()
+            let count = try reader.count(max: TrustView.maximumMembers * 4)
+            var shares: [ZoneKeyShare] = []
+            for _ in 0..<count { shares.append(try ZoneKeyShare.decode(try reader.bytes(max: 8192))) }
+            try reader.end()
+            guard let latestBytes = try store.views(account: account).last else {
+                throw SyncError(.noAccount, "the account has no trust view")
+            }
+            let latest = try TrustView.decode(latestBytes)
+            for share in shares {
+                guard share.account == account, share.sender == device.id, latest.member(share.recipient) != nil,
+                    device.verifies(share.signature, over: share.body)
+                else { throw SyncError(.forged, "a zone key share not signed by this device, or to no member") }
+            }
+            for share in shares {
+                try store.putShare(
+                    account: account, recipient: share.recipient, generation: Int64(share.generation),
+                    share: share.encoded())
+            }
+            return Data()
+        case .push:
+            try requireTrusted()
+            let push = try SyncPush.decode(body)
+            let batch = push.batch
+            guard batch.account == account, batch.isSigned(by: device) else {
+                throw SyncError(.forged, "the batch is not signed by this device for this account")
+            }
+            guard !batch.entries.isEmpty else { throw SyncError(.invalid, "an empty push") }
+            guard Set(batch.entries.map(\.recordID)).count == batch.entries.count else {
+                throw SyncError(.invalid, "a push names a record twice")
+            }
+            var records: [PushedRecord] = []
+            for (index, entry) in batch.entries.enumerated() {
+                let ciphertext = push.ciphertexts[index]
+                guard entry.version == push.replacing[index] + 1, push.replacing[index] >= 0,
+                    try Digest.sha256(ciphertext) == entry.ciphertextHash
+                else { throw SyncError(.forged, "a pushed record does not match its signed entry") }
+                guard ciphertext.count % SyncStore.sizeBucket == 0, ciphertext.count <= SyncStore.maximumCiphertext
+                else {
+                    throw SyncError(.invalid, "a record's ciphertext is padded to 256 bytes and at most 2 MiB")
+                }
+                records.append(
+                    PushedRecord(
+                        recordID: entry.recordID, replacing: push.replacing[index], deleted: entry.deleted,
+                        ciphertext: ciphertext))
+            }
+            switch try store.push(account: account, writer: device.id, batch: batch.encoded(), records: records) {
+            case .written(let first):
+                var writer = ByteWriter()
+                writer.write(first)
+                return writer.data
+            case .conflict(let current):
+                throw SyncFailure(
+                    SyncError(
+                        .conflict, "\(current.count) records changed on the server: read them again and re-apply"),
+                    details: SyncConflicts(current: current).encoded())
+            }
+        case .pull:
+            try requireTrusted()
+            let after = try reader.signed()
+            let limit = try reader.count(max: 100_000)
+            try reader.end()
+            let (batches, records) = try store.pull(account: account, after: after, limit: max(1, min(limit, 10_000)))
+            var ciphertexts: [Data: (Int64, Data)] = [:]
+            for record in records { ciphertexts[record.recordID] = (record.version, record.ciphertext) }
+            var decoded: [SyncPullPage.Batch] = []
+            for stored in batches {
+                decoded.append(SyncPullPage.Batch(firstSeq: stored.firstSeq, batch: try SyncBatch.decode(stored.batch)))
+            }
+            try store.advanceCursor(account: account, device: device.id, to: after)
+            return SyncPullPage(
+                batches: decoded, ciphertexts: ciphertexts, lastSeq: try store.lastSeq(account: account)
+            )
+            .encoded()
+        case .publishHead:
+            try requireTrusted()
+            let head = try SyncHead.decode(try reader.bytes(max: 2048))
+            try reader.end()
+            guard head.account == account, head.isSigned(by: device) else {
+                throw SyncError(.forged, "the head is not signed by this device for this account")
+            }
+            try store.putHead(account: account, device: device.id, seq: head.seq, head: head.encoded())
+            return Data()
+        case .recover:
+            let key = try reader.fixed(32)
+            try reader.end()
+            guard try status().exists else { throw SyncError(.noAccount, "no such account on this server") }
+            try checkRecovery(key)
+            return try store.escrow(account: account) ?? Data()
+        case .setEscrow:
+            try requireTrusted()
+            let escrow = try reader.bytes(max: 64 << 10)
+            try reader.end()
+            try store.setEscrow(account: account, escrow: escrow)
+            return Data()
+        }
+    }
+
+    private func checkRecovery(_ key: Data) throws {
+        switch try store.checkRecovery(
+            account: account, hashed: try Digest.sha256(key), limit: Int64(SyncProtocol.recoveryGuessLimit))
+        {
+        case .accepted: return
+        case .rejected(let remaining):
+            SyncLog.warning("a wrong recovery secret for account \(Hex.encode(account.prefix(4)))")
+            throw SyncError(.recoveryRejected, "that is not the account's recovery secret (\(remaining) guesses left)")
+        case .locked:
+            throw SyncError(
+                .recoveryLocked,
+                "the account took \(SyncProtocol.recoveryGuessLimit) wrong recovery secrets and refuses any more")
+        case .noAccount: throw SyncError(.noAccount, "no such account on this server")
+        }
+    }
+
+    private static func stored(_ device: SyncDevice, status: Int64) -> StoredDevice {
+        StoredDevice(
+            id: device.id, signingKey: device.signingKey, encryptionKey: device.encryptionKey, name: device.name,
+            status: status)
+    }
+}

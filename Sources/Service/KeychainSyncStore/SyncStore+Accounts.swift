@@ -1,0 +1,256 @@
+import Foundation
+import KeychainBytes
+
+/// A device as the server stores it.
+public struct StoredDevice: Sendable, Equatable {
+    public var id: Data
+    public var signingKey: Data
+    public var encryptionKey: Data
+    public var name: String
+    /// 1 waiting for approval, 2 trusted, 3 removed.
+    public var status: Int64
+
+    public init(id: Data, signingKey: Data, encryptionKey: Data, name: String, status: Int64) {
+        self.id = id
+        self.signingKey = signingKey
+        self.encryptionKey = encryptionKey
+        self.name = name
+        self.status = status
+    }
+}
+
+/// What a recovery secret's check came to.
+public enum RecoveryCheck: Sendable, Equatable {
+    case accepted
+    /// Wrong; this many guesses are left.
+    case rejected(remaining: Int64)
+    /// The account refuses every guess: too many were wrong.
+    case locked
+    case noAccount
+}
+
+/// Accounts, devices, trust views, zone key shares and heads: what the server keeps of an account's
+/// trust, never checking more than the signatures (the devices decide whom they trust).
+extension SyncStore {
+    public static let trusted: Int64 = 2
+    public static let pending: Int64 = 1
+    public static let removed: Int64 = 3
+
+    /// Makes an account with its first view, its founding device (trusted), its recovery verifier and
+    /// its escrow. False when the account exists already.
+    public func createAccount(
+        _ account: Data, salt: Data, verifier: Data, escrow: Data, genesis: Data, founder: StoredDevice
+    ) throws(SyncStoreError) -> Bool {
+        try retrying { () throws(SyncStoreError) in
+            try withConnection { (connection) throws(SyncStoreError) in
+                try connection.transaction { () throws(SyncStoreError) -> Bool in
+                    let made = try connection.run(
+                        """
+                        INSERT INTO accounts (account_id, recovery_salt, recovery_verifier, escrow) VALUES ($1, $2, $3, $4)
+                        ON CONFLICT (account_id) DO NOTHING
+                        """, [.bytes(account), .bytes(salt), .bytes(verifier), .bytes(escrow)])
+                    guard made.affected == 1 else { return false }
+                    try connection.run(
+                        "INSERT INTO views (account_id, epoch, view) VALUES ($1, 1, $2)",
+                        [.bytes(account), .bytes(genesis)])
+                    try Self.upsert(founder, account: account, connection)
+                    return true
+                }
+            }
+        }
+    }
+
+    private static func upsert(_ device: StoredDevice, account: Data, _ connection: PostgresConnection)
+        throws(SyncStoreError)
+    {
+        try connection.run(
+            """
+            INSERT INTO devices (account_id, device_id, signing_key, encryption_key, name, status)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (account_id, device_id) DO UPDATE SET status = EXCLUDED.status
+            """,
+            [
+                .bytes(account), .bytes(device.id), .bytes(device.signingKey), .bytes(device.encryptionKey),
+                .text(device.name), .integer(device.status),
+            ])
+    }
+
+    /// Whether the account exists, and the device's status in it (nil: unknown to it).
+    public func standing(account: Data, device: Data) throws(SyncStoreError) -> (exists: Bool, status: Int64?) {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                """
+                SELECT (SELECT status FROM devices WHERE account_id = $1 AND device_id = $2)
+                FROM accounts WHERE account_id = $1
+                """, [.bytes(account), .bytes(device)])
+            guard !rows.values.isEmpty else { return (false, nil) }
+            return (true, rows.values[0][0] == nil ? nil : try rows.integer(0, 0))
+        }
+    }
+
+    /// The salt a device stretches the recovery secret with.
+    public func recoverySalt(account: Data) throws(SyncStoreError) -> Data? {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                "SELECT recovery_salt FROM accounts WHERE account_id = $1", [.bytes(account)])
+            return rows.values.first?.first ?? nil
+        }
+    }
+
+    /// Checks a key derived from the recovery secret against the account's verifier, counting a wrong
+    /// one in the database (so every server of the account shares the count) and refusing every
+    /// guess once `limit` were wrong. A right one sets the count back to zero.
+    ///
+    /// - Parameter hashed: SHA-256 of the key the device derived (what the verifier holds).
+    public func checkRecovery(account: Data, hashed: Data, limit: Int64) throws(SyncStoreError) -> RecoveryCheck {
+        try retrying { () throws(SyncStoreError) in
+            try withConnection { (connection) throws(SyncStoreError) in
+                try connection.transaction { () throws(SyncStoreError) -> RecoveryCheck in
+                    let rows = try connection.run(
+                        "SELECT recovery_verifier, recovery_failures FROM accounts WHERE account_id = $1 FOR UPDATE",
+                        [.bytes(account)])
+                    guard !rows.values.isEmpty, let verifier = rows.values[0][0] ?? nil else { return .noAccount }
+                    let failures = try rows.integer(0, 1)
+                    guard failures < limit else { return .locked }
+                    if ConstantTime.equal(verifier, hashed) {
+                        try connection.run(
+                            "UPDATE accounts SET recovery_failures = 0 WHERE account_id = $1", [.bytes(account)])
+                        return .accepted
+                    }
+                    try connection.run(
+                        "UPDATE accounts SET recovery_failures = recovery_failures + 1 WHERE account_id = $1",
+                        [.bytes(account)])
+                    return failures + 1 >= limit ? .locked : .rejected(remaining: limit - failures - 1)
+                }
+            }
+        }
+    }
+
+    /// Adds a device that proved the recovery secret, waiting for approval (one already known keeps its status).
+    public func addPendingDevice(account: Data, _ device: StoredDevice) throws(SyncStoreError) {
+        _ = try withConnection { (connection) throws(SyncStoreError) in
+            try connection.run(
+                """
+                INSERT INTO devices (account_id, device_id, signing_key, encryption_key, name, status)
+                VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (account_id, device_id) DO NOTHING
+                """,
+                [
+                    .bytes(account), .bytes(device.id), .bytes(device.signingKey), .bytes(device.encryptionKey),
+                    .text(device.name),
+                ])
+        }
+    }
+
+    public func devices(account: Data) throws(SyncStoreError) -> [StoredDevice] {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                """
+                SELECT device_id, signing_key, encryption_key, convert_to(name, 'UTF8'), status FROM devices
+                WHERE account_id = $1 ORDER BY device_id
+                """, [.bytes(account)])
+            return try rows.values.indices.map { (row) throws(SyncStoreError) in
+                StoredDevice(
+                    id: try rows.bytes(row, 0), signingKey: try rows.bytes(row, 1),
+                    encryptionKey: try rows.bytes(row, 2),
+                    name: String(decoding: try rows.bytes(row, 3), as: UTF8.self), status: try rows.integer(row, 4))
+            }
+        }
+    }
+
+    /// Every trust view of the account, oldest first.
+    public func views(account: Data) throws(SyncStoreError) -> [Data] {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                "SELECT view FROM views WHERE account_id = $1 ORDER BY epoch", [.bytes(account)])
+            return try rows.values.indices.map { (row) throws(SyncStoreError) in try rows.bytes(row, 0) }
+        }
+    }
+
+    /// Appends a view at `epoch` (false when another took that epoch first) and sets the devices'
+    /// status from it: its members trusted (added when new), every other trusted device removed.
+    public func appendView(account: Data, epoch: Int64, view: Data, members: [StoredDevice]) throws(SyncStoreError)
+        -> Bool
+    {
+        try retrying { () throws(SyncStoreError) in
+            try withConnection { (connection) throws(SyncStoreError) in
+                try connection.transaction { () throws(SyncStoreError) -> Bool in
+                    try connection.run("SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE", [.bytes(account)])
+                    let latest = try connection.run(
+                        "SELECT coalesce(max(epoch), 0) FROM views WHERE account_id = $1", [.bytes(account)])
+                    guard try latest.integer(0, 0) == epoch - 1 else { return false }
+                    try connection.run(
+                        "INSERT INTO views (account_id, epoch, view) VALUES ($1, $2, $3)",
+                        [.bytes(account), .integer(epoch), .bytes(view)])
+                    try connection.run(
+                        "UPDATE devices SET status = 3 WHERE account_id = $1 AND status = 2", [.bytes(account)])
+                    for member in members {
+                        var trusted = member
+                        trusted.status = Self.trusted
+                        try Self.upsert(trusted, account: account, connection)
+                    }
+                    return true
+                }
+            }
+        }
+    }
+
+    public func putShare(account: Data, recipient: Data, generation: Int64, share: Data) throws(SyncStoreError) {
+        _ = try withConnection { (connection) throws(SyncStoreError) in
+            try connection.run(
+                """
+                INSERT INTO shares (account_id, recipient, generation, share) VALUES ($1, $2, $3, $4)
+                ON CONFLICT (account_id, recipient, generation) DO UPDATE SET share = EXCLUDED.share
+                """, [.bytes(account), .bytes(recipient), .integer(generation), .bytes(share)])
+        }
+    }
+
+    public func shares(account: Data, recipient: Data) throws(SyncStoreError) -> [Data] {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                "SELECT share FROM shares WHERE account_id = $1 AND recipient = $2 ORDER BY generation",
+                [.bytes(account), .bytes(recipient)])
+            return try rows.values.indices.map { (row) throws(SyncStoreError) in try rows.bytes(row, 0) }
+        }
+    }
+
+    public func putHead(account: Data, device: Data, seq: Int64, head: Data) throws(SyncStoreError) {
+        _ = try withConnection { (connection) throws(SyncStoreError) in
+            try connection.run(
+                """
+                INSERT INTO heads (account_id, device_id, seq, head) VALUES ($1, $2, $3, $4)
+                ON CONFLICT (account_id, device_id) DO UPDATE SET seq = EXCLUDED.seq, head = EXCLUDED.head
+                """, [.bytes(account), .bytes(device), .integer(seq), .bytes(head)])
+            try connection.run(
+                "SELECT pg_notify($1, $2)", [.text(Self.notifyChannel), .text(Hex.encode(account))])
+        }
+    }
+
+    public func heads(account: Data) throws(SyncStoreError) -> [Data] {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                "SELECT head FROM heads WHERE account_id = $1 ORDER BY device_id", [.bytes(account)])
+            return try rows.values.indices.map { (row) throws(SyncStoreError) in try rows.bytes(row, 0) }
+        }
+    }
+
+    public func lastSeq(account: Data) throws(SyncStoreError) -> Int64 {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run("SELECT last_seq FROM accounts WHERE account_id = $1", [.bytes(account)])
+            return rows.values.isEmpty ? 0 : try rows.integer(0, 0)
+        }
+    }
+
+    public func escrow(account: Data) throws(SyncStoreError) -> Data? {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run("SELECT escrow FROM accounts WHERE account_id = $1", [.bytes(account)])
+            return rows.values.first?.first ?? nil
+        }
+    }
+
+    public func setEscrow(account: Data, escrow: Data) throws(SyncStoreError) {
+        _ = try withConnection { (connection) throws(SyncStoreError) in
+            try connection.run(
+                "UPDATE accounts SET escrow = $2 WHERE account_id = $1", [.bytes(account), .bytes(escrow)])
+        }
+    }
+}

@@ -1,0 +1,178 @@
+import Foundation
+import KeychainBytes
+
+/// One record of a push, as the server stores it.
+public struct PushedRecord: Sendable {
+    public var recordID: Data
+    public var replacing: Int64
+    public var deleted: Bool
+    public var ciphertext: Data
+
+    public init(recordID: Data, replacing: Int64, deleted: Bool, ciphertext: Data) {
+        self.recordID = recordID
+        self.replacing = replacing
+        self.deleted = deleted
+        self.ciphertext = ciphertext
+    }
+}
+
+/// A stored batch and where it sits in the log.
+public struct StoredBatch: Sendable {
+    public var firstSeq: Int64
+    public var batch: Data
+}
+
+/// Pushes and pulls: a device's records written together, all or none, under its signed batch.
+extension SyncStore {
+    /// Versions of a record's past kept encrypted beside it (the history a user can go back to).
+    public static let historyDepth: Int64 = 5
+
+    /// What a push came to.
+    public enum PushOutcome: Sendable {
+        /// Written: the first of the consecutive sequence numbers the batch took.
+        case written(firstSeq: Int64)
+        /// Nothing written: these records are at other versions on the server.
+        case conflict([(recordID: Data, version: Int64)])
+    }
+
+    /// Writes every record of a batch by compare-and-set, in one transaction: when any record is no
+    /// longer at the version it replaces, nothing is written and the conflicts are returned. The
+    /// version a record leaves goes into its history; the batch takes consecutive sequence numbers.
+    public func push(account: Data, writer: Data, batch: Data, records: [PushedRecord]) throws(SyncStoreError)
+        -> PushOutcome
+    {
+        for record in records {
+            guard !record.recordID.isEmpty, record.recordID.count <= 64, record.ciphertext.count % Self.sizeBucket == 0,
+                record.ciphertext.count <= Self.maximumCiphertext
+            else {
+                throw SyncStoreError(
+                    .statement, "a record id is 1 to 64 bytes, a ciphertext a multiple of 256 bytes of at most 2 MiB")
+            }
+        }
+        let outcome = try retrying { () throws(SyncStoreError) -> PushOutcome? in
+            try withConnection { (connection) throws(SyncStoreError) -> PushOutcome? in
+                do throws(SyncStoreError) {
+                    return try connection.transaction { () throws(SyncStoreError) -> PushOutcome? in
+                        let sequence = try connection.run(
+                            "UPDATE accounts SET last_seq = last_seq + $2 WHERE account_id = $1 RETURNING last_seq",
+                            [.bytes(account), .integer(Int64(records.count))])
+                        guard !sequence.values.isEmpty else { throw SyncStoreError(.statement, "no such account") }
+                        let first = try sequence.integer(0, 0) - Int64(records.count) + 1
+                        for (offset, record) in records.enumerated() {
+                            try write(record, seq: first + Int64(offset), account: account, connection)
+                        }
+                        try connection.run(
+                            "INSERT INTO batches (account_id, first_seq, last_seq, writer, batch) VALUES ($1, $2, $3, $4, $5)",
+                            [
+                                .bytes(account), .integer(first), .integer(first + Int64(records.count) - 1),
+                                .bytes(writer), .bytes(batch),
+                            ])
+                        try connection.run(
+                            "SELECT pg_notify($1, $2)", [.text(Self.notifyChannel), .text(Hex.encode(account))])
+                        return .written(firstSeq: first)
+                    }
+                } catch  where error.code == .conflict {
+                    return nil
+                }
+            }
+        }
+        if let outcome { return outcome }
+        var current: [(Data, Int64)] = []
+        for record in records {
+            let version = try self.record(account: account, recordID: record.recordID)?.version ?? 0
+            if version != record.replacing { current.append((record.recordID, version)) }
+        }
+        return .conflict(current)
+    }
+
+    private func write(_ record: PushedRecord, seq: Int64, account: Data, _ connection: PostgresConnection)
+        throws(SyncStoreError)
+    {
+        let version = record.replacing + 1
+        let changed: Int
+        if record.replacing == 0 {
+            changed = try connection.run(
+                """
+                INSERT INTO records (account_id, record_id, version, seq, padded_size, deleted, ciphertext)
+                VALUES ($1, $2, 1, $3, $4, $5, $6) ON CONFLICT (account_id, record_id) DO NOTHING
+                """,
+                [
+                    .bytes(account), .bytes(record.recordID), .integer(seq), .integer(Int64(record.ciphertext.count)),
+                    .boolean(record.deleted), .bytes(record.ciphertext),
+                ]
+            ).affected
+        } else {
+            try connection.run(
+                """
+                INSERT INTO history (account_id, record_id, version, ciphertext)
+                SELECT account_id, record_id, version, ciphertext FROM records
+                WHERE account_id = $1 AND record_id = $2 AND version = $3
+                ON CONFLICT DO NOTHING
+                """, [.bytes(account), .bytes(record.recordID), .integer(record.replacing)])
+            changed = try connection.run(
+                """
+                UPDATE records SET version = version + 1, seq = $3, padded_size = $4, deleted = $5, ciphertext = $6
+                WHERE account_id = $1 AND record_id = $2 AND version = $7
+                """,
+                [
+                    .bytes(account), .bytes(record.recordID), .integer(seq), .integer(Int64(record.ciphertext.count)),
+                    .boolean(record.deleted), .bytes(record.ciphertext), .integer(record.replacing),
+                ]
+            ).affected
+            try connection.run(
+                "DELETE FROM history WHERE account_id = $1 AND record_id = $2 AND version <= $3",
+                [.bytes(account), .bytes(record.recordID), .integer(version - Self.historyDepth - 1)])
+        }
+        guard changed == 1 else { throw SyncStoreError(.conflict, "stale") }
+        try connection.run(
+            "INSERT INTO changes (account_id, seq, record_id, version) VALUES ($1, $2, $3, $4)",
+            [.bytes(account), .integer(seq), .bytes(record.recordID), .integer(version)])
+    }
+
+    /// Whole batches after `seq` (at least one when there is one, then as many as keep the entries at
+    /// most `limit`), with the current ciphertext of every record whose latest change is among them.
+    public func pull(account: Data, after seq: Int64, limit: Int) throws(SyncStoreError) -> (
+        batches: [StoredBatch], records: [SyncRecord]
+    ) {
+        try withConnection { (connection) throws(SyncStoreError) in
+            try connection.transaction { () throws(SyncStoreError) in
+                try connection.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                let rows = try connection.run(
+                    """
+                    SELECT first_seq, last_seq, batch FROM batches WHERE account_id = $1 AND last_seq > $2
+                    ORDER BY first_seq LIMIT 1000
+                    """, [.bytes(account), .integer(seq)])
+                var batches: [StoredBatch] = []
+                var entries = 0
+                var last = seq
+                for row in rows.values.indices {
+                    let first = try rows.integer(row, 0)
+                    let end = try rows.integer(row, 1)
+                    if !batches.isEmpty, entries + Int(end - first + 1) > limit { break }
+                    batches.append(StoredBatch(firstSeq: first, batch: try rows.bytes(row, 2)))
+                    entries += Int(end - first + 1)
+                    last = end
+                }
+                guard !batches.isEmpty else { return ([], []) }
+                let records = try connection.run(
+                    """
+                    SELECT record_id, version, seq, deleted, ciphertext FROM records
+                    WHERE account_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq
+                    """, [.bytes(account), .integer(seq), .integer(last)])
+                return (batches, try Self.records(records))
+            }
+        }
+    }
+
+    /// The ciphertexts of a record's past versions, newest first.
+    public func history(account: Data, recordID: Data) throws(SyncStoreError) -> [(version: Int64, ciphertext: Data)] {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                "SELECT version, ciphertext FROM history WHERE account_id = $1 AND record_id = $2 ORDER BY version DESC",
+                [.bytes(account), .bytes(recordID)])
+            return try rows.values.indices.map { (row) throws(SyncStoreError) in
+                (try rows.integer(row, 0), try rows.bytes(row, 1))
+            }
+        }
+    }
+}

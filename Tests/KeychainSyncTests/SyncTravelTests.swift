@@ -1,0 +1,74 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainEngine
+import KeychainSyncAgent
+import KeychainSyncProtocol
+import KeychainTestSupport
+import XCTest
+
+/// Items travel between three devices through two servers on one database, exactly, and only the
+/// ones that should.
+final class SyncTravelTests: SyncTestCase {
+    func testEnrolledDevicesSeeEachOthersAddsUpdatesAndDeletesExactly() throws {
+        let a = try enrolledDevice("laptop")
+        let b = try enrolledDevice("phone", server: 1, approver: a)
+        let c = try enrolledDevice("tablet", approver: a)
+        for device in [a, b, c] { _ = try device.agent.syncNow() }
+
+        try a.add("mail.example.com", "alice", "s3cret-1", label: "Mail")
+        try a.add("keys.example.com", "alice", "s3cret-2", protection: "ak")
+        _ = try a.agent.syncNow()
+        for device in [b, c] {
+            let report = try device.agent.syncNow()
+            XCTAssertEqual(report.pulled, 2)
+            XCTAssertEqual(try device.secret("mail.example.com", "alice"), "s3cret-1")
+            XCTAssertEqual(try device.secret("keys.example.com", "alice"), "s3cret-2")
+            let here = try XCTUnwrap(try device.attributes("mail.example.com", "alice"))
+            let there = try XCTUnwrap(try a.attributes("mail.example.com", "alice"))
+            XCTAssertEqual(here, there, "every attribute, dates and group included, is the writer's")
+            XCTAssertEqual(here["labl"], .string("Mail"))
+            XCTAssertEqual(here["sync"], .integer(1))
+        }
+
+        try b.update("mail.example.com", "alice", to: "changed-on-b")
+        _ = try b.agent.syncNow()
+        try c.delete("keys.example.com", "alice")
+        _ = try c.agent.syncNow()
+        for device in [a, b, c] { _ = try device.agent.syncNow() }
+        for device in [a, b, c] {
+            XCTAssertEqual(try device.secret("mail.example.com", "alice"), "changed-on-b", device.name)
+            XCTAssertNil(try device.secret("keys.example.com", "alice"), device.name)
+        }
+        let status = try a.agent.status()
+        XCTAssertEqual(status.trustedDevices, 3)
+        XCTAssertEqual(status.pendingChanges, 0)
+    }
+
+    func testThisDeviceOnlyAndUnsynchronizedItemsNeverReachTheServer() throws {
+        let a = try enrolledDevice("laptop")
+        let b = try enrolledDevice("phone", approver: a)
+        try a.add("local.example.com", "alice", "never-leaves-1", sync: false)
+        try a.add("tdo.example.com", "alice", "never-leaves-2", protection: "aku")
+        try a.add("tdo2.example.com", "alice", "never-leaves-3", protection: "dku")
+        try a.add("travels.example.com", "alice", "travels-4", label: "Visible-Label")
+        let report = try a.agent.syncNow()
+        XCTAssertEqual(report.pushed, 1)
+        _ = try b.agent.syncNow()
+        XCTAssertEqual(try b.secret("travels.example.com", "alice"), "travels-4")
+        for service in ["local.example.com", "tdo.example.com", "tdo2.example.com"] {
+            XCTAssertNil(try b.secret(service, "alice"), service)
+        }
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM records"), "1")
+
+        // Nothing of any item is in the database's files (tables and WAL): no service, account,
+        // label, group or secret, of the item that travelled or of the others; nor the account's name.
+        let bytes = try postgres.allFileBytes()
+        for needle in [
+            "travels.example.com", "Visible-Label", "travels-4", "TEAM.app", "never-leaves", "local.example.com",
+            "alice",
+        ] {
+            XCTAssertNil(bytes.range(of: Data(needle.utf8)), "\(needle) is in the database's files")
+        }
+    }
+}
