@@ -12,6 +12,8 @@ public struct SyncReport: Sendable, Equatable {
     public var pulled = 0
     public var conflictsResolved = 0
     public var cursor: Int64 = 0
+    /// Items too large to travel (over `SyncAgent.maximumPayload`): they stay on this device.
+    public var tooLarge = 0
 }
 
 /// A device's sync state as it keeps it (no server asked).
@@ -27,6 +29,14 @@ public struct SyncStatus: Sendable {
     /// Local changes not yet on the server (of the classes the keychain can open now).
     public var pendingChanges: Int
     public var conflictsResolved: Int64
+}
+
+/// What merging left to push: records that lost to another with the same primary key (pushed as
+/// tombstones that keep their content), and local edits that lost to an incoming version (pushed as
+/// a version of their own, which the winner then replaces, so that the server's history keeps them).
+struct MergeOutcome {
+    var losers: [Data: SecureBytes] = [:]
+    var overwritten: [Data: (payload: SecureBytes, date: Date, protection: ProtectionClass)] = [:]
 }
 
 /// One change on its way to the server.
@@ -48,7 +58,7 @@ extension SyncAgent {
     /// Pushes and pulls until this keychain and the account are both current.
     public func syncNow() throws(SyncError) -> SyncReport {
         try step {
-            let first = try keychain.syncTransaction { local in try self.enrollment(local) }
+            let first = try transaction { local in try self.enrollment(local) }
             let connection = try connect(first)
             defer { connection.close() }
             guard connection.status == .trusted else {
@@ -56,29 +66,32 @@ extension SyncAgent {
                     .notTrusted, "this device waits for a trusted device to approve it (security sync approve)")
             }
             let view = try refreshTrust(connection)
-            let enrollment = try keychain.syncTransaction { local in try self.enrollment(local) }
+            let enrollment = try transaction { local in try self.enrollment(local) }
             guard enrollment.generation >= view.generation else {
                 throw SyncError(.notTrusted, "this device has not been given the account's keys yet")
             }
             var report = SyncReport()
-            var losers: [Data: SecureBytes] = [:]
+            var merge = MergeOutcome()
             var settled = false
             for _ in 0..<8 {
-                try pullAll(connection, enrollment, view: view, report: &report, losers: &losers)
-                let outgoing = try collect(enrollment, losers: losers)
+                try pullAll(connection, enrollment, view: view, report: &report, merge: &merge)
+                let outgoing = try collect(enrollment, merge: merge)
                 if outgoing.isEmpty {
                     settled = true
                     break
                 }
                 if try push(outgoing, connection, enrollment) {
                     report.pushed += outgoing.count
-                    losers.removeAll()
+                    merge = MergeOutcome()
                 }
             }
             guard settled else {
                 throw SyncError(.conflict, "the account kept changing during 8 rounds; sync again")
             }
             try checkHeadsAndSign(connection, enrollment, view: view, report: &report)
+            report.tooLarge = try transaction { local in
+                try local.items().filter { !$0.tombstone && $0.payload.count > Self.maximumPayload }.count
+            }
             return report
         }
     }
@@ -87,11 +100,11 @@ extension SyncAgent {
 
     private func pullAll(
         _ connection: SyncConnection, _ enrollment: SyncEnrollment, view: TrustView, report: inout SyncReport,
-        losers: inout [Data: SecureBytes]
+        merge: inout MergeOutcome
     ) throws {
         var awaiting: [Data: Int64] = [:]
         while true {
-            let cursor = try keychain.syncTransaction { local in
+            let cursor = try transaction { local in
                 try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.cursor) ?? 0
             }
             let page = try connection.pull(after: cursor, limit: 1_000)
@@ -102,8 +115,8 @@ extension SyncAgent {
                 }
                 break
             }
-            try keychain.syncTransaction { local in
-                try apply(page, local, enrollment, view: view, report: &report, losers: &losers, awaiting: &awaiting)
+            try transaction { local in
+                try apply(page, local, enrollment, view: view, report: &report, merge: &merge, awaiting: &awaiting)
             }
         }
         guard awaiting.isEmpty else {
@@ -113,7 +126,7 @@ extension SyncAgent {
 
     private func apply(
         _ page: SyncPullPage, _ local: SyncLocal, _ enrollment: SyncEnrollment, view: TrustView,
-        report: inout SyncReport, losers: inout [Data: SecureBytes], awaiting: inout [Data: Int64]
+        report: inout SyncReport, merge: inout MergeOutcome, awaiting: inout [Data: Int64]
     ) throws {
         let ledger = local.ledger
         var cursor = try SyncEnrollment.integer(ledger, SyncEnrollment.Name.cursor) ?? 0
@@ -142,7 +155,7 @@ extension SyncAgent {
                 }
                 try applyRecord(
                     entry, current.ciphertext, writer: batch.writer, trustedNow: view.member(batch.writer) != nil,
-                    local, enrollment, report: &report, losers: &losers)
+                    local, enrollment, report: &report, merge: &merge)
             }
             cursor = stored.firstSeq + Int64(batch.entries.count) - 1
         }
@@ -181,7 +194,7 @@ extension SyncAgent {
     /// record ids resolves to the smaller id.
     private func applyRecord(
         _ entry: SyncBatch.Entry, _ ciphertext: Data, writer: Data, trustedNow: Bool, _ local: SyncLocal,
-        _ enrollment: SyncEnrollment, report: inout SyncReport, losers: inout [Data: SecureBytes]
+        _ enrollment: SyncEnrollment, report: inout SyncReport, merge: inout MergeOutcome
     ) throws {
         let ledger = local.ledger
         let mirror = try ledger.entry(entry.recordID)
@@ -229,6 +242,12 @@ extension SyncAgent {
                         primaryKey: localItem.primaryKey))
                 return
             }
+            // The incoming version wins; the local edit it overwrites goes to the server's history.
+            if let localItem, !localItem.tombstone {
+                merge.overwritten[entry.recordID] = (
+                    localItem.payload, localItem.modificationDate, localItem.protection
+                )
+            }
         }
         report.pulled += 1
         if opened.deleted {
@@ -241,7 +260,7 @@ extension SyncAgent {
                 if other.recordID.lexicographicallyPrecedes(entry.recordID) {
                     // The item here keeps the key everywhere; the incoming record is deleted, its
                     // content kept in its tombstone.
-                    losers[entry.recordID] = opened.payload
+                    merge.losers[entry.recordID] = opened.payload
                     try ledger.put(
                         SyncLedger.Entry(
                             recordID: entry.recordID, version: entry.version, deleted: false,
@@ -250,7 +269,7 @@ extension SyncAgent {
                     return
                 }
                 try local.remove(recordID: other.recordID)
-                losers[other.recordID] = other.payload
+                merge.losers[other.recordID] = other.payload
             }
             guard try local.store(opened.payload, recordID: entry.recordID) else {
                 throw SyncError(.forged, "a record holds an item that does not travel")
@@ -277,10 +296,15 @@ extension SyncAgent {
 
     // MARK: Push
 
+    /// The largest item that travels: a record's ciphertext is at most 2 MiB on the server, and sealing
+    /// adds its headers and padding.
+    public static let maximumPayload = (2 << 20) - 4096
+
     /// The local changes the server lacks: new and changed items, deletions, records sealed under an
     /// older generation than the current one, and the losers of a merge (deleted, content kept).
-    func collect(_ enrollment: SyncEnrollment, losers: [Data: SecureBytes]) throws -> [Outgoing] {
-        try keychain.syncTransaction { local in
+    func collect(_ enrollment: SyncEnrollment, merge: MergeOutcome) throws -> [Outgoing] {
+        let losers = merge.losers
+        return try transaction { local in
             var mirror: [Data: SyncLedger.Entry] = [:]
             for entry in try local.ledger.entries() { mirror[entry.recordID] = entry }
             var outgoing: [Outgoing] = []
@@ -288,7 +312,8 @@ extension SyncAgent {
             let now = Date()
             for item in try local.items() {
                 seen.insert(item.recordID)
-                if losers[item.recordID] != nil { continue }
+                if losers[item.recordID] != nil || merge.overwritten[item.recordID] != nil { continue }
+                if item.payload.count > Self.maximumPayload { continue }
                 let known = mirror[item.recordID]
                 if item.tombstone {
                     guard let known, !known.deleted else { continue }
@@ -307,6 +332,17 @@ extension SyncAgent {
                             date: item.modificationDate, protection: item.protection, digest: item.digest,
                             primaryKey: item.primaryKey))
                 }
+            }
+            // First the overwritten edit, as a version of its own; the next round pushes the winner
+            // (the ledger's digest no longer matches it) over it.
+            for (id, overwritten) in merge.overwritten {
+                guard let known = mirror[id] else { continue }
+                outgoing.append(
+                    Outgoing(
+                        recordID: id, replacing: known.version, deleted: false, payload: overwritten.payload,
+                        date: overwritten.date, protection: overwritten.protection, digest: Data(),
+                        primaryKey: known.primaryKey))
+                seen.insert(id)
             }
             for (id, payload) in losers {
                 let known = mirror[id]
@@ -337,7 +373,7 @@ extension SyncAgent {
     private func push(_ outgoing: [Outgoing], _ connection: SyncConnection, _ enrollment: SyncEnrollment) throws -> Bool
     {
         let generation = enrollment.generation
-        let keys = try keychain.syncTransaction { local -> [UInt8: SecureBytes] in
+        let keys = try transaction { local -> [UInt8: SecureBytes] in
             var keys: [UInt8: SecureBytes] = [:]
             for letter in [UInt8(ascii: "A"), UInt8(ascii: "C")] {
                 keys[letter] = try? SyncEnrollment.classKey(local, letter: letter, generation: generation)
@@ -374,7 +410,7 @@ extension SyncAgent {
                 if failure.error.code == .conflict { return false }
                 throw failure.error
             }
-            try keychain.syncTransaction { local in
+            try transaction { local in
                 for (change, entry) in zip(chunk, entries) {
                     try local.ledger.put(
                         SyncLedger.Entry(
@@ -395,7 +431,7 @@ extension SyncAgent {
         _ connection: SyncConnection, _ enrollment: SyncEnrollment, view: TrustView, report: inout SyncReport
     ) throws {
         let state = try connection.accountState()
-        let (cursor, chain) = try keychain.syncTransaction { local -> (Int64, Data) in
+        let (cursor, chain) = try transaction { local -> (Int64, Data) in
             let cursor = try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.cursor) ?? 0
             for bytes in state.heads {
                 guard let head = try? SyncHead.decode(bytes), head.account == enrollment.account,
@@ -438,9 +474,9 @@ extension SyncAgent {
     /// This device's sync state, from what it keeps (the server is not asked).
     public func status() throws(SyncError) -> SyncStatus {
         try step {
-            let enrollment = try keychain.syncTransaction { local in try self.enrollment(local) }
-            let pending = try collect(enrollment, losers: [:]).count
-            return try keychain.syncTransaction { local in
+            let enrollment = try transaction { local in try self.enrollment(local) }
+            let pending = try collect(enrollment, merge: MergeOutcome()).count
+            return try transaction { local in
                 let ledger = local.ledger
                 let last = try SyncEnrollment.integer(ledger, SyncEnrollment.Name.lastSync)
                 return SyncStatus(

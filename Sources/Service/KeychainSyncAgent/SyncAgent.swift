@@ -37,6 +37,23 @@ public final class SyncAgent: @unchecked Sendable {
         }
     }
 
+    /// A transaction of the keychain's database in which a sync error keeps its code (the engine
+    /// reports every other failure as its own).
+    func transaction<T>(_ body: (SyncLocal) throws -> T) throws -> T {
+        var thrown: SyncError?
+        do {
+            return try keychain.syncTransaction { local in
+                do { return try body(local) } catch let error as SyncError {
+                    thrown = error
+                    throw error
+                }
+            }
+        } catch {
+            if let thrown { throw thrown }
+            throw error
+        }
+    }
+
     func enrollment(_ local: SyncLocal) throws -> SyncEnrollment {
         guard let enrollment = try SyncEnrollment.load(local) else {
             throw SyncError(.notEnrolled, "this keychain is not enrolled in a sync account (security sync enroll)")
@@ -60,8 +77,8 @@ public final class SyncAgent: @unchecked Sendable {
         guard recoverySecret.count >= 8 else { throw SyncError(.invalid, "a recovery secret is at least 8 bytes") }
         let account = try SyncAccount.id(of: accountName)
         return try step {
-            let existing = try keychain.syncTransaction { local in try SyncEnrollment.load(local) }
-            if let existing, existing.account != account || existing.server != server {
+            let existing = try transaction { local in try SyncEnrollment.load(local) }
+            if let existing, existing.account != account {
                 throw SyncError(
                     .invalid, "this keychain is enrolled in another account; `security sync leave` first")
             }
@@ -88,7 +105,7 @@ public final class SyncAgent: @unchecked Sendable {
             }
             let genesis = try TrustView.decode(genesisBytes)
             try genesis.check(following: nil, recovery: try recovery.anchorKey())
-            try keychain.syncTransaction { local in
+            try transaction { local in
                 try SyncEnrollment.save(
                     local, server: server, account: account, accountName: accountName, keys: keys,
                     anchor: recovery.anchor, view: genesis)
@@ -119,7 +136,7 @@ public final class SyncAgent: @unchecked Sendable {
         body.writeBytes(genesis.encoded())
         _ = try connection.call(.createAccount, body.data)
         try putShares([keys.device], zoneKey: zoneKey, generation: 1, connection)
-        try keychain.syncTransaction { local in
+        try transaction { local in
             try SyncEnrollment.save(
                 local, server: server, account: account, accountName: accountName, keys: keys, anchor: recovery.anchor,
                 view: genesis)
@@ -146,7 +163,7 @@ public final class SyncAgent: @unchecked Sendable {
 
     /// Forgets this keychain's enrollment (its items stay; it syncs no more until enrolled again).
     public func leave() throws(SyncError) {
-        try step { try keychain.syncTransaction { local in try local.ledger.erase() } }
+        try step { try transaction { local in try local.ledger.erase() } }
     }
 
     // MARK: Devices
@@ -160,7 +177,7 @@ public final class SyncAgent: @unchecked Sendable {
     /// The account's devices: trusted, waiting and removed, each with its id.
     public func devices() throws(SyncError) -> [DeviceEntry] {
         try step {
-            let enrollment = try keychain.syncTransaction { local in try self.enrollment(local) }
+            let enrollment = try transaction { local in try self.enrollment(local) }
             let connection = try connect(enrollment)
             defer { connection.close() }
             let state = try connection.accountState()
@@ -185,7 +202,7 @@ public final class SyncAgent: @unchecked Sendable {
     /// zone key sealed to it.
     public func approve(device prefix: String) throws(SyncError) {
         try step {
-            let enrollment = try keychain.syncTransaction { local in try self.enrollment(local) }
+            let enrollment = try transaction { local in try self.enrollment(local) }
             let connection = try connect(enrollment)
             defer { connection.close() }
             let view = try refreshTrust(connection)
@@ -199,12 +216,12 @@ public final class SyncAgent: @unchecked Sendable {
             body.writeBytes(next.encoded())
             body.writeBytes(Data())
             _ = try connection.call(.publishView, body.data)
-            let zoneKey = try keychain.syncTransaction { local in
+            let zoneKey = try transaction { local in
                 try local.open(SyncEnrollment.Name.zone(view.generation))
             }
             guard let zoneKey else { throw SyncError(.invalid, "this device lacks the account's zone key") }
             try putShares([device], zoneKey: zoneKey, generation: view.generation, connection)
-            try keychain.syncTransaction { local in
+            try transaction { local in
                 try local.ledger.setValue(SyncEnrollment.Name.view, next.encoded())
             }
         }
@@ -216,7 +233,7 @@ public final class SyncAgent: @unchecked Sendable {
     /// from now on is.
     public func remove(device prefix: String) throws(SyncError) {
         try step {
-            let enrollment = try keychain.syncTransaction { local in try self.enrollment(local) }
+            let enrollment = try transaction { local in try self.enrollment(local) }
             let connection = try connect(enrollment)
             defer { connection.close() }
             let view = try refreshTrust(connection)
@@ -237,7 +254,7 @@ public final class SyncAgent: @unchecked Sendable {
             _ = try connection.call(.publishView, body.data)
             let zoneKey = try SecureBytes(randomCount: 32)
             try putShares(members, zoneKey: zoneKey, generation: generation, connection)
-            try keychain.syncTransaction { local in
+            try transaction { local in
                 try SyncEnrollment.saveZoneKey(local, zoneKey, generation: generation)
                 try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, Int64(generation))
                 try local.ledger.setValue(SyncEnrollment.Name.view, next.encoded())
@@ -251,7 +268,7 @@ public final class SyncAgent: @unchecked Sendable {
     /// key), each zone key share signed by a trusted device. Returns the latest view.
     func refreshTrust(_ connection: SyncConnection) throws -> TrustView {
         let state = try connection.accountState()
-        return try keychain.syncTransaction { local -> TrustView in
+        return try transaction { local -> TrustView in
             let enrollment = try enrollment(local)
             var view = enrollment.view
             let views = try state.views.map { try TrustView.decode($0) }

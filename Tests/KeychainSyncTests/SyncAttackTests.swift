@@ -1,0 +1,190 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainEngine
+import KeychainSyncAgent
+import KeychainSyncProtocol
+import KeychainTestSupport
+import XCTest
+
+/// A server that lies: each lie, made in its database, is noticed by the device that pulls it, and
+/// nothing the writers did not sign is applied.
+final class SyncAttackTests: SyncTestCase {
+    private var a: TestDevice!
+    private var b: TestDevice!
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        a = try enrolledDevice("laptop")
+        b = try enrolledDevice("phone", server: 1, approver: a)
+        _ = try b.agent.syncNow()
+    }
+
+    override func tearDown() {
+        a = nil
+        b = nil
+        super.tearDown()
+    }
+
+    /// A pull that must fail with `code` and leave B's items as they were.
+    private func assertNoticed(_ code: SyncError.Code, file: StaticString = #filePath, line: UInt = #line) throws {
+        let before = try b.agent.status().cursor
+        assertSyncError(code, { _ = try self.b.agent.syncNow() }, file: file, line: line)
+        XCTAssertEqual(try b.agent.status().cursor, before, "nothing of the page was applied", file: file, line: line)
+    }
+
+    func testSwappedCiphertextsAreRefused() throws {
+        try a.add("one.example.com", "alice", "one")
+        try a.add("two.example.com", "alice", "two")
+        _ = try a.agent.syncNow()
+        // The server hands each record the other's ciphertext, with a batch that is still signed.
+        _ = try postgres.query(
+            """
+            UPDATE records r SET ciphertext = o.ciphertext FROM records o
+            WHERE r.account_id = o.account_id AND r.record_id <> o.record_id
+            """)
+        try assertNoticed(.forged)
+        XCTAssertNil(try b.secret("one.example.com", "alice"))
+        XCTAssertNil(try b.secret("two.example.com", "alice"))
+    }
+
+    func testGarbageIsRefused() throws {
+        try a.add("one.example.com", "alice", "one")
+        _ = try a.agent.syncNow()
+        _ = try postgres.query("UPDATE records SET ciphertext = decode(repeat('ab', 256), 'hex')")
+        try assertNoticed(.forged)
+        XCTAssertNil(try b.secret("one.example.com", "alice"))
+    }
+
+    func testAnOldVersionReplayedAsNewIsRefused() throws {
+        try a.add("one.example.com", "alice", "version-1")
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        try a.update("one.example.com", "alice", to: "version-2")
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        XCTAssertEqual(try b.secret("one.example.com", "alice"), "version-2")
+        // The server replays the first batch at the end of the log, and the record as it was then.
+        _ = try postgres.query(
+            """
+            WITH old AS (SELECT first_seq, batch, writer FROM batches ORDER BY first_seq LIMIT 1 OFFSET 0),
+            next AS (UPDATE accounts SET last_seq = last_seq + 1 RETURNING account_id, last_seq)
+            INSERT INTO batches (account_id, first_seq, last_seq, writer, batch)
+            SELECT next.account_id, next.last_seq, next.last_seq, old.writer, old.batch FROM old, next
+            """)
+        _ = try postgres.query(
+            """
+            UPDATE records r SET version = 1, seq = (SELECT last_seq FROM accounts),
+            ciphertext = (SELECT ciphertext FROM history h WHERE h.record_id = r.record_id AND h.version = 1)
+            """)
+        try assertNoticed(.replayed)
+        XCTAssertEqual(try b.secret("one.example.com", "alice"), "version-2")
+    }
+
+    func testAWithheldBatchIsNoticed() throws {
+        try a.add("one.example.com", "alice", "one")
+        _ = try a.agent.syncNow()
+        try a.add("two.example.com", "alice", "two")
+        _ = try a.agent.syncNow()
+        _ = try postgres.query("DELETE FROM batches WHERE first_seq = (SELECT min(first_seq) FROM batches)")
+        try assertNoticed(.withheld)
+        XCTAssertNil(try b.secret("two.example.com", "alice"))
+    }
+
+    func testAWithheldCurrentVersionIsNoticed() throws {
+        try a.add("one.example.com", "alice", "one")
+        _ = try a.agent.syncNow()
+        // The log is whole, but the record's current version is never handed out.
+        _ = try postgres.query("UPDATE records SET seq = seq + 1000")
+        assertSyncError(.withheld) { _ = try self.b.agent.syncNow() }
+        XCTAssertNil(try b.secret("one.example.com", "alice"))
+    }
+
+    func testAnotherAccountsRecordsAreRefused() throws {
+        let bob = try TestDevice("bob")
+        _ = try bob.agent.enroll(
+            server: try address(), accountName: "bob", recoverySecret: SecureBytes(copying: Array("bob secret!".utf8)),
+            deviceName: "bob")
+        try bob.add("bob.example.com", "bob", "bob-secret")
+        _ = try bob.agent.syncNow()
+        // Bob's batch and record, served in Alice's account.
+        _ = try postgres.query(
+            """
+            WITH alice AS (SELECT account_id FROM accounts WHERE account_id <> (SELECT account_id FROM batches LIMIT 1)),
+            bump AS (UPDATE accounts SET last_seq = last_seq + 1 WHERE account_id = (SELECT account_id FROM alice)
+                     RETURNING last_seq)
+            INSERT INTO batches (account_id, first_seq, last_seq, writer, batch)
+            SELECT (SELECT account_id FROM alice), bump.last_seq, bump.last_seq, b.writer, b.batch FROM batches b, bump
+            """)
+        _ = try postgres.query(
+            """
+            INSERT INTO records (account_id, record_id, version, seq, padded_size, deleted, ciphertext)
+            SELECT a.account_id, r.record_id, r.version, a.last_seq, r.padded_size, r.deleted, r.ciphertext
+            FROM records r, accounts a WHERE a.account_id <> r.account_id
+            """)
+        try assertNoticed(.forged)
+        XCTAssertNil(try b.secret("bob.example.com", "bob"))
+    }
+
+    func testAForkedHistoryIsNoticedByTheHeadsTheDevicesSign() throws {
+        // The server keeps two copies of the account and shows each device its own.
+        servers.forEach { $0.stop() }
+        _ = try postgres.query("CREATE DATABASE fork TEMPLATE postgres")
+        let forked = postgres.conninfo.replacingOccurrences(of: "dbname=postgres", with: "dbname=fork")
+        servers = [try TestSyncServer(database: postgres.conninfo), try TestSyncServer(database: forked)]
+        for (device, server) in [(a!, 0), (b!, 1)] {
+            try device.keychain.syncTransaction { local in
+                try local.ledger.setValue("server", Data(self.servers[server].socket.utf8))
+            }
+        }
+        try a.add("seen-by-a.example.com", "alice", "a")
+        _ = try a.agent.syncNow()
+        try b.add("seen-by-b.example.com", "alice", "b")
+        _ = try b.agent.syncNow()
+        // B comes to A's copy: A signed a head over a history B never saw.
+        try b.keychain.syncTransaction { local in
+            try local.ledger.setValue("server", Data(self.servers[0].socket.utf8))
+        }
+        assertSyncError(.forked) { _ = try self.b.agent.syncNow() }
+    }
+
+    func testADeviceOutsideTheAccountIsRefusedByTheServer() throws {
+        let stranger = try SyncDeviceKeys.generate(name: "stranger")
+        let connection = try SyncConnection(
+            address: try address(),
+            account: try XCTUnwrap(Hex.decode(postgres.query("SELECT encode(account_id, 'hex') FROM accounts"))),
+            keys: stranger)
+        XCTAssertEqual(connection.status, .unknown)
+        let batch = try SyncBatch(
+            account: connection.account, writer: stranger.device.id,
+            entries: [
+                SyncBatch.Entry(recordID: Data(count: 16), version: 1, deleted: false, ciphertextHash: Data(count: 32))
+            ]
+        ).signed(by: stranger)
+        XCTAssertThrowsError(
+            try connection.push(SyncPush(batch: batch, ciphertexts: [Data(count: 256)], replacing: [0]))
+        ) { XCTAssertEqual(($0 as? SyncFailure)?.error.code, .notTrusted) }
+        assertSyncError(.notTrusted) { _ = try connection.pull(after: 0) }
+        // What a stranger may read of the account: how to stretch the secret, nothing else.
+        let state = try connection.accountState()
+        XCTAssertTrue(state.views.isEmpty && state.devices.isEmpty && state.shares.isEmpty)
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM records"), "0")
+    }
+
+    func testARecordOverTheLimitIsRefusedAndOneUnderItTravels() throws {
+        let big = String(repeating: "x", count: 1_500_000)
+        try a.add("big.example.com", "alice", big)
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        XCTAssertEqual(try b.secret("big.example.com", "alice"), big)
+        // Too large to travel: it stays here, counted, and does not hold the rest back.
+        try a.add("huge.example.com", "alice", String(repeating: "y", count: 2_200_000))
+        try a.add("small.example.com", "alice", "small")
+        let report = try a.agent.syncNow()
+        XCTAssertEqual(report.tooLarge, 1)
+        XCTAssertEqual(report.pushed, 1)
+        _ = try b.agent.syncNow()
+        XCTAssertNil(try b.secret("huge.example.com", "alice"))
+        XCTAssertEqual(try b.secret("small.example.com", "alice"), "small")
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import KeychainBytes
+import KeychainCore
+import KeychainEngine
+import KeychainSyncAgent
+import KeychainSyncProtocol
+import KeychainTestSupport
+import XCTest
+
+/// Who may join an account, and what a removed device keeps and loses.
+final class SyncTrustTests: SyncTestCase {
+    func testAWaitingDeviceSyncsNothingUntilApprovedAndSeesNoKeys() throws {
+        let a = try enrolledDevice("laptop")
+        try a.add("mail.example.com", "alice", "s3cret")
+        _ = try a.agent.syncNow()
+        let b = try TestDevice("phone")
+        XCTAssertEqual(
+            try b.agent.enroll(
+                server: try address(1), accountName: "alice", recoverySecret: secret, deviceName: "phone"),
+            .pending)
+        assertSyncError(.notTrusted) { _ = try b.agent.syncNow() }
+        let listed = try a.agent.devices()
+        XCTAssertEqual(listed.count, 2)
+        XCTAssertEqual(listed.first { !$0.isThisDevice }?.status, .pending)
+        XCTAssertEqual(listed.first { $0.isThisDevice }?.status, .trusted)
+        try a.agent.approve(device: try b.deviceID)
+        _ = try b.agent.syncNow()
+        XCTAssertEqual(try b.secret("mail.example.com", "alice"), "s3cret")
+    }
+
+    func testWrongRecoverySecretsAreCountedOnEveryServerAndTheLimitHolds() throws {
+        _ = try enrolledDevice("laptop")
+        let wrong = SecureBytes(copying: Array("not the secret at all".utf8))
+        for attempt in 1...SyncProtocol.recoveryGuessLimit {
+            let device = try TestDevice("guess\(attempt)")
+            let expected: SyncError.Code =
+                attempt < SyncProtocol.recoveryGuessLimit ? .recoveryRejected : .recoveryLocked
+            assertSyncError(expected) {
+                _ = try device.agent.enroll(
+                    server: try self.address(attempt % 2), accountName: "alice", recoverySecret: wrong, deviceName: "x")
+            }
+        }
+        XCTAssertEqual(try postgres.query("SELECT recovery_failures FROM accounts"), "10")
+        // The right secret is refused too, now: the limit is the server's, in the database.
+        let late = try TestDevice("late")
+        assertSyncError(.recoveryLocked) {
+            _ = try late.agent.enroll(
+                server: try self.address(), accountName: "alice", recoverySecret: self.secret, deviceName: "late")
+        }
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM devices"), "1")
+    }
+
+    func testARemovedDeviceIsRefusedAndNothingWrittenAfterIsSealedForIt() throws {
+        let a = try enrolledDevice("laptop")
+        let b = try enrolledDevice("phone", approver: a)
+        let c = try enrolledDevice("tablet", server: 1, approver: a)
+        try a.add("before.example.com", "alice", "before")
+        for device in [a, b, c] { _ = try device.agent.syncNow() }
+        XCTAssertEqual(try c.secret("before.example.com", "alice"), "before")
+
+        try a.agent.remove(device: try c.deviceID)
+        assertSyncError(.removed) { _ = try c.agent.syncNow() }
+        try a.add("after.example.com", "alice", "after")
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        XCTAssertEqual(try b.secret("after.example.com", "alice"), "after")
+        XCTAssertEqual(try b.agent.status().generation, 2)
+        // What C holds stays (documented); nothing on the server is sealed under a key C has: every live
+        // record was sealed again under generation 2, which C was never given.
+        XCTAssertEqual(try c.secret("before.example.com", "alice"), "before")
+        XCTAssertNil(try c.secret("after.example.com", "alice"))
+        let generations = try postgres.query(
+            "SELECT DISTINCT get_byte(ciphertext, 2) FROM records WHERE NOT deleted")
+        XCTAssertEqual(generations, "2")
+        let cKeys = try c.keychain.syncTransaction { local in try local.ledger.value("class C key 2") }
+        XCTAssertNil(cKeys)
+        // A removed device cannot come back with the secret either: its key stays removed.
+        assertSyncError(.removed) {
+            _ = try c.agent.enroll(
+                server: try self.address(), accountName: "alice", recoverySecret: self.secret, deviceName: "tablet")
+        }
+    }
+
+    func testAnAccountFromAnotherSecretIsNotJoinedAndAccountsStayApart() throws {
+        let a = try enrolledDevice("laptop")
+        try a.add("alice.example.com", "alice", "alice-secret")
+        _ = try a.agent.syncNow()
+        let bob = try TestDevice("bob")
+        XCTAssertEqual(
+            try bob.agent.enroll(
+                server: try address(), accountName: "bob",
+                recoverySecret: SecureBytes(copying: Array("bob's own secret".utf8)), deviceName: "bob"),
+            .trusted)
+        try bob.add("bob.example.com", "bob", "bob-secret")
+        _ = try bob.agent.syncNow()
+        XCTAssertNil(try bob.secret("alice.example.com", "alice"))
+        XCTAssertNil(try a.secret("bob.example.com", "bob"))
+        XCTAssertEqual(try postgres.query("SELECT count(DISTINCT account_id) FROM records"), "2")
+    }
+}
