@@ -182,7 +182,10 @@ let package = Package(
         ),
         .target(
             name: "SecurityCommandLine",
-            dependencies: ["Security", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainEngine"],
+            dependencies: [
+                "Security", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainEngine", "KeychainSyncAgent",
+                "KeychainSyncProtocol",
+            ],
             path: "Sources/Programs/SecurityCommandLine"),
         .executableTarget(
             name: "SecurityCommand",
@@ -240,7 +243,7 @@ let package = Package(
             dependencies: [
                 "SecurityCommand", "SecurityCommandLine", "Security", "KeychainEngine", "KeychainCore", "KeychainBytes",
                 "keychain-test-helper",
-                "KeychainTestSupport", "securityd", "keychain-bench",
+                "KeychainTestSupport", "securityd", "keychain-bench", "keychain-syncd",
             ]),
         .testTarget(
             name: "KeychainDaemonTests",

@@ -55,6 +55,19 @@ struct PasswordVerbs {
         return query
     }
 
+    /// `--synchronizable yes|no|any`: Apple's kSecAttrSynchronizable values (true, false,
+    /// kSecAttrSynchronizableAny). Without it a find or delete matches only items that do not sync,
+    /// as SecItemCopyMatching does.
+    static func synchronizable(_ arguments: Arguments, verb: String) throws(Failure) -> Any? {
+        guard let value = arguments.value(long: "synchronizable") else { return nil }
+        switch value {
+        case "yes": return true
+        case "no": return false
+        case "any": return kSecAttrSynchronizableAny
+        default: throw .usage(verb: verb, message: "--synchronizable takes yes, no or any, not \"\(value)\"")
+        }
+    }
+
     static func fourCharacterCode(_ text: String) -> Int? {
         let bytes = Array(text.utf8)
         guard bytes.count == 4 else { return nil }
@@ -68,7 +81,8 @@ struct PasswordVerbs {
         let takingValue = matchFlags.union(["X", "A", "g"]).union(kind == .generic ? ["p"] : [])
         let arguments: Arguments
         do {
-            arguments = try Arguments(rawArguments, takingValue: takingValue, optionalValue: ["w"], booleans: ["U"])
+            arguments = try Arguments(
+                rawArguments, takingValue: takingValue, optionalValue: ["w"], booleans: ["U", "S"])
         } catch {
             throw .usage(verb: verb, message: error.message)
         }
@@ -86,6 +100,8 @@ struct PasswordVerbs {
             item[kSecAttrAccessible as String] = protection
         }
         if let group = arguments["g"] { item[kSecAttrAccessGroup as String] = group }
+        // -S: the item syncs to the account's other devices (kSecAttrSynchronizable).
+        if arguments.has("S") { item[kSecAttrSynchronizable as String] = true }
         let secret = try password(arguments, verb: verb)
         var query = item
         query[kSecValueData as String] = secret
@@ -155,13 +171,14 @@ struct PasswordVerbs {
         do {
             arguments = try Arguments(
                 rawArguments, takingValue: matchFlags, booleans: ["g", "w"], long: ["json"],
-                longTakingValue: ["access-group"])
+                longTakingValue: ["access-group", "synchronizable"])
         } catch {
             throw .usage(verb: verb, message: error.message)
         }
         try session.checkKeychainNames(arguments.positional, function: Function.search)
         var query = try attributes(from: arguments, verb: verb)
         if let group = arguments.value(long: "access-group") { query[kSecAttrAccessGroup as String] = group }
+        if let sync = try Self.synchronizable(arguments, verb: verb) { query[kSecAttrSynchronizable as String] = sync }
         if arguments.has("w"), !arguments.has(long: "json") {
             // Only the password is printed (with -g too: -w prints it alone), so only the data is asked for:
             // an exact lookup then opens the secret alone and skips decoding the attributes.
@@ -209,13 +226,15 @@ struct PasswordVerbs {
         let verb = "delete-" + kind.verbSuffix
         let arguments: Arguments
         do {
-            arguments = try Arguments(rawArguments, takingValue: matchFlags, longTakingValue: ["access-group"])
+            arguments = try Arguments(
+                rawArguments, takingValue: matchFlags, longTakingValue: ["access-group", "synchronizable"])
         } catch {
             throw .usage(verb: verb, message: error.message)
         }
         try session.checkKeychainNames(arguments.positional, function: Function.search)
         var query = try attributes(from: arguments, verb: verb)
         if let group = arguments.value(long: "access-group") { query[kSecAttrAccessGroup as String] = group }
+        if let sync = try Self.synchronizable(arguments, verb: verb) { query[kSecAttrSynchronizable as String] = sync }
         query[kSecReturnAttributes as String] = true
         query[kSecReturnPersistentRef as String] = true
         var result: CFTypeRef?
@@ -240,10 +259,14 @@ struct DumpVerb {
     func run(_ rawArguments: [CommandArgument]) throws(Failure) {
         let arguments: Arguments
         do {
-            arguments = try Arguments(rawArguments, takingValue: [], booleans: ["d", "a", "r"], long: ["json"])
+            arguments = try Arguments(
+                rawArguments, takingValue: [], booleans: ["d", "a", "r"], long: ["json"],
+                longTakingValue: ["synchronizable"])
         } catch {
             throw .usage(verb: "dump-keychain", message: error.message)
         }
+        // Every item by default; --synchronizable yes or no keeps those that sync, or those that do not.
+        let sync = try PasswordVerbs.synchronizable(arguments, verb: "dump-keychain") ?? kSecAttrSynchronizableAny
         try session.checkKeychainNames(arguments.positional, function: Function.search)
         let withData = arguments.has("d")
         var objects: [[String: Any]] = []
@@ -254,7 +277,10 @@ struct DumpVerb {
         ] {
             let items = try session.allItems(
                 of: itemClass,
-                returning: [kSecReturnAttributes as String: true, kSecReturnPersistentRef as String: withData],
+                returning: [
+                    kSecReturnAttributes as String: true, kSecReturnPersistentRef as String: withData,
+                    kSecAttrSynchronizable as String: sync,
+                ],
                 as: [String: Any].self, function: Function.search)
             for var item in items {
                 let data = withData ? try session.secret(of: item) ?? Data() : nil

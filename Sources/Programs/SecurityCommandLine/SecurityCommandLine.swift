@@ -48,6 +48,7 @@ public enum SecurityCommandLine {
         case "export": try CertificateVerbs(session: session).export(rest)
         case "app": try AppVerbs(session: session).run(rest)
         case "backup": try BackupVerbs(session: session).run(rest)
+        case "sync": try SyncVerbs(session: session).run(rest)
         case "device": try DeviceVerbs(session: session).run(rest)
         case "biometry": try BiometryVerbs(session: session).run(rest)
         case "companion": try BiometryVerbs(session: session, companion: true).run(rest)

@@ -34,6 +34,7 @@ enum Usage {
                 -A  Accessibility: WhenUnlocked, AfterFirstUnlock, Always, WhenUnlockedThisDeviceOnly,
                     AfterFirstUnlockThisDeviceOnly, AlwaysThisDeviceOnly, WhenPasscodeSetThisDeviceOnly
                 -g  Access group (default: the first of KEYCHAIN_ACCESS_GROUPS)
+                -S  Synchronizable: the item syncs to the account's other devices (security sync)
             """
         ),
         (
@@ -46,6 +47,8 @@ enum Usage {
                 -w  Display only the password on standard output
                 --json           Print the item as a JSON object (data only with -g or -w)
                 --access-group   Match items of this access group only
+                --synchronizable yes|no|any
+                                 Match items that sync, that do not, or either (without it: those that do not)
             """
         ),
         (
@@ -54,6 +57,8 @@ enum Usage {
             """
             Usage: delete-generic-password [-a account] [-s service] [options...] [--access-group group]
             \(genericMatchOptions)
+                --synchronizable yes|no|any
+                                 Match items that sync, that do not, or either (without it: those that do not)
             """
         ),
         (
@@ -78,6 +83,7 @@ enum Usage {
                 -U  Update item if it already exists (if omitted, the item cannot already exist)
                 -A  Accessibility (see add-generic-password)
                 -g  Access group
+                -S  Synchronizable: the item syncs to the account's other devices (security sync)
             """
         ),
         (
@@ -115,9 +121,10 @@ enum Usage {
             "dump-keychain",
             "Dump the contents of the keychain.",
             """
-            Usage: dump-keychain [-d] [--json]
+            Usage: dump-keychain [-d] [--json] [--synchronizable yes|no|any]
                 -d  Dump (decrypted) data as well
                 --json  Print the items as a JSON array
+                --synchronizable  Only items that sync (yes) or that do not (no); every item by default
             """
         ),
         (
@@ -275,6 +282,24 @@ enum Usage {
                 info     what the file's header says (no password needed)
                 -p       the keychain's passcode, which a daemon asks before a backup or a restore (prompted on
                          a terminal, else read from standard input before the backup password)
+            """
+        ),
+        (
+            "sync",
+            "Sync the keychain's synchronizable items with the account's other devices.",
+            """
+            Usage: sync enroll --server ADDRESS --account NAME [--name DEVICE]
+                   sync devices | approve DEVICE | remove DEVICE | now | status | leave   [--json]
+                enroll   make this keychain a device of the account on keychain-syncd at ADDRESS (a Unix socket
+                         path, or HOST:PORT on loopback). The first device creates the account; a later one
+                         waits for a trusted device to approve it. The account's recovery secret is typed on a
+                         terminal, else read as one line of standard input
+                devices  the account's devices, each with its id and status (trusted, waiting, removed)
+                approve  let a waiting device in (from a trusted device)
+                remove   take a device out; the keys change, so it reads nothing written afterwards
+                now      push and pull until this keychain and the account are both current
+                status   last sync, pending changes, conflicts resolved
+                leave    forget the enrollment (the items stay)
             """
         ),
         (

@@ -1,0 +1,88 @@
+import Foundation
+import KeychainTestSupport
+import XCTest
+
+/// `security sync` and the synchronizable options, end to end: two keychains (two homes), a
+/// PostgreSQL and a keychain-syncd, every step a run of the built command.
+final class SyncCommandTests: XCTestCase {
+    private func json(_ text: String) throws -> Any {
+        try JSONSerialization.jsonObject(with: Data(text.utf8))
+    }
+
+    func testTwoKeychainsEnrollApproveAndSyncThroughTheCommand() throws {
+        let postgres = try TestPostgres()
+        let server = try TestSyncServer(database: postgres.conninfo)
+        let laptop = CommandRunner()
+        let phone = CommandRunner()
+        let secret = "a long recovery secret\n"
+
+        XCTAssertEqual(
+            try laptop.run("add-generic-password", "-s", "mail.example.com", "-a", "alice", "-w", "pw-1", "-S").status,
+            0)
+        XCTAssertEqual(
+            try laptop.run("add-generic-password", "-s", "local.example.com", "-a", "alice", "-w", "pw-2").status, 0)
+        let enrolled = try laptop.run(
+            ["sync", "enroll", "--server", server.socket, "--account", "alice", "--name", "laptop", "--json"],
+            input: secret)
+        XCTAssertEqual(enrolled.status, 0, enrolled.stderr)
+        XCTAssertEqual((try json(enrolled.stdout) as? [String: Any])?["status"] as? String, "trusted")
+        let pushed = try laptop.run("sync", "now", "--json")
+        XCTAssertEqual(pushed.status, 0, pushed.stderr)
+        XCTAssertEqual((try json(pushed.stdout) as? [String: Any])?["pushed"] as? Int, 1)
+
+        let waiting = try phone.run(
+            ["sync", "enroll", "--server", server.socket, "--account", "alice", "--name", "phone", "--json"],
+            input: secret)
+        XCTAssertEqual(waiting.status, 0, waiting.stderr)
+        let phoneID = try XCTUnwrap((try json(waiting.stdout) as? [String: Any])?["device"] as? String)
+        XCTAssertEqual((try json(waiting.stdout) as? [String: Any])?["status"] as? String, "waiting")
+        let early = try phone.run("sync", "now")
+        XCTAssertNotEqual(early.status, 0)
+        XCTAssertTrue(early.stderr.contains("approve"), early.stderr)
+
+        let devices = try laptop.run("sync", "devices", "--json")
+        let listed = try XCTUnwrap(try json(devices.stdout) as? [[String: Any]])
+        XCTAssertEqual(listed.count, 2)
+        XCTAssertEqual(listed.first { $0["id"] as? String == phoneID }?["status"] as? String, "waiting")
+        XCTAssertEqual(try laptop.run("sync", "approve", String(phoneID.prefix(8))).status, 0)
+        let pulled = try phone.run("sync", "now", "--json")
+        XCTAssertEqual(pulled.status, 0, pulled.stderr)
+        XCTAssertEqual((try json(pulled.stdout) as? [String: Any])?["pulled"] as? Int, 1)
+
+        // Apple's default: a find without the option matches only items that do not sync.
+        XCTAssertEqual(try phone.run("find-generic-password", "-s", "mail.example.com", "-w").status, 44)
+        let found = try phone.run("find-generic-password", "-s", "mail.example.com", "-w", "--synchronizable", "any")
+        XCTAssertEqual(found.stdout, "pw-1\n", found.stderr)
+        XCTAssertEqual(
+            try phone.run("find-generic-password", "-s", "mail.example.com", "--synchronizable", "no").status, 44)
+        XCTAssertEqual(try phone.run("find-generic-password", "-s", "local.example.com").status, 44)
+        let dumped = try phone.run("dump-keychain", "--json", "--synchronizable", "yes")
+        XCTAssertEqual((try json(dumped.stdout) as? [[String: Any]])?.count, 1)
+        XCTAssertEqual(try phone.run("find-generic-password", "-s", "x", "--synchronizable", "maybe").status, 2)
+
+        XCTAssertEqual(
+            try phone.run("delete-generic-password", "-s", "mail.example.com", "--synchronizable", "yes").status, 0)
+        XCTAssertEqual(try phone.run("sync", "now").status, 0)
+        XCTAssertEqual(try laptop.run("sync", "now").status, 0)
+        XCTAssertEqual(
+            try laptop.run("find-generic-password", "-s", "mail.example.com", "--synchronizable", "any").status, 44)
+        let status = try laptop.run("sync", "status", "--json")
+        let state = try XCTUnwrap(try json(status.stdout) as? [String: Any])
+        XCTAssertEqual(state["pendingChanges"] as? Int, 0)
+        XCTAssertEqual(state["trustedDevices"] as? Int, 2)
+        XCTAssertNotNil(state["lastSync"] as? String)
+    }
+
+    func testBadSyncArgumentsAreUsageErrors() throws {
+        let runner = CommandRunner()
+        XCTAssertEqual(try runner.run("sync").status, 2)
+        XCTAssertEqual(try runner.run("sync", "frobnicate").status, 2)
+        XCTAssertEqual(try runner.run("sync", "enroll", "--server", "/tmp/x").status, 2)
+        let remote = try runner.run("sync", "enroll", "--server", "example.com:443", "--account", "a")
+        XCTAssertNotEqual(remote.status, 0)
+        XCTAssertTrue(remote.stderr.contains("loopback"), remote.stderr)
+        let notEnrolled = try runner.run("sync", "now")
+        XCTAssertNotEqual(notEnrolled.status, 0)
+        XCTAssertTrue(notEnrolled.stderr.contains("not enrolled"), notEnrolled.stderr)
+    }
+}
