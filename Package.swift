@@ -121,7 +121,7 @@ let package = Package(
             dependencies: [
                 "CProcessControl", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainSystem", "KeychainWire",
                 "KeychainKeybag", "KeychainEngine", "KeychainAuthenticators", "KeychainDBus", "KeychainTPM",
-                "KeychainTPMRoot",
+                "KeychainTPMRoot", "KeychainSyncAgent", "KeychainSyncProtocol",
             ],
             path: "Sources/Service/KeychainDaemon"
         ),

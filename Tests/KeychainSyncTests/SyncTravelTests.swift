@@ -71,4 +71,22 @@ final class SyncTravelTests: SyncTestCase {
             XCTAssertNil(bytes.range(of: Data(needle.utf8)), "\(needle) is in the database's files")
         }
     }
+
+    func testAWaitingDeviceIsWokenByAWriteAndOtherwiseTimesOut() throws {
+        let a = try enrolledDevice("laptop")
+        let b = try enrolledDevice("phone", server: 1, approver: a)
+        _ = try b.agent.syncNow()
+        XCTAssertFalse(try b.agent.waitForChange(timeout: .seconds(1)))
+        let woken = expectation(description: "woken")
+        let agent = b.agent
+        Thread.detachNewThread {
+            if (try? agent.waitForChange(timeout: .seconds(40))) == true { woken.fulfill() }
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        try a.add("mail.example.com", "alice", "s3cret")
+        _ = try a.agent.syncNow()
+        wait(for: [woken], timeout: 30)
+        _ = try b.agent.syncNow()
+        XCTAssertEqual(try b.secret("mail.example.com", "alice"), "s3cret")
+    }
 }

@@ -139,9 +139,19 @@ final class WireCodecTests: XCTestCase {
         guard case .admin(.lock) = try WireCodec.request(from: frame(payload: [1], kind: .adminRequest)).request else {
             return XCTFail("tag 1 of an admin frame is lock")
         }
-        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [19], kind: .adminRequest))) { error in
-            XCTAssertTrue("\(error)".contains("unknown admin request 19"), "\(error)")
+        XCTAssertThrowsError(try WireCodec.request(from: frame(payload: [20], kind: .adminRequest))) { error in
+            XCTAssertTrue("\(error)".contains("unknown admin request 20"), "\(error)")
         }
+        // Tag 19 is a sync command: its verb, arguments, recovery secret and passcode travel.
+        let sync = WireCodec.frame(
+            .sync(
+                verb: "enroll", arguments: ["/run/sync.sock", "alice", "laptop"],
+                secret: SecureBytes(copying: Array("recovery".utf8)), passcode: nil), id: 1)
+        XCTAssertEqual(sync[WireFormat.headerSize], 19)
+        guard case .admin(.sync("enroll", let arguments, let secret?, nil)) = try WireCodec.request(from: sync).request
+        else { return XCTFail("the sync command did not travel") }
+        XCTAssertEqual(arguments, ["/run/sync.sock", "alice", "laptop"])
+        XCTAssertTrue(secret.constantTimeEquals(SecureBytes(copying: Array("recovery".utf8))))
         // The Secret Service policy (tag 17) travels by name; a name this build does not know is refused.
         let policy = WireCodec.frame(.setSecretServicePolicy(.deny, passcode: nil), id: 1)
         guard case .admin(.setSecretServicePolicy(.deny, nil)) = try WireCodec.request(from: policy).request else {

@@ -85,4 +85,68 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertNotEqual(notEnrolled.status, 0)
         XCTAssertTrue(notEnrolled.stderr.contains("not enrolled"), notEnrolled.stderr)
     }
+
+    /// Through securityd: the daemon enrolls its keychain, then syncs in the background, after a
+    /// write of its own and when the server says the account moved on.
+    func testTheDaemonSyncsItsKeychainInTheBackground() throws {
+        let postgres = try TestPostgres()
+        let server = try TestSyncServer(database: postgres.conninfo)
+        let laptop = CommandRunner()
+        let phone = CommandRunner()
+        let daemon = try TestDaemon()
+        phone.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
+        for arguments in [
+            [
+                "app", "register", phone.executable, "--application-identifier", "security", "--access-group",
+                "TEAM.cli",
+            ],
+            ["biometry", "enroll"], ["biometry", "policy", "match"],
+        ] {
+            let result = try phone.run(arguments)
+            XCTAssertEqual(result.status, 0, result.stderr)
+        }
+        let secret = "a long recovery secret\n"
+        XCTAssertEqual(
+            try laptop.run("add-generic-password", "-s", "mail.example.com", "-a", "alice", "-w", "pw-1", "-S").status,
+            0)
+        XCTAssertEqual(
+            try laptop.run(["sync", "enroll", "--server", server.socket, "--account", "alice"], input: secret).status, 0
+        )
+        XCTAssertEqual(try laptop.run("sync", "now").status, 0)
+
+        let waiting = try phone.run(
+            ["sync", "enroll", "--server", server.socket, "--account", "alice", "--name", "phone", "--json"],
+            input: secret)
+        XCTAssertEqual(waiting.status, 0, waiting.stderr)
+        let phoneID = try XCTUnwrap((try json(waiting.stdout) as? [String: Any])?["device"] as? String)
+        XCTAssertEqual(try laptop.run("sync", "approve", phoneID).status, 0)
+
+        // Nobody runs `sync now` on the phone: the daemon pulls by itself.
+        func eventually(_ what: String, _ check: () throws -> Bool) throws {
+            let deadline = Date().addingTimeInterval(60)
+            while try !check() {
+                guard Date() < deadline else {
+                    return XCTFail(
+                        "\(what) did not happen: \((try? String(contentsOfFile: daemon.logPath, encoding: .utf8)) ?? "")"
+                    )
+                }
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+        }
+        try eventually("the daemon's pull") {
+            try phone.run("find-generic-password", "-s", "mail.example.com", "-w", "--synchronizable", "any").stdout
+                == "pw-1\n"
+        }
+        // A write through the daemon is pushed by itself.
+        XCTAssertEqual(
+            try phone.run("add-generic-password", "-s", "phone.example.com", "-a", "alice", "-w", "pw-2", "-S").status,
+            0)
+        try eventually("the daemon's push") {
+            _ = try laptop.run("sync", "now")
+            return try laptop.run("find-generic-password", "-s", "phone.example.com", "-w", "--synchronizable", "any")
+                .stdout == "pw-2\n"
+        }
+        let status = try phone.run("sync", "status", "--json")
+        XCTAssertEqual((try json(status.stdout) as? [String: Any])?["trustedDevices"] as? Int, 2, status.stderr)
+    }
 }

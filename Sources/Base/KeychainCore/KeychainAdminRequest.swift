@@ -40,6 +40,11 @@ public enum KeychainAdminRequest: Sendable {
     /// Service items, each in the group of a registered app its source named, else in the shared group;
     /// decided as a restore is (it writes into many groups). Answers `.imported`. The daemon's only.
     case importSecrets(source: String, secrets: [ImportedSecret], passcode: SecureBytes?)
+    /// A sync command for the daemon's keychain (`security sync …` through securityd): its verb, its
+    /// arguments, and the account's recovery secret for `enroll`. Enrolling, approving, removing and
+    /// leaving change where every synchronizable item goes, so they are decided as a backup is (the
+    /// keychain's `passcode` when it has one). Answers `.syncResult`. The daemon's only.
+    case sync(verb: String, arguments: [String], secret: SecureBytes?, passcode: SecureBytes?)
     /// The simulated biometric sensor (`security biometry`).
     case biometry(BiometryCommand)
     /// The simulated companion device (`security companion`): enrolled means paired.
@@ -78,6 +83,7 @@ public enum KeychainAdminRequest: Sendable {
         case .removeApp: "removeApp"
         case .setSecretServicePolicy: "setSecretServicePolicy"
         case .importSecrets: "importSecrets"
+        case .sync: "sync"
         case .biometry: "biometry"
         case .companion: "companion"
         case .restart: "restart"

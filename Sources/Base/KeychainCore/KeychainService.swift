@@ -79,6 +79,8 @@ public enum KeychainAnswer: Sendable, Equatable {
     case restore(RestoreReport)
     /// What an import stored and left out (`.importSecrets`).
     case imported(ImportReport)
+    /// What a sync command came to, as a JSON object (`.sync`).
+    case syncResult(Data)
 }
 
 /// A keychain as its clients see it: the embedded engine in-process, or (later) the daemon over its

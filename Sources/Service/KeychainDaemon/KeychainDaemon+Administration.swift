@@ -49,6 +49,14 @@ extension KeychainDaemon {
             }
         case .listApps:
             return .apps(try registryEntries(of: tenant))
+        case .sync(let verb, let arguments, let secret, let passcode):
+            try checkPasscode(passcode, if: requirement, in: tenant)
+            let result = tenant.syncAgent.perform(verb: verb, arguments: arguments, secret: secret)
+            if ["enroll", "approve", "remove", "leave"].contains(verb) {
+                DaemonLog.info("sync \(verb) for uid \(tenant.uid), by pid \(caller.pid)")
+            }
+            tenant.syncRunner.wake()
+            return .syncResult(result)
         case .importSecrets(let source, let secrets, let passcode):
             try checkPasscode(passcode, if: requirement, in: tenant)
             let report = try SecretServiceImport(daemon: self, tenant: tenant).store(secrets)

@@ -185,7 +185,12 @@ public final class KeychainDaemon: Sendable {
             // unregistered program) must not hold someone's keychain unlocked, nor may any process of
             // the user through a general-purpose tool without the user's approval.
             if grant.keepsAwake { tenant.lastActivity.store(Self.monotonicNow, ordering: .relaxed) }
-            return try serve(request, in: tenant, as: grant.client)
+            let answer = try serve(request, in: tenant, as: grant.client)
+            switch request {
+            case .add, .update, .delete: tenant.syncRunner.localChange()
+            default: break
+            }
+            return answer
         case .status, .location:
             return try serve(request, in: tenant, as: ClientIdentity(accessGroups: []))
         case .authenticate, .invalidateContext:

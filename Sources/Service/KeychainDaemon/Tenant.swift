@@ -3,6 +3,7 @@ import KeychainAuthenticators
 import KeychainCore
 import KeychainEngine
 import KeychainKeybag
+import KeychainSyncAgent
 import Synchronization
 
 #if canImport(Glibc)
@@ -21,6 +22,9 @@ final class Tenant: Sendable {
     /// When one of this keychain's permitted apps last made an item request (CLOCK_MONOTONIC
     /// nanoseconds), for the idle lock; opening counts as activity.
     let lastActivity = Atomic<UInt64>(KeychainDaemon.monotonicNow)
+    /// Sync of this keychain's synchronizable items (`security sync`), and its background runs.
+    let syncAgent: SyncAgent
+    let syncRunner: SyncRunner
 
     init(
         uid: uid_t, directory: String, deviceRootPath: String?, pinentryProgram: String?, fprintdBus: String?,
@@ -43,6 +47,10 @@ final class Tenant: Sendable {
         let keychain = keychain
         registry = AppRegistry(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }
         secretService = SecretServiceState(directory: keychain.directory) { try keychain.authenticationCode(for: $0) }
+        syncAgent = SyncAgent(keychain: keychain)
+        syncRunner = SyncRunner(agent: syncAgent)
+        // An enrolled keychain syncs from the start.
+        if (try? syncAgent.status()) != nil { syncRunner.wake() }
     }
 }
 

@@ -96,6 +96,22 @@ extension SyncAgent {
         }
     }
 
+    /// Waits until the account has changes this device has not pulled (true), or `timeout` passes
+    /// (false): long polling, so that a device learns of a write at once rather than at its next
+    /// periodic sync. Does not hold the agent's lock while it waits.
+    public func waitForChange(timeout: Duration) throws(SyncError) -> Bool {
+        let (enrollment, cursor) = try step {
+            try transaction { local in
+                (try self.enrollment(local), try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.cursor) ?? 0)
+            }
+        }
+        let connection = try SyncConnection(
+            address: enrollment.server, account: enrollment.account, keys: enrollment.keys,
+            timeout: timeout + .seconds(30))
+        defer { connection.close() }
+        return try connection.waitForChange(after: cursor, timeout: timeout) > cursor
+    }
+
     // MARK: Pull
 
     private func pullAll(

@@ -177,6 +177,18 @@ public final class SyncConnection {
         } catch { throw SyncFailure(error) }
     }
 
+    /// Waits (at most `timeout`, under 50 seconds) until the account's log passes `seq`; returns the
+    /// log's last sequence number.
+    public func waitForChange(after seq: Int64, timeout: Duration) throws(SyncError) -> Int64 {
+        var writer = ByteWriter()
+        writer.write(seq)
+        writer.write(UInt32(clamping: timeout.components.seconds * 1000))
+        var reader = SyncReader(try call(.wait, writer.data), "a wait's answer")
+        let last = try reader.signed()
+        try reader.end()
+        return last
+    }
+
     public func pull(after seq: Int64, limit: Int = 1_000) throws(SyncError) -> SyncPullPage {
         var writer = ByteWriter()
         writer.write(seq)

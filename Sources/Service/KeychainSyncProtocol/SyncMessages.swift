@@ -33,6 +33,8 @@ public enum SyncOperation: UInt8, Sendable {
     case publishHead = 9
     case recover = 10
     case setEscrow = 11
+    /// Long polling: answers when the account's log passes a sequence number, or at a timeout.
+    case wait = 12
 }
 
 /// Where a device stands in an account, as the server keeps it.

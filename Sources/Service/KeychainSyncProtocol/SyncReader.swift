@@ -21,6 +21,10 @@ public struct SyncReader {
         do { return try reader.read() } catch { throw malformed() }
     }
 
+    public mutating func uint32() throws(SyncError) -> UInt32 {
+        do { return try reader.read() } catch { throw malformed() }
+    }
+
     public mutating func boolean() throws(SyncError) -> Bool {
         switch try byte() {
         case 0: return false

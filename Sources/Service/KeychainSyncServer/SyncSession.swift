@@ -283,6 +283,16 @@ final class SyncSession {
             }
             try store.putHead(account: account, device: device.id, seq: head.seq, head: head.encoded())
             return Data()
+        case .wait:
+            try requireTrusted()
+            let after = try reader.signed()
+            let milliseconds = Int64(try reader.uint32())
+            try reader.end()
+            // Under the connection's own timeout (60 s), so the answer always comes first.
+            let timeout = Duration.milliseconds(min(max(milliseconds, 0), 50_000))
+            var writer = ByteWriter()
+            writer.write(try store.waitForChange(account: account, after: after, timeout: timeout))
+            return writer.data
         case .recover:
             let key = try reader.fixed(32)
             try reader.end()

@@ -1,6 +1,10 @@
 import CPostgreSQL
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Why a database exchange failed: a code to compare, the server's SQLSTATE when it gave one, and a
 /// reason for people.
 public struct SyncStoreError: Error, CustomStringConvertible, Sendable {
@@ -54,6 +58,29 @@ final class PostgresConnection: @unchecked Sendable {
     }
 
     deinit { PQfinish(handle) }
+
+    /// The payloads of notifications (on channels this connection listens to) that arrive within
+    /// `timeout`; nil when the connection broke.
+    func notifications(waiting timeout: Duration) -> [String]? {
+        var payloads = drainNotifications()
+        guard payloads.isEmpty else { return payloads }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        let milliseconds = Int32(
+            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        _ = poll(&descriptor, 1, max(0, milliseconds))
+        guard PQconsumeInput(handle) == 1 else { return nil }
+        payloads = drainNotifications()
+        return payloads
+    }
+
+    private func drainNotifications() -> [String] {
+        var payloads: [String] = []
+        while let notification = PQnotifies(handle) {
+            payloads.append(notification.pointee.extra.map { String(cString: $0) } ?? "")
+            PQfreemem(notification)
+        }
+        return payloads
+    }
 
     private static func message(_ handle: OpaquePointer) -> String {
         PQerrorMessage(handle).map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "?"

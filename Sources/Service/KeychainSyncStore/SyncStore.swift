@@ -35,7 +35,7 @@ public final class SyncStore: Sendable {
     /// A server's NOTIFY channel: the payload is the account id in hex, a wake-up only.
     public static let notifyChannel = "keychain_sync"
 
-    private let conninfo: String
+    let conninfo: String
     private let idle = Mutex<[PostgresConnection]>([])
 
     /// Connects to the database at `conninfo` (a libpq connection string or URI) and brings its schema

@@ -115,13 +115,13 @@ enum AdminRequestTag: UInt8 {
     case lock = 1
     case unlock, unlockForSession, setPasscode, removePasscode, setEraseAfterFailedAttempts, registerApp, listApps
     case removeApp, biometry, companion, createBackup, restoreBackup, restart, eraseAllContentAndSettings
-    case migrateDeviceRoot, setSecretServicePolicy, importSecrets
+    case migrateDeviceRoot, setSecretServicePolicy, importSecrets, sync
 }
 
 /// The first byte of an answer's payload.
 enum AnswerTag: UInt8 {
     case done = 1
-    case result, status, location, apps, authentication, biometry, secret, backup, restore, imported
+    case result, status, location, apps, authentication, biometry, secret, backup, restore, imported, syncResult
 }
 
 private enum AuthenticationSubjectTag: UInt8 {
@@ -274,6 +274,12 @@ private struct PayloadWriter {
             adminTag(.setSecretServicePolicy)
             string(policy.rawValue)
             writer.optional(passcode) { $0.secret($1) }
+        case .sync(let verb, let arguments, let secret, let passcode):
+            adminTag(.sync)
+            string(verb)
+            writer.strings(arguments)
+            writer.optional(secret) { $0.secret($1) }
+            writer.optional(passcode) { $0.secret($1) }
         case .importSecrets(let source, let secrets, let passcode):
             adminTag(.importSecrets)
             string(source)
@@ -411,6 +417,9 @@ private struct PayloadWriter {
             ] {
                 writer.unsigned(UInt32(clamping: count))
             }
+        case .syncResult(let json):
+            answerTag(.syncResult)
+            writer.bytes(json)
         case .imported(let report):
             answerTag(.imported)
             writer.unsigned(UInt32(clamping: report.imported))
@@ -558,6 +567,10 @@ private struct PayloadReader {
                 throw WireError("unknown Secret Service policy")
             }
             return .setSecretServicePolicy(policy, passcode: try optionalSecret())
+        case .sync:
+            return .sync(
+                verb: try string(), arguments: try strings(), secret: try optionalSecret(),
+                passcode: try optionalSecret())
         case .importSecrets:
             let source = try string()
             var secrets: [ImportedSecret] = []
@@ -679,6 +692,8 @@ private struct PayloadReader {
                 RestoreReport(
                     restored: Int(try unsigned()), notForThisDevice: Int(try unsigned()), skipped: Int(try unsigned()),
                     replacedLocal: Int(try unsigned()), keptLocal: Int(try unsigned())))
+        case .syncResult:
+            return .syncResult(try bytes())
         case .imported:
             let imported = Int(try unsigned())
             var skipped: [String: Int] = [:]

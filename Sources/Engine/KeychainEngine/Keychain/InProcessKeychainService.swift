@@ -83,6 +83,9 @@ public struct InProcessKeychainService: KeychainService {
         case .registerApp, .listApps, .removeApp:
             throw KeychainError.notAvailable(
                 "the app registry belongs to the daemon (securityd); the embedded keychain has none")
+        case .sync:
+            throw KeychainError.notAvailable(
+                "sync of the embedded keychain runs in the process that asks (SyncAgent); this request is the daemon's")
         case .setSecretServicePolicy, .importSecrets:
             throw KeychainError.notAvailable(
                 "the Secret Service is the daemon's (securityd --secret-service); start it, or set KEYCHAIN_SOCKET")

@@ -43,6 +43,13 @@ struct StateChangePolicy: Sendable {
             return try registryChange(by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
         case .createBackup(let file, _, let passcode), .restoreBackup(let file, _, let passcode):
             return try backup(file, by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
+        case .sync(let verb, _, _, let passcode):
+            // Where every synchronizable item goes: decided as a backup is. Syncing with the account the
+            // keychain is in already, and reading its state, are the user's own.
+            guard ["enroll", "approve", "remove", "leave"].contains(verb) else { return .none }
+            return try wholeKeychainChange(
+                by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil,
+                subject: "changing the sync account")
         case .importSecrets(_, _, let passcode):
             // It writes into many apps' groups, as a restore does.
             return try wholeKeychainChange(

@@ -1,0 +1,79 @@
+import Foundation
+import KeychainBytes
+import KeychainSyncProtocol
+
+/// The `security sync` verbs as one call, for the command on the embedded keychain and for securityd
+/// on its own: the result is a JSON object, `{"error": code, "reason": …}` on failure.
+extension SyncAgent {
+    public func perform(verb: String, arguments: [String], secret: SecureBytes?) -> Data {
+        let object: [String: Any]
+        do {
+            object = try result(verb: verb, arguments: arguments, secret: secret)
+        } catch {
+            object = ["error": Int(error.code.rawValue), "reason": error.reason]
+        }
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+    }
+
+    public static func statusName(_ status: SyncDeviceStatus) -> String {
+        switch status {
+        case .unknown: "unknown"
+        case .pending: "waiting"
+        case .trusted: "trusted"
+        case .removed: "removed"
+        }
+    }
+
+    private func result(verb: String, arguments: [String], secret: SecureBytes?) throws(SyncError) -> [String: Any] {
+        func expect(_ count: Int) throws(SyncError) {
+            guard arguments.count == count else { throw SyncError(.invalid, "sync \(verb) takes \(count) arguments") }
+        }
+        switch verb {
+        case "enroll":
+            try expect(3)
+            guard let secret else { throw SyncError(.invalid, "enrolling needs the account's recovery secret") }
+            let status = try enroll(
+                server: try SyncAddress(parsing: arguments[0]), accountName: arguments[1], recoverySecret: secret,
+                deviceName: arguments[2])
+            return ["device": Hex.encode(try self.status().device.id), "status": Self.statusName(status)]
+        case "devices":
+            try expect(0)
+            return [
+                "devices": try devices().map {
+                    [
+                        "id": Hex.encode($0.device.id), "name": $0.device.name, "status": Self.statusName($0.status),
+                        "this": $0.isThisDevice,
+                    ] as [String: Any]
+                }
+            ]
+        case "approve", "remove":
+            try expect(1)
+            if verb == "approve" { try approve(device: arguments[0]) } else { try remove(device: arguments[0]) }
+            return ["device": arguments[0], "done": verb]
+        case "now":
+            try expect(0)
+            let report = try syncNow()
+            return [
+                "pushed": report.pushed, "pulled": report.pulled, "conflictsResolved": report.conflictsResolved,
+                "position": report.cursor, "tooLarge": report.tooLarge,
+            ]
+        case "status":
+            try expect(0)
+            let status = try status()
+            var object: [String: Any] = [
+                "server": status.server, "account": status.accountName, "device": Hex.encode(status.device.id),
+                "deviceName": status.device.name, "trustedDevices": status.trustedDevices,
+                "keyGeneration": status.generation, "position": status.cursor, "pendingChanges": status.pendingChanges,
+                "conflictsResolved": status.conflictsResolved,
+            ]
+            object["lastSync"] = status.lastSync.map { ISO8601DateFormatter().string(from: $0) }
+            return object
+        case "leave":
+            try expect(0)
+            try leave()
+            return ["done": "leave"]
+        default:
+            throw SyncError(.invalid, "unknown sync command \"\(verb)\"")
+        }
+    }
+}
