@@ -171,7 +171,8 @@ let package = Package(
             name: "keychain-bench",
             dependencies: [
                 "KeychainEngine", "KeychainBytes", "KeychainCrypto", "KeychainKeybag", "KeychainStorage", "Security",
-                "KeychainClient", "KeychainCore", "COpenSSL", "KeychainTPM", "KeychainTPMRoot",
+                "KeychainClient", "KeychainCore", "COpenSSL", "KeychainTPM", "KeychainTPMRoot", "KeychainSyncAgent",
+                "KeychainSyncProtocol", "KeychainSyncStore",
             ],
             path: "Sources/Programs/keychain-bench"
         ),

@@ -11,6 +11,7 @@
 //   keychain-bench --keys-only          SecKey signing and verifying beside OpenSSL directly
 //   keychain-bench --backup-only        backup and restore, and the backup password's guess rate
 //   keychain-bench --tpm-only           the TPM root beside the software root (on a swtpm of its own)
+//   keychain-bench --sync-only          sync: initial sync, lag, 16 devices (PostgreSQL and keychain-syncd of its own)
 
 import Foundation
 import KeychainBytes
@@ -44,6 +45,10 @@ struct Options {
     var backupOnly = false
     /// Only measure the TPM root beside the software root.
     var tpmOnly = false
+    /// Only measure sync (on a PostgreSQL and keychain-syncd of its own).
+    var syncOnly = false
+    var syncItems = 10_000
+    var syncLagSamples = 100
     /// Only restore a backup of this many items, five times, for a profiler.
     var profileRestore: Int?
     var profileBackup: Int?
@@ -53,6 +58,7 @@ struct Options {
     static let usage = """
         usage: keychain-bench [--sizes N,N,...] [--million] [--samples N] [--write-samples N] [--command-samples N]
                keychain-bench --passcode-only | --keys-only | --daemon-only | --tpm-only | --backup-only [--backup-sizes N,N,...]
+               keychain-bench --sync-only [--sync-items N] [--sync-lag-samples N]
                keychain-bench --profile-lookups N | --profile-secitem N | --profile-daemon N | --engine-adds THREADS
                keychain-bench --help
 
@@ -70,6 +76,10 @@ struct Options {
           --daemon-only          only securityd (and the embedded command it is compared with)
           --backup-only          only backup and restore, and the backup password's offline guess rate
           --tpm-only             only the TPM root beside the software root, on a swtpm of its own
+          --sync-only            only sync: initial sync, lag with three devices, 16 devices on one and two
+                                 servers (PostgreSQL and keychain-syncd started for the run)
+          --sync-items N         items of the initial sync (default 10000)
+          --sync-lag-samples N   writes whose lag is measured (default 100)
           --backup-sizes N,N,... the numbers of items backed up and restored (default 1000,100000)
           --profile-restore N    only restore a backup of N items, five times, for a profiler
           --profile-backup N     only back up a keychain of N items, five times, for a profiler
@@ -110,6 +120,9 @@ struct Options {
             case "--backup-sizes": backupSizes = counts(after: argument)
             case "--backup-only": backupOnly = true
             case "--tpm-only": tpmOnly = true
+            case "--sync-only": syncOnly = true
+            case "--sync-items": syncItems = count(after: argument)
+            case "--sync-lag-samples": syncLagSamples = count(after: argument)
             case "--profile-restore": profileRestore = count(after: argument)
             case "--profile-backup": profileBackup = count(after: argument)
             case "--samples": samples = count(after: argument)
@@ -297,6 +310,13 @@ if let items = options.profileRestore ?? options.profileBackup {
 if options.backupOnly {
     try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     BackupBenchmark(sizes: options.backupSizes, directory: root).run()
+    try? FileManager.default.removeItem(atPath: root)
+    exit(0)
+}
+if options.syncOnly {
+    try? FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    chmod(root, 0o755)
+    SyncBenchmark(directory: root, items: options.syncItems, lagSamples: options.syncLagSamples).run()
     try? FileManager.default.removeItem(atPath: root)
     exit(0)
 }

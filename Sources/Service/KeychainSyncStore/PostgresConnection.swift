@@ -55,6 +55,8 @@ final class PostgresConnection: @unchecked Sendable {
             throw SyncStoreError(.connection, "cannot connect to PostgreSQL: \(reason)")
         }
         self.handle = handle
+        // Notices (a migration's "already exists, skipping") are not the server's log's business.
+        _ = try? run("SET client_min_messages TO warning")
     }
 
     deinit { PQfinish(handle) }
