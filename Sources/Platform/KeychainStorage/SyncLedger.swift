@@ -9,6 +9,10 @@ import Foundation
 /// - `sync_chain`: the hash chain over the account's log at each sequence number this device passed,
 ///   to compare with what the other devices signed.
 ///
+/// - `sync_dirty`: the persistent references of synchronizable rows written since sync last looked,
+///   kept by triggers on the item table (installed by `track`), so that a sync examines what changed
+///   rather than every item.
+///
 /// Record ids are random; versions, digests and hashes say nothing of an item's content.
 public struct SyncLedger {
     public let connection: Connection
@@ -57,6 +61,63 @@ public struct SyncLedger {
             "CREATE TABLE IF NOT EXISTS sync_state(name TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL)")
         try connection.execute(
             "CREATE TABLE IF NOT EXISTS sync_chain(seq INTEGER PRIMARY KEY NOT NULL, chain BLOB NOT NULL)")
+        try connection.execute(
+            "CREATE TABLE IF NOT EXISTS sync_dirty(persistref BLOB PRIMARY KEY NOT NULL) WITHOUT ROWID")
+    }
+
+    /// Installs the triggers that note every write of a synchronizable row (an enrolled keychain's).
+    public func track() throws {
+        try connection.execute(
+            """
+            CREATE TRIGGER IF NOT EXISTS sync_dirty_insert AFTER INSERT ON items WHEN new.sync = 1 BEGIN
+                INSERT OR IGNORE INTO sync_dirty(persistref) VALUES (new.persistref);
+            END
+            """)
+        try connection.execute(
+            """
+            CREATE TRIGGER IF NOT EXISTS sync_dirty_update AFTER UPDATE ON items WHEN new.sync = 1 OR old.sync = 1 BEGIN
+                INSERT OR IGNORE INTO sync_dirty(persistref) VALUES (old.persistref);
+                INSERT OR IGNORE INTO sync_dirty(persistref) VALUES (new.persistref);
+            END
+            """)
+        try connection.execute(
+            """
+            CREATE TRIGGER IF NOT EXISTS sync_dirty_delete AFTER DELETE ON items WHEN old.sync = 1 BEGIN
+                INSERT OR IGNORE INTO sync_dirty(persistref) VALUES (old.persistref);
+            END
+            """)
+    }
+
+    /// Removes the triggers (a keychain leaving its account).
+    public func untrack() throws {
+        for name in ["sync_dirty_insert", "sync_dirty_update", "sync_dirty_delete"] {
+            try connection.execute("DROP TRIGGER IF EXISTS \(name)")
+        }
+    }
+
+    /// The rows written since sync last looked.
+    public func dirty() throws -> [Data] {
+        let statement = try connection.statement("SELECT persistref FROM sync_dirty")
+        defer { statement.reset() }
+        var result: [Data] = []
+        while try statement.step() { result.append(statement.data(at: 0) ?? Data()) }
+        return result
+    }
+
+    /// Marks a row for sync to look at again.
+    public func markDirty(_ persistentID: Data) throws {
+        let statement = try connection.statement("INSERT OR IGNORE INTO sync_dirty(persistref) VALUES (?)")
+        defer { statement.reset() }
+        try statement.bind(persistentID, at: 1)
+        _ = try statement.step()
+    }
+
+    /// Sync has taken in this row's write.
+    public func clean(_ persistentID: Data) throws {
+        let statement = try connection.statement("DELETE FROM sync_dirty WHERE persistref = ?")
+        defer { statement.reset() }
+        try statement.bind(persistentID, at: 1)
+        _ = try statement.step()
     }
 
     public func entry(_ recordID: Data) throws -> Entry? {
@@ -141,5 +202,6 @@ public struct SyncLedger {
         try connection.execute("DELETE FROM sync_mirror")
         try connection.execute("DELETE FROM sync_state")
         try connection.execute("DELETE FROM sync_chain")
+        try connection.execute("DELETE FROM sync_dirty")
     }
 }

@@ -32,8 +32,10 @@ struct SyncBenchmark {
         do {
             let postgres = try BenchPostgres(directory: directory + "/postgres", binaries: binaries)
             defer { postgres.stop() }
-            let servers = try (0..<2).map { try BenchSyncServer(directory: directory + "/syncd\($0)", database: postgres.conninfo) }
-            defer { servers.forEach { $0.stop() } }
+            let servers = try (0..<2).map {
+                try BenchSyncServer(directory: directory + "/syncd\($0)", database: postgres.conninfo)
+            }
+            defer { for server in servers { server.stop() } }
             try measure(postgres: postgres, servers: servers)
         } catch {
             fail("sync benchmark: \(error)")
@@ -90,7 +92,8 @@ struct SyncBenchmark {
                 withUnsafeBytes(of: UInt64(written + offset).littleEndian) { id.replaceSubrange(0..<8, with: $0) }
                 return PushedRecord(recordID: id, replacing: 0, deleted: false, ciphertext: Data(count: recordSize))
             }
-            _ = try store.push(account: floorAccount, writer: Data(count: 16), batch: Data(count: 64 * count), records: records)
+            _ = try store.push(
+                account: floorAccount, writer: Data(count: 16), batch: Data(count: 64 * count), records: records)
             written += count
         }
         var cursor: Int64 = 0
@@ -117,7 +120,8 @@ struct SyncBenchmark {
         let total = pushTime + pullTime
         print(
             String(
-                format: "initial sync of %d items: push %.2f s + pull %.2f s = %.2f s (%.0f items/s); floor %.2f s; %.2f× floor (target ≤ 3×)",
+                format:
+                    "initial sync of %d items: push %.2f s + pull %.2f s = %.2f s (%.0f items/s); floor %.2f s; %.2f× floor (target ≤ 3×)",
                 items, pushTime, pullTime, total, Double(items) / total, floor, total / floor))
         _ = try agentC.syncNow()
 
@@ -159,7 +163,9 @@ struct SyncBenchmark {
                 withUnsafeBytes(of: UInt64(1_000_000 + sample).littleEndian) { id.replaceSubrange(0..<8, with: $0) }
                 _ = try store.push(
                     account: floorAccount, writer: Data(count: 16), batch: Data(count: 64),
-                    records: [PushedRecord(recordID: id, replacing: 0, deleted: false, ciphertext: Data(count: recordSize))])
+                    records: [
+                        PushedRecord(recordID: id, replacing: 0, deleted: false, ciphertext: Data(count: recordSize))
+                    ])
                 _ = try store.record(account: floorAccount, recordID: id)
             }
         }
@@ -210,7 +216,8 @@ struct SyncBenchmark {
                     _ = try? store.push(
                         account: accounts[index], writer: Data(count: 16), batch: Data(count: 64),
                         records: [
-                            PushedRecord(recordID: id, replacing: 0, deleted: false, ciphertext: Data(count: recordSize))
+                            PushedRecord(
+                                recordID: id, replacing: 0, deleted: false, ciphertext: Data(count: recordSize))
                         ])
                 }
             }
@@ -218,9 +225,11 @@ struct SyncBenchmark {
             let syncs = Double(16 * rounds)
             print(
                 String(
-                    format: "16 devices, %d server%@: %.0f syncs/s (each a push, a pull and a signed head); floor %.0f writes/s; %.2f× floor%@",
+                    format:
+                        "16 devices, %d server%@: %.0f syncs/s (each a push, a pull and a signed head); floor %.0f writes/s; %.2f× floor%@",
                     serverCount, serverCount == 1 ? "" : "s", syncs / elapsed, syncs / floorElapsed,
-                    elapsed / floorElapsed, failures.load(ordering: .relaxed) > 0 ? " (\(failures.load(ordering: .relaxed)) failed)" : ""))
+                    elapsed / floorElapsed,
+                    failures.load(ordering: .relaxed) > 0 ? " (\(failures.load(ordering: .relaxed)) failed)" : ""))
         }
     }
 }
@@ -291,7 +300,9 @@ final class BenchSyncServer {
             URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
             .appendingPathComponent("keychain-syncd").path
         let command =
-            (user.map { ["/usr/bin/setpriv", "--reuid", "\($0)", "--regid", "\($0)", "--clear-groups", "--pdeathsig", "TERM"] }
+            (user.map {
+                ["/usr/bin/setpriv", "--reuid", "\($0)", "--regid", "\($0)", "--clear-groups", "--pdeathsig", "TERM"]
+            }
                 ?? []) + [binary, "--database", database, "--listen", socket]
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())

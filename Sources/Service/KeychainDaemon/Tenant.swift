@@ -50,7 +50,7 @@ final class Tenant: Sendable {
         syncAgent = SyncAgent(keychain: keychain)
         syncRunner = SyncRunner(agent: syncAgent)
         // An enrolled keychain syncs from the start.
-        if (try? syncAgent.status()) != nil { syncRunner.wake() }
+        if syncAgent.isEnrolled() { syncRunner.wake() }
     }
 }
 

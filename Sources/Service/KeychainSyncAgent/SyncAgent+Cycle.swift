@@ -50,6 +50,8 @@ struct Outgoing {
     var protection: ProtectionClass
     var digest: Data
     var primaryKey: Data
+    /// An overwritten edit on its way to the history: the item here (the winner) goes over it next.
+    var followedByWinner = false
 }
 
 /// The sync itself: pull (verify, merge, apply), push local changes by compare-and-set, and sign
@@ -89,9 +91,9 @@ extension SyncAgent {
                 throw SyncError(.conflict, "the account kept changing during 8 rounds; sync again")
             }
             try checkHeadsAndSign(connection, enrollment, view: view, report: &report)
-            report.tooLarge = try transaction { local in
-                try local.items().filter { !$0.tombstone && $0.payload.count > Self.maximumPayload }.count
-            }
+            report.tooLarge = Int(
+                try transaction { local in try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.tooLarge) ?? 0 }
+            )
             return report
         }
     }
@@ -285,12 +287,15 @@ extension SyncAgent {
                     return
                 }
                 try local.remove(recordID: other.recordID)
+                try ledger.clean(other.recordID)
                 merge.losers[other.recordID] = other.payload
             }
             guard try local.store(opened.payload, recordID: entry.recordID) else {
                 throw SyncError(.forged, "a record holds an item that does not travel")
             }
         }
+        // What the pull wrote here is the server's already: not a local change to push.
+        try ledger.clean(entry.recordID)
         let stored = try local.item(recordID: entry.recordID)
         if let stored { primaryKey = stored.primaryKey }
         try ledger.put(
@@ -321,15 +326,31 @@ extension SyncAgent {
     func collect(_ enrollment: SyncEnrollment, merge: MergeOutcome) throws -> [Outgoing] {
         let losers = merge.losers
         return try transaction { local in
+            let ledger = local.ledger
+            let full = try ledger.value(SyncEnrollment.Name.fullScan) != nil
+            // Usually only the rows written since the last sync; after an enrollment or a new key
+            // generation, every item and every record.
+            let dirty = full ? [] : try ledger.dirty()
             var mirror: [Data: SyncLedger.Entry] = [:]
-            for entry in try local.ledger.entries() { mirror[entry.recordID] = entry }
+            if full {
+                for entry in try ledger.entries() { mirror[entry.recordID] = entry }
+            } else {
+                for id in dirty + Array(losers.keys) + Array(merge.overwritten.keys) {
+                    if let entry = try ledger.entry(id) { mirror[id] = entry }
+                }
+            }
+            let examined = full ? try local.items() : try dirty.compactMap { try local.item(recordID: $0) }
             var outgoing: [Outgoing] = []
             var seen = Set<Data>()
+            var tooLarge: [Data] = []
             let now = Date()
-            for item in try local.items() {
+            for item in examined {
                 seen.insert(item.recordID)
                 if losers[item.recordID] != nil || merge.overwritten[item.recordID] != nil { continue }
-                if item.payload.count > Self.maximumPayload { continue }
+                if item.payload.count > Self.maximumPayload {
+                    if !item.tombstone { tooLarge.append(item.recordID) }
+                    continue
+                }
                 let known = mirror[item.recordID]
                 if item.tombstone {
                     guard let known, !known.deleted else { continue }
@@ -357,7 +378,7 @@ extension SyncAgent {
                     Outgoing(
                         recordID: id, replacing: known.version, deleted: false, payload: overwritten.payload,
                         date: overwritten.date, protection: overwritten.protection, digest: Data(),
-                        primaryKey: known.primaryKey))
+                        primaryKey: known.primaryKey, followedByWinner: true))
                 seen.insert(id)
             }
             for (id, payload) in losers {
@@ -380,6 +401,14 @@ extension SyncAgent {
                         payload: SecureBytes(copying: [UInt8]()),
                         date: now, protection: .afterFirstUnlock, digest: Data(), primaryKey: entry.primaryKey))
             }
+            if outgoing.isEmpty {
+                // In step: the rows looked at need no second look, nor rows that are gone. A row this
+                // device cannot open now (class A while locked), or one too large, is looked at again.
+                let looked = Set(examined.map(\.recordID)).subtracting(tooLarge)
+                for id in dirty where try looked.contains(id) || !local.hasRow(recordID: id) { try ledger.clean(id) }
+                try ledger.setValue(SyncEnrollment.Name.fullScan, nil)
+            }
+            try SyncEnrollment.setInteger(ledger, SyncEnrollment.Name.tooLarge, Int64(tooLarge.count))
             return outgoing.sorted { $0.recordID.lexicographicallyPrecedes($1.recordID) }
         }
     }
@@ -428,6 +457,11 @@ extension SyncAgent {
             }
             try transaction { local in
                 for (change, entry) in zip(chunk, entries) {
+                    if change.followedByWinner {
+                        try local.ledger.markDirty(change.recordID)
+                    } else {
+                        try local.ledger.clean(change.recordID)
+                    }
                     try local.ledger.put(
                         SyncLedger.Entry(
                             recordID: change.recordID, version: entry.version, deleted: change.deleted,

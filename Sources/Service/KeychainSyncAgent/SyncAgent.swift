@@ -161,9 +161,19 @@ public final class SyncAgent: @unchecked Sendable {
         _ = try connection.call(.putShares, body.data)
     }
 
+    /// Whether this keychain is enrolled (read from its ledger alone).
+    public func isEnrolled() -> Bool {
+        (try? step { try transaction { local in try local.ledger.value(SyncEnrollment.Name.account) != nil } }) == true
+    }
+
     /// Forgets this keychain's enrollment (its items stay; it syncs no more until enrolled again).
     public func leave() throws(SyncError) {
-        try step { try transaction { local in try local.ledger.erase() } }
+        try step {
+            try transaction { local in
+                try local.ledger.erase()
+                try local.ledger.untrack()
+            }
+        }
     }
 
     // MARK: Devices
@@ -258,6 +268,8 @@ public final class SyncAgent: @unchecked Sendable {
                 try SyncEnrollment.saveZoneKey(local, zoneKey, generation: generation)
                 try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, Int64(generation))
                 try local.ledger.setValue(SyncEnrollment.Name.view, next.encoded())
+                // Every record is sealed again under the new generation: the next sync looks at all.
+                try local.ledger.setValue(SyncEnrollment.Name.fullScan, Data([1]))
             }
         }
         _ = try syncNow()

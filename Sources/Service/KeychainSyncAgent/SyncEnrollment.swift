@@ -26,6 +26,9 @@ struct SyncEnrollment {
         static let chain = "chain"
         static let lastSync = "last sync"
         static let conflicts = "conflicts resolved"
+        /// Set when the next sync must look at every item, not only those written since the last.
+        static let fullScan = "full scan"
+        static let tooLarge = "too large"
         static func zone(_ generation: UInt64) -> String { "zone key \(generation)" }
         static func classKey(_ letter: UInt8, _ generation: UInt64) -> String {
             "class \(Character(UnicodeScalar(letter))) key \(generation)"
@@ -90,6 +93,8 @@ struct SyncEnrollment {
         try local.ledger.setValue(Name.view, view.encoded())
         try setInteger(local.ledger, Name.cursor, 0)
         try local.ledger.setValue(Name.chain, SyncHead.origin)
+        try local.ledger.track()
+        try local.ledger.setValue(Name.fullScan, Data([1]))
     }
 
     /// Keeps a zone key and the class keys derived from it.
