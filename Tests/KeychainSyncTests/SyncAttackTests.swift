@@ -133,18 +133,14 @@ final class SyncAttackTests: SyncTestCase {
         let forked = postgres.conninfo.replacingOccurrences(of: "dbname=postgres", with: "dbname=fork")
         servers = [try TestSyncServer(database: postgres.conninfo), try TestSyncServer(database: forked)]
         for (device, server) in [(a!, 0), (b!, 1)] {
-            try device.keychain.syncTransaction { local in
-                try local.ledger.setValue("server", Data(self.servers[server].socket.utf8))
-            }
+            try device.agent.setServer(try SyncAddress(parsing: servers[server].socket))
         }
         try a.add("seen-by-a.example.com", "alice", "a")
         _ = try a.agent.syncNow()
         try b.add("seen-by-b.example.com", "alice", "b")
         _ = try b.agent.syncNow()
         // B comes to A's copy: A signed a head over a history B never saw.
-        try b.keychain.syncTransaction { local in
-            try local.ledger.setValue("server", Data(self.servers[0].socket.utf8))
-        }
+        try b.agent.setServer(try SyncAddress(parsing: servers[0].socket))
         assertSyncError(.forked) { _ = try self.b.agent.syncNow() }
     }
 

@@ -141,9 +141,7 @@ final class SyncMergeTests: SyncTestCase {
     /// server that moved is enroll again; here the ledger's address is changed in place).
     private func reenroll(_ devices: TestDevice...) throws {
         for (index, device) in devices.enumerated() {
-            try device.keychain.syncTransaction { local in
-                try local.ledger.setValue("server", Data(self.servers[index % 2].socket.utf8))
-            }
+            try device.agent.setServer(try SyncAddress(parsing: servers[index % 2].socket))
         }
     }
 }

@@ -2,10 +2,11 @@ import Foundation
 import KeychainBytes
 import KeychainCore
 import KeychainEngine
-import KeychainSyncAgent
 import KeychainSyncProtocol
 import KeychainTestSupport
 import XCTest
+
+@testable import KeychainSyncAgent
 
 /// Who may join an account, and what a removed device keeps and loses.
 final class SyncTrustTests: SyncTestCase {
@@ -96,5 +97,56 @@ final class SyncTrustTests: SyncTestCase {
         XCTAssertNil(try bob.secret("alice.example.com", "alice"))
         XCTAssertNil(try a.secret("bob.example.com", "bob"))
         XCTAssertEqual(try postgres.query("SELECT count(DISTINCT account_id) FROM records"), "2")
+    }
+
+    func testAWaitingDeviceCannotMakeItselfTrustedEvenWithTheSecretAndAPrefixApprovesNothing() throws {
+        let a = try enrolledDevice("laptop")
+        let keys = try SyncDeviceKeys.generate(name: "intruder")
+        let connection = try SyncConnection(
+            address: try address(), account: try SyncAccount.id(of: "alice"), keys: keys)
+        let stranger = try connection.accountState()
+        XCTAssertTrue(stranger.views.isEmpty && stranger.devices.isEmpty, "a stranger reads the salt alone")
+        let recovery = try RecoveryKeys(secret: secret, salt: stranger.salt)
+        var join = ByteWriter()
+        join.writeBytes(recovery.authenticationBytes)
+        _ = try connection.call(.join, join.data)
+        let genesis = try TrustView.decode(try XCTUnwrap(try connection.accountState().views.first))
+        // A view naming itself, signed by itself, and one attested by the recovery key too: refused.
+        let view = try TrustView(
+            account: genesis.account, epoch: 2, previous: genesis.hash, generation: 1,
+            members: genesis.members + [keys.device]
+        ).attested(by: keys)
+        for candidate in [view, try view.attested(byRecovery: try recovery.anchorKey())] {
+            var publish = ByteWriter()
+            publish.writeBytes(candidate.encoded())
+            assertSyncError(.notTrusted) { _ = try connection.call(.publishView, publish.data) }
+        }
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM views"), "1")
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM devices WHERE status = 2"), "1")
+        // The approving device takes a whole id only: a prefix (which a server could match with a key
+        // of its own) approves nothing.
+        assertSyncError(.invalid) { try a.agent.approve(device: String(Hex.encode(keys.device.id).prefix(8))) }
+        try a.agent.approve(device: Hex.encode(keys.device.id))
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM devices WHERE status = 2"), "2")
+    }
+
+    func testADeviceApprovedAfterARemovalSyncsEverything() throws {
+        let a = try enrolledDevice("laptop")
+        let b = try enrolledDevice("phone", approver: a)
+        try a.add("kept.example.com", "alice", "kept")
+        try a.add("gone.example.com", "alice", "gone")
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        // B deletes an item (its tombstone is B's), then is removed.
+        try b.delete("gone.example.com", "alice")
+        _ = try b.agent.syncNow()
+        try a.agent.remove(device: try b.deviceID)
+        let c = try enrolledDevice("tablet", server: 1, approver: a)
+        let report = try c.agent.syncNow()
+        XCTAssertEqual(try c.secret("kept.example.com", "alice"), "kept")
+        XCTAssertNil(try c.secret("gone.example.com", "alice"))
+        XCTAssertGreaterThan(report.pulled, 0)
+        // Every current record, the tombstone too, is of the new generation.
+        XCTAssertEqual(try postgres.query("SELECT DISTINCT get_byte(ciphertext, 2) FROM records"), "2")
     }
 }

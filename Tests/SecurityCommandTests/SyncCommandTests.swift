@@ -44,7 +44,7 @@ final class SyncCommandTests: XCTestCase {
         let listed = try XCTUnwrap(try json(devices.stdout) as? [[String: Any]])
         XCTAssertEqual(listed.count, 2)
         XCTAssertEqual(listed.first { $0["id"] as? String == phoneID }?["status"] as? String, "waiting")
-        XCTAssertEqual(try laptop.run("sync", "approve", String(phoneID.prefix(8))).status, 0)
+        XCTAssertEqual(try laptop.run("sync", "approve", phoneID).status, 0)
         let pulled = try phone.run("sync", "now", "--json")
         XCTAssertEqual(pulled.status, 0, pulled.stderr)
         XCTAssertEqual((try json(pulled.stdout) as? [String: Any])?["pulled"] as? Int, 1)

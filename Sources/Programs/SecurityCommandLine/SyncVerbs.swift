@@ -36,7 +36,9 @@ struct SyncVerbs {
             values = [server, account, arguments.value(long: "name") ?? Self.hostName]
         case "approve", "remove":
             guard positional.count == 1 else {
-                throw .usage(verb: "sync", message: "\(verb) takes one device id (or its first characters)")
+                throw .usage(
+                    verb: "sync",
+                    message: "\(verb) takes one device id (32 hexadecimal digits, as sync devices lists it)")
             }
             values = positional
         case "devices", "now", "status", "leave":
@@ -90,7 +92,7 @@ struct SyncVerbs {
             let id = string("device")
             return string("status") == "trusted"
                 ? "enrolled: this device (\(id)) is trusted"
-                : "enrolled: this device (\(id)) waits for approval; on a trusted device run: security sync approve \(id.prefix(8))"
+                : "enrolled: this device (\(id)) waits for approval; on a trusted device run: security sync approve \(id)"
         case "devices":
             return ((object["devices"] as? [[String: Any]]) ?? []).map { device in
                 let status = (device["status"] as? String ?? "").padding(toLength: 8, withPad: " ", startingAt: 0)

@@ -295,7 +295,7 @@ enum Usage {
                          waits for a trusted device to approve it. The account's recovery secret is typed on a
                          terminal, else read as one line of standard input
                 devices  the account's devices, each with its id and status (trusted, waiting, removed)
-                approve  let a waiting device in (from a trusted device)
+                approve  let a waiting device in (from a trusted device); DEVICE is its whole id, as devices lists it
                 remove   take a device out; the keys change, so it reads nothing written afterwards
                 now      push and pull until this keychain and the account are both current
                 status   last sync, pending changes, conflicts resolved

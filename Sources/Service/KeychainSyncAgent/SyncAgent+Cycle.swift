@@ -14,6 +14,8 @@ public struct SyncReport: Sendable, Equatable {
     public var cursor: Int64 = 0
     /// Items too large to travel (over `SyncAgent.maximumPayload`): they stay on this device.
     public var tooLarge = 0
+    /// Records left unapplied because their writer is not trusted now.
+    public var notTrusted = 0
 }
 
 /// A device's sync state as it keeps it (no server asked).
@@ -120,26 +122,61 @@ extension SyncAgent {
         _ connection: SyncConnection, _ enrollment: SyncEnrollment, view: TrustView, report: inout SyncReport,
         merge: inout MergeOutcome
     ) throws {
-        var awaiting: [Data: Int64] = [:]
+        var awaiting = try transaction { local in try Self.awaiting(local) }
+        // The log as it is now: a server that keeps serving new pages (replayed ones) cannot hold the
+        // device here; what comes later is the next sync's.
+        var target: Int64?
+        var extensions = 0
+        var atEnd = false
         while true {
             let cursor = try transaction { local in
                 try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.cursor) ?? 0
             }
+            if let target, cursor >= target {
+                // A record still awaited may have changed again after the pull began: its current
+                // version is further on. Followed a few times, no more.
+                guard !awaiting.isEmpty, !atEnd, extensions < 3 else { break }
+                extensions += 1
+            }
             let page = try connection.pull(after: cursor, limit: 1_000)
+            if target == nil || (target ?? 0) <= cursor { target = page.lastSeq }
             guard !page.batches.isEmpty else {
                 guard page.lastSeq == cursor else {
                     throw SyncError(
                         .withheld, "the server says its log reaches \(page.lastSeq) but gives nothing after \(cursor)")
                 }
+                atEnd = true
                 break
             }
             try transaction { local in
                 try apply(page, local, enrollment, view: view, report: &report, merge: &merge, awaiting: &awaiting)
+                try Self.saveAwaiting(local, awaiting)
             }
         }
-        guard awaiting.isEmpty else {
-            throw SyncError(.withheld, "the server left out the current version of \(awaiting.count) records")
+        // At the log's end, a record whose current version never came was withheld.
+        guard awaiting.isEmpty || !atEnd else {
+            throw SyncError(.withheld, "the server has left out the current version of \(awaiting.count) records")
         }
+    }
+
+    /// Entries whose record's current version the server has not handed out yet (kept across syncs, so
+    /// that a record withheld once is reported until it comes).
+    private static func awaiting(_ local: SyncLocal) throws -> [Data: Int64] {
+        guard let bytes = try local.ledger.value(SyncEnrollment.Name.awaiting) else { return [:] }
+        var reader = SyncReader(bytes, "the awaited records")
+        var result: [Data: Int64] = [:]
+        for _ in 0..<(try reader.count(max: 10_000_000)) { result[try reader.fixed(16)] = try reader.signed() }
+        return result
+    }
+
+    private static func saveAwaiting(_ local: SyncLocal, _ awaiting: [Data: Int64]) throws {
+        var writer = ByteWriter()
+        writer.writeCount(awaiting.count)
+        for (id, version) in awaiting {
+            writer.writeBytes(id)
+            writer.write(version)
+        }
+        try local.ledger.setValue(SyncEnrollment.Name.awaiting, awaiting.isEmpty ? nil : writer.data)
     }
 
     private func apply(
@@ -149,10 +186,12 @@ extension SyncAgent {
         let ledger = local.ledger
         var cursor = try SyncEnrollment.integer(ledger, SyncEnrollment.Name.cursor) ?? 0
         var chain = try ledger.value(SyncEnrollment.Name.chain) ?? SyncHead.origin
-        let members = try knownDevices(local, latest: view)
+        let members = try SyncEnrollment.knownDevices(local)
         for stored in page.batches {
             guard stored.firstSeq == cursor + 1 else {
-                throw SyncError(.withheld, "the server skipped the log from \(cursor + 1) to \(stored.firstSeq - 1)")
+                throw SyncError(
+                    .withheld,
+                    "the server skipped the log after \(cursor) (its next batch claims to start at \(stored.firstSeq))")
             }
             let batch = stored.batch
             guard batch.account == enrollment.account else { throw SyncError(.forged, "another account's batch") }
@@ -182,30 +221,6 @@ extension SyncAgent {
         report.cursor = cursor
     }
 
-    /// Every device any accepted view named: a batch from before a removal is still checked against
-    /// its writer's key.
-    private func knownDevices(_ local: SyncLocal, latest: TrustView) throws -> [Data: SyncDevice] {
-        var result: [Data: SyncDevice] = [:]
-        for member in latest.members { result[member.id] = member }
-        if let previous = try local.ledger.value("known devices") {
-            var reader = SyncReader(previous, "the known devices")
-            let count = try reader.count(max: 100_000)
-            for _ in 0..<count {
-                let device = try reader.device()
-                if result[device.id] == nil { result[device.id] = device }
-            }
-        }
-        var writer = ByteWriter()
-        writer.writeCount(result.count)
-        for device in result.values.sorted(by: { $0.id.lexicographicallyPrecedes($1.id) }) {
-            writer.writeBytes(device.signingKey)
-            writer.writeBytes(device.encryptionKey)
-            writer.writeString(device.name)
-        }
-        try local.ledger.setValue("known devices", writer.data)
-        return result
-    }
-
     /// Applies one record's version with the merge rules (docs/sync.md): a version this device has
     /// seen superseded is a replay; a local change not yet pushed meets the incoming one by
     /// modification date (then the smaller SHA-256 of the content); the same primary key under two
@@ -225,8 +240,12 @@ extension SyncAgent {
                 )
             }
         }
+        // A record whose writer is not trusted now (a device removed since, or one the server made up)
+        // is not applied: what a removed device wrote before its removal was applied by the device
+        // that removed it, which seals every record again under new keys.
         guard trustedNow else {
-            throw SyncError(.forged, "a record written by a device that is not trusted now")
+            report.notTrusted += 1
+            return
         }
         let header = try RecordCipher.header(ciphertext)
         guard let classKey = try SyncEnrollment.classKey(local, letter: header.letter, generation: header.generation)
@@ -320,6 +339,8 @@ extension SyncAgent {
     /// The largest item that travels: a record's ciphertext is at most 2 MiB on the server, and sealing
     /// adds its headers and padding.
     public static let maximumPayload = (2 << 20) - 4096
+    /// The ciphertext one batch carries at most.
+    static let batchBytes = 24 << 20
 
     /// The local changes the server lacks: new and changed items, deletions, records sealed under an
     /// older generation than the current one, and the losers of a merge (deleted, content kept).
@@ -401,6 +422,20 @@ extension SyncAgent {
                         payload: SecureBytes(copying: [UInt8]()),
                         date: now, protection: .afterFirstUnlock, digest: Data(), primaryKey: entry.primaryKey))
             }
+            // After a new key generation, tombstones too are sealed again (by this device, which is
+            // trusted now): no current record is then one a removed device wrote or can read.
+            if full {
+                for entry in mirror.values
+                where entry.deleted && UInt64(entry.generation) < enrollment.generation
+                    && !seen.contains(entry.recordID)
+                {
+                    outgoing.append(
+                        Outgoing(
+                            recordID: entry.recordID, replacing: entry.version, deleted: true,
+                            payload: SecureBytes(copying: [UInt8]()), date: now, protection: .afterFirstUnlock,
+                            digest: Data(), primaryKey: entry.primaryKey))
+                }
+            }
             if outgoing.isEmpty {
                 // In step: the rows looked at need no second look, nor rows that are gone. A row this
                 // device cannot open now (class A while locked), or one too large, is looked at again.
@@ -427,8 +462,18 @@ extension SyncAgent {
         }
         var start = 0
         while start < outgoing.count {
-            let chunk = outgoing[start..<min(start + 500, outgoing.count)]
-            start += chunk.count
+            // At most 500 records and 24 MiB of ciphertext a batch, so that a batch (and the page a
+            // device pulls it in) fits in one message.
+            var end = start
+            var bytes = 0
+            while end < outgoing.count, end - start < 500,
+                end == start || bytes + outgoing[end].payload.count + 4096 <= Self.batchBytes
+            {
+                bytes += outgoing[end].payload.count + 4096
+                end += 1
+            }
+            let chunk = outgoing[start..<end]
+            start = end
             var entries: [SyncBatch.Entry] = []
             var ciphertexts: [Data] = []
             for change in chunk {

@@ -107,8 +107,7 @@ public final class SyncAgent: @unchecked Sendable {
             try genesis.check(following: nil, recovery: try recovery.anchorKey())
             try transaction { local in
                 try SyncEnrollment.save(
-                    local, server: server, account: account, accountName: accountName, keys: keys,
-                    anchor: recovery.anchor, view: genesis)
+                    local, server: server, account: account, accountName: accountName, keys: keys, view: genesis)
             }
             // A device approved already (enrolling again) takes its keys now.
             if connection.status == .trusted { _ = try refreshTrust(connection) }
@@ -138,8 +137,7 @@ public final class SyncAgent: @unchecked Sendable {
         try putShares([keys.device], zoneKey: zoneKey, generation: 1, connection)
         try transaction { local in
             try SyncEnrollment.save(
-                local, server: server, account: account, accountName: accountName, keys: keys, anchor: recovery.anchor,
-                view: genesis)
+                local, server: server, account: account, accountName: accountName, keys: keys, view: genesis)
             try SyncEnrollment.saveZoneKey(local, zoneKey, generation: 1)
             try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, 1)
         }
@@ -159,6 +157,17 @@ public final class SyncAgent: @unchecked Sendable {
                 ).encoded())
         }
         _ = try connection.call(.putShares, body.data)
+    }
+
+    /// Points this device at another server of its account (the account's servers moved, or another
+    /// instance serves the same database).
+    public func setServer(_ address: SyncAddress) throws(SyncError) {
+        try step {
+            try transaction { local in
+                _ = try enrollment(local)
+                try SyncEnrollment.sealName(local, Data(address.description.utf8), as: SyncEnrollment.Name.server)
+            }
+        }
     }
 
     /// Whether this keychain is enrolled (read from its ledger alone).
@@ -198,12 +207,14 @@ public final class SyncAgent: @unchecked Sendable {
         }
     }
 
-    private static func find(_ prefix: String, in devices: [SyncDevice]) throws(SyncError) -> SyncDevice {
-        let wanted = prefix.lowercased()
-        let matches = devices.filter { Hex.encode($0.id).hasPrefix(wanted) }
-        guard !wanted.isEmpty, matches.count == 1, let match = matches.first else {
-            throw SyncError(
-                .invalid, matches.isEmpty ? "no device \(prefix) in the account" : "\(prefix) names several devices")
+    /// The device `id` names: its whole id (32 hexadecimal digits, as `devices` lists it). A prefix is
+    /// not enough: a server that saw a device's id could make a key whose id starts the same.
+    private static func find(_ id: String, in devices: [SyncDevice]) throws(SyncError) -> SyncDevice {
+        guard let wanted = Hex.decode(id), wanted.count == SyncDevice.idSize else {
+            throw SyncError(.invalid, "name a device by its whole id (32 hexadecimal digits, as sync devices lists it)")
+        }
+        guard let match = devices.first(where: { $0.id == wanted }) else {
+            throw SyncError(.invalid, "no device \(id) in the account that this can be done to")
         }
         return match
     }
@@ -224,16 +235,13 @@ public final class SyncAgent: @unchecked Sendable {
             ).attested(by: enrollment.keys)
             var body = ByteWriter()
             body.writeBytes(next.encoded())
-            body.writeBytes(Data())
             _ = try connection.call(.publishView, body.data)
             let zoneKey = try transaction { local in
                 try local.open(SyncEnrollment.Name.zone(view.generation))
             }
             guard let zoneKey else { throw SyncError(.invalid, "this device lacks the account's zone key") }
             try putShares([device], zoneKey: zoneKey, generation: view.generation, connection)
-            try transaction { local in
-                try local.ledger.setValue(SyncEnrollment.Name.view, next.encoded())
-            }
+            try transaction { local in try SyncEnrollment.saveView(local, next) }
         }
     }
 
@@ -242,6 +250,9 @@ public final class SyncAgent: @unchecked Sendable {
     /// which this runs). What the removed device already holds stays readable to it; nothing written
     /// from now on is.
     public func remove(device prefix: String) throws(SyncError) {
+        // First everything the device wrote while it was trusted: after the removal, no device applies
+        // a record of its (this one seals what it applied again, under the new keys).
+        _ = try syncNow()
         try step {
             let enrollment = try transaction { local in try self.enrollment(local) }
             let connection = try connect(enrollment)
@@ -260,14 +271,13 @@ public final class SyncAgent: @unchecked Sendable {
             ).attested(by: enrollment.keys)
             var body = ByteWriter()
             body.writeBytes(next.encoded())
-            body.writeBytes(Data())
             _ = try connection.call(.publishView, body.data)
             let zoneKey = try SecureBytes(randomCount: 32)
             try putShares(members, zoneKey: zoneKey, generation: generation, connection)
             try transaction { local in
                 try SyncEnrollment.saveZoneKey(local, zoneKey, generation: generation)
                 try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, Int64(generation))
-                try local.ledger.setValue(SyncEnrollment.Name.view, next.encoded())
+                try SyncEnrollment.saveView(local, next)
                 // Every record is sealed again under the new generation: the next sync looks at all.
                 try local.ledger.setValue(SyncEnrollment.Name.fullScan, Data([1]))
             }
@@ -289,10 +299,11 @@ public final class SyncAgent: @unchecked Sendable {
                 throw SyncError(.forked, "the server's trust views do not hold the one this device accepted")
             }
             for next in views where next.epoch > view.epoch {
-                try next.check(following: view, recovery: enrollment.anchor)
+                try next.check(following: view, recovery: nil)
                 view = next
+                try SyncEnrollment.saveView(local, view)
             }
-            try local.ledger.setValue(SyncEnrollment.Name.view, view.encoded())
+            try SyncEnrollment.saveView(local, view)
             guard view.member(enrollment.keys.device.id) != nil else {
                 if connection.status == .pending { return view }
                 throw SyncError(.removed, "this device is not in the account's trusted set any more")
@@ -304,10 +315,9 @@ public final class SyncAgent: @unchecked Sendable {
                     try local.ledger.value(SyncEnrollment.Name.classKey(UInt8(ascii: "C"), share.generation)) == nil
                 else { continue }
                 // Only a device trusted now shares keys: a removed one (with the server's help) must not
-                // be able to hand this device a zone key it knows.
-                guard let sender = view.member(share.sender) else {
-                    throw SyncError(.forged, "a zone key share from a device that is not trusted")
-                }
+                // be able to hand this device a zone key it knows. A share from a device removed since
+                // is passed over (another member shares that generation, or a newer one).
+                guard let sender = view.member(share.sender), share.generation <= view.generation else { continue }
                 let key = try share.open(with: enrollment.keys, sender: sender)
                 try SyncEnrollment.saveZoneKey(local, key, generation: share.generation)
                 generation = max(generation, share.generation)

@@ -7,10 +7,12 @@ import KeychainStorage
 import KeychainSyncProtocol
 
 /// What a keychain keeps of its enrollment, in its sync ledger. The device's private keys, the
-/// anchor key and the sync keys are sealed under the keychain's own `ThisDeviceOnly` class keys: the
-/// device keys and class C keys under `AfterFirstUnlockThisDeviceOnly` (a locked device still syncs
-/// `AfterFirstUnlock` and `Always` items), zone keys and class A keys under
-/// `WhenUnlockedThisDeviceOnly` (class A items are opened only while the keychain is unlocked).
+/// sync keys, and everything that names something (the server, the account, the devices and their
+/// names in the trust view) are sealed under the keychain's own `ThisDeviceOnly` class keys: the
+/// device keys, names and class C keys under `AfterFirstUnlockThisDeviceOnly` (a locked device still
+/// syncs `AfterFirstUnlock` and `Always` items), zone keys and class A keys under
+/// `WhenUnlockedThisDeviceOnly` (class A items are opened only while the keychain is unlocked). In
+/// the clear: the account id, the cursor and chain, record ids and versions.
 struct SyncEnrollment {
     enum Name {
         static let server = "server"
@@ -19,11 +21,12 @@ struct SyncEnrollment {
         static let signing = "device signing key"
         static let encryption = "device encryption key"
         static let deviceName = "device name"
-        static let anchor = "recovery anchor"
         static let view = "trust view"
+        static let knownDevices = "known devices"
         static let generation = "generation"
         static let cursor = "cursor"
         static let chain = "chain"
+        static let awaiting = "awaiting"
         static let lastSync = "last sync"
         static let conflicts = "conflicts resolved"
         /// Set when the next sync must look at every item, not only those written since the last.
@@ -39,27 +42,71 @@ struct SyncEnrollment {
     var account: Data
     var accountName: String
     var keys: SyncDeviceKeys
-    var anchor: HMACKey
     var view: TrustView
     var generation: UInt64
 
+    private static let names = ProtectionClass.afterFirstUnlockThisDeviceOnly
+
     static func load(_ local: SyncLocal) throws -> SyncEnrollment? {
         let ledger = local.ledger
-        guard let serverBytes = try ledger.value(Name.server), let account = try ledger.value(Name.account),
-            let viewBytes = try ledger.value(Name.view)
-        else { return nil }
+        guard let account = try ledger.value(Name.account) else { return nil }
         guard let signing = try local.open(Name.signing), let encryption = try local.open(Name.encryption),
-            let anchor = try local.open(Name.anchor)
+            let server = try local.open(Name.server), let viewBytes = try local.open(Name.view)
         else { throw SyncError(.invalid, "this keychain's sync enrollment is incomplete: leave and enroll again") }
         let keys = try SyncDeviceKeys(
             signing: try signing.withBorrowedData { try AsymmetricKey.importing($0, kind: .ec, isPrivate: true) },
             encryption: try encryption.withBorrowedData { try AsymmetricKey.importing($0, kind: .ec, isPrivate: true) },
-            name: String(decoding: try ledger.value(Name.deviceName) ?? Data(), as: UTF8.self))
+            name: try text(local, Name.deviceName))
         return SyncEnrollment(
-            server: try SyncAddress(parsing: String(decoding: serverBytes, as: UTF8.self)), account: account,
-            accountName: String(decoding: try ledger.value(Name.accountName) ?? Data(), as: UTF8.self), keys: keys,
-            anchor: try HMACKey(key: anchor), view: try TrustView.decode(viewBytes),
+            server: try SyncAddress(parsing: server.withBorrowedData { String(decoding: $0, as: UTF8.self) }),
+            account: account, accountName: try text(local, Name.accountName), keys: keys,
+            view: try viewBytes.withBorrowedData { try TrustView.decode($0) },
             generation: try integer(ledger, Name.generation).map { UInt64($0) } ?? 0)
+    }
+
+    private static func text(_ local: SyncLocal, _ name: String) throws -> String {
+        try local.open(name)?.withBorrowedData { String(decoding: $0, as: UTF8.self) } ?? ""
+    }
+
+    /// Seals a value that names something (not a secret, but not the world's either).
+    static func sealName(_ local: SyncLocal, _ value: Data, as name: String) throws {
+        try local.seal(SecureBytes(copying: value), as: name, protection: names)
+    }
+
+    /// The trust view this device holds now.
+    static func saveView(_ local: SyncLocal, _ view: TrustView) throws {
+        try sealName(local, view.encoded(), as: Name.view)
+        try addKnownDevices(local, view.members)
+    }
+
+    /// Every device any view this device accepted named: a batch written before a device was removed
+    /// is still checked against its writer's key.
+    static func knownDevices(_ local: SyncLocal) throws -> [Data: SyncDevice] {
+        guard let stored = try local.open(Name.knownDevices) else { return [:] }
+        return try stored.withBorrowedData { (data) throws -> [Data: SyncDevice] in
+            var reader = SyncReader(data, "the known devices")
+            var result: [Data: SyncDevice] = [:]
+            for _ in 0..<(try reader.count(max: 100_000)) {
+                let device = try reader.device()
+                result[device.id] = device
+            }
+            return result
+        }
+    }
+
+    private static func addKnownDevices(_ local: SyncLocal, _ devices: [SyncDevice]) throws {
+        var known = try knownDevices(local)
+        let before = known.count
+        for device in devices where known[device.id] == nil { known[device.id] = device }
+        guard known.count != before || before == 0 else { return }
+        var writer = ByteWriter()
+        writer.writeCount(known.count)
+        for device in known.values.sorted(by: { $0.id.lexicographicallyPrecedes($1.id) }) {
+            writer.writeBytes(device.signingKey)
+            writer.writeBytes(device.encryptionKey)
+            writer.writeString(device.name)
+        }
+        try sealName(local, writer.data, as: Name.knownDevices)
     }
 
     static func integer(_ ledger: SyncLedger, _ name: String) throws -> Int64? {
@@ -74,23 +121,19 @@ struct SyncEnrollment {
         try ledger.setValue(name, writer.data)
     }
 
-    /// Stores a new enrollment (its keys sealed).
+    /// Stores a new enrollment (its keys and names sealed).
     static func save(
         _ local: SyncLocal, server: SyncAddress, account: Data, accountName: String, keys: SyncDeviceKeys,
-        anchor: SecureBytes, view: TrustView
+        view: TrustView
     ) throws {
         try local.ledger.erase()
-        try local.ledger.setValue(Name.server, Data(server.description.utf8))
         try local.ledger.setValue(Name.account, account)
-        try local.ledger.setValue(Name.accountName, Data(accountName.utf8))
-        try local.ledger.setValue(Name.deviceName, Data(keys.device.name.utf8))
-        try local.seal(
-            try keys.signing.externalRepresentation(), as: Name.signing, protection: .afterFirstUnlockThisDeviceOnly)
-        try local.seal(
-            try keys.encryption.externalRepresentation(), as: Name.encryption,
-            protection: .afterFirstUnlockThisDeviceOnly)
-        try local.seal(anchor, as: Name.anchor, protection: .afterFirstUnlockThisDeviceOnly)
-        try local.ledger.setValue(Name.view, view.encoded())
+        try sealName(local, Data(server.description.utf8), as: Name.server)
+        try sealName(local, Data(accountName.utf8), as: Name.accountName)
+        try sealName(local, Data(keys.device.name.utf8), as: Name.deviceName)
+        try local.seal(try keys.signing.externalRepresentation(), as: Name.signing, protection: names)
+        try local.seal(try keys.encryption.externalRepresentation(), as: Name.encryption, protection: names)
+        try saveView(local, view)
         try setInteger(local.ledger, Name.cursor, 0)
         try local.ledger.setValue(Name.chain, SyncHead.origin)
         try local.ledger.track()

@@ -77,7 +77,9 @@ public struct SyncBatch: Sendable, Equatable {
             let version = try reader.signed()
             let deleted = try reader.boolean()
             let hash = try reader.fixed(32)
-            guard version > 0 else { throw SyncError(.malformed, "a signed batch names a version below 1") }
+            guard version > 0, UInt64(version) < TrustView.bound else {
+                throw SyncError(.malformed, "a signed batch names a version out of bounds")
+            }
             entries.append(Entry(recordID: id, version: version, deleted: deleted, ciphertextHash: hash))
         }
         try reader.end()
@@ -170,6 +172,9 @@ public struct SyncHead: Sendable, Equatable {
             chain: try reader.fixed(32), viewEpoch: try reader.unsigned(), viewHash: try reader.fixed(32),
             signature: signature)
         try reader.end()
+        guard head.seq >= 0, UInt64(head.seq) < TrustView.bound, head.viewEpoch < TrustView.bound else {
+            throw SyncError(.malformed, "a device head's position is out of bounds")
+        }
         return head
     }
 
@@ -260,6 +265,9 @@ public struct ZoneKeyShare: Sendable, Equatable {
             sender: try reader.fixed(SyncDevice.idSize), generation: try reader.unsigned(),
             sealed: try reader.bytes(max: 1024), signature: signature)
         try reader.end()
+        guard share.generation < TrustView.bound else {
+            throw SyncError(.malformed, "a zone key share's generation is out of bounds")
+        }
         return share
     }
 }

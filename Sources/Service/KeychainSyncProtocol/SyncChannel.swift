@@ -59,11 +59,14 @@ public final class SyncChannel {
         guard ok else { throw SyncError(.unavailable, "the connection dropped while sending (errno \(errno))") }
     }
 
-    public func read() throws(SyncError) -> Data {
+    /// Reads one message of at most `maximum` bytes (a server allows a few KiB before a device has
+    /// proved its key).
+    public func read(maximum: Int = SyncChannel.maximumFrame) throws(SyncError) -> Data {
         let header = try readExactly(4)
         let length = header.reversed().reduce(0) { ($0 << 8) | Int($1) }
-        guard length <= Self.maximumFrame else {
-            throw SyncError(.malformed, "a message of \(length) bytes is over the limit of \(Self.maximumFrame)")
+        guard length <= min(maximum, Self.maximumFrame) else {
+            throw SyncError(
+                .malformed, "a message of \(length) bytes is over the limit of \(min(maximum, Self.maximumFrame))")
         }
         return try readExactly(length)
     }

@@ -151,7 +151,11 @@ public struct SyncPush: Sendable {
         var replacing: [Int64] = []
         for _ in 0..<count {
             ciphertexts.append(try reader.bytes(max: 2 << 20))
-            replacing.append(try reader.signed())
+            let version = try reader.signed()
+            guard version >= 0, UInt64(version) < TrustView.bound else {
+                throw SyncError(.malformed, "a push replaces a version out of bounds")
+            }
+            replacing.append(version)
         }
         try reader.end()
         guard count == batch.entries.count else {
@@ -208,6 +212,9 @@ public struct SyncPullPage: Sendable {
         var batches: [Batch] = []
         for _ in 0..<(try reader.count(max: 100_000)) {
             let first = try reader.signed()
+            guard first > 0, UInt64(first) < TrustView.bound else {
+                throw SyncError(.malformed, "a pulled batch's position is out of bounds")
+            }
             batches.append(Batch(firstSeq: first, batch: try SyncBatch.decode(try reader.bytes(max: 1 << 20))))
         }
         var ciphertexts: [Data: (Int64, Data)] = [:]
@@ -218,6 +225,9 @@ public struct SyncPullPage: Sendable {
         }
         let lastSeq = try reader.signed()
         try reader.end()
+        guard lastSeq >= 0, UInt64(lastSeq) < TrustView.bound else {
+            throw SyncError(.malformed, "a pulled page's end is out of bounds")
+        }
         return SyncPullPage(batches: batches, ciphertexts: ciphertexts, lastSeq: lastSeq)
     }
 }

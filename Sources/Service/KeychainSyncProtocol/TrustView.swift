@@ -3,9 +3,8 @@ import KeychainBytes
 import KeychainCrypto
 
 /// An account's trusted set of devices at one epoch, as Octagon keeps it: each view names the one
-/// before it by hash, and is attested by a device trusted in that one (or, for the first view and
-/// for a recovery after every device is lost, by the key derived from the account's recovery
-/// secret). A device accepts a view only when it follows one it already trusts, so a server can
+/// before it by hash, and is attested by a device trusted in that one (the first view, by its
+/// founding device and by the key derived from the account's recovery secret). A device accepts a view only when it follows one it already trusts, so a server can
 /// neither add a device nor bring back a removed one; every device also signs, in its heads, the
 /// hash of the view it holds, so a server that shows two devices different views is found out.
 ///
@@ -82,6 +81,9 @@ public struct TrustView: Sendable, Equatable {
         let epoch = try reader.unsigned()
         let previous = try reader.fixed(32)
         let generation = try reader.unsigned()
+        guard epoch < bound, generation < bound else {
+            throw SyncError(.malformed, "a trust view's epoch or generation is out of bounds")
+        }
         let count = try reader.count(max: maximumMembers)
         var members: [SyncDevice] = []
         for _ in 0..<count { members.append(try SyncDevice.decode(from: &reader)) }
@@ -142,15 +144,15 @@ public struct TrustView: Sendable, Equatable {
         }
     }
 
-    /// Checks that this view may follow `previous` (nil: this is the account's first view).
-    ///
-    /// - Parameter recovery: the recovery key when the checker holds it (a device); nil for the
-    ///   server, which never does. `recoveryProven`: the server's own check of the recovery secret
-    ///   in the same request, which stands in for the recovery attestation it cannot verify.
-    public func check(following previous: TrustView?, recovery: HMACKey?, recoveryProven: Bool = false)
-        throws(SyncError)
-    {
+    /// Checks that this view may follow `previous` (nil: this is the account's first view). Every view
+    /// after the first is attested by a device of the one before it; the recovery key attests only
+    /// the first (a joining device, which knows the secret, checks it with `recovery`; the server,
+    /// which never holds it, passes nil).
+    public func check(following previous: TrustView?, recovery: HMACKey?) throws(SyncError) {
         guard !members.isEmpty else { throw SyncError(.invalid, "a trust view with no device in it") }
+        guard epoch < Self.bound, generation < Self.bound else {
+            throw SyncError(.malformed, "a trust view's epoch or generation is out of bounds")
+        }
         if let previous {
             guard account == previous.account, epoch == previous.epoch + 1, self.previous == previous.hash,
                 generation >= previous.generation
@@ -158,8 +160,7 @@ public struct TrustView: Sendable, Equatable {
                 throw SyncError(
                     .staleView, "the trust view does not follow the account's latest (epoch \(previous.epoch))")
             }
-            let byRecovery = recovery.map { isAttested(byRecovery: $0) } ?? recoveryProven
-            guard isAttested(byOneOf: previous.members) || byRecovery else {
+            guard isAttested(byOneOf: previous.members) else {
                 throw SyncError(.forged, "the trust view is attested by no device of the one before it")
             }
         } else {
@@ -171,4 +172,8 @@ public struct TrustView: Sendable, Equatable {
             }
         }
     }
+
+    /// Epochs, generations, versions and sequence numbers stay below this, so that no arithmetic on
+    /// them can overflow.
+    public static let bound: UInt64 = 1 << 62
 }

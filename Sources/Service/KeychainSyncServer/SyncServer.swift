@@ -2,6 +2,7 @@ import CProcessControl
 import Foundation
 import KeychainSyncProtocol
 import KeychainSyncStore
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -13,6 +14,10 @@ public final class SyncServer: @unchecked Sendable {
     public let address: SyncAddress
     private let store: SyncStore
     private let listener: Int32
+    /// Connections served now; past `maximumConnections`, a new one is closed at once (each holds a
+    /// thread, and a long poll a database connection).
+    private let connections = Atomic<Int>(0)
+    public static let maximumConnections = 512
 
     /// Connects to the database (migrating its schema) and starts listening.
     public init(database: String, listen address: SyncAddress) throws {
@@ -33,9 +38,15 @@ public final class SyncServer: @unchecked Sendable {
                 SyncLog.error("accept failed (errno \(errno)); keychain-syncd stops")
                 exit(1)
             }
+            guard connections.add(1, ordering: .relaxed).newValue <= Self.maximumConnections else {
+                connections.subtract(1, ordering: .relaxed)
+                close(connection)
+                continue
+            }
             let store = store
-            let thread = Thread {
+            let thread = Thread { [self] in
                 SyncSession(channel: SyncChannel(descriptor: connection, timeout: .seconds(60)), store: store).run()
+                connections.subtract(1, ordering: .relaxed)
             }
             thread.stackSize = 1 << 20
             thread.start()

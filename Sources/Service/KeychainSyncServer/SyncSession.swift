@@ -59,7 +59,7 @@ final class SyncSession {
         hello.write(SyncProtocol.version)
         hello.writeBytes(nonce)
         try channel.write(hello.data)
-        let request = try channel.read()
+        let request = try channel.read(maximum: 4096)
         guard request.first == SyncOperation.authenticate.rawValue else {
             throw SyncError(.unauthenticated, "the first request must be the handshake")
         }
@@ -167,26 +167,17 @@ final class SyncSession {
             ).encoded()
         case .publishView:
             let view = try TrustView.decode(try reader.bytes(max: 64 << 10))
-            let recoveryKey = try reader.bytes(max: 32)
             try reader.end()
-            let (exists, status) = try status()
-            guard exists else { throw SyncError(.noAccount, "no such account on this server") }
-            var recoveryProven = false
-            if !recoveryKey.isEmpty {
-                try checkRecovery(recoveryKey)
-                recoveryProven = true
-            } else if status != .trusted {
-                throw SyncError(
-                    .notTrusted, "only a trusted device (or one holding the recovery secret) changes the trusted set")
-            }
+            // Only a trusted device changes the trusted set (no recovery path exists yet: docs/sync.md).
+            try requireTrusted()
             guard let latestBytes = try store.views(account: account).last else {
                 throw SyncError(.noAccount, "the account has no trust view")
             }
             let latest = try TrustView.decode(latestBytes)
-            try view.check(following: latest, recovery: nil, recoveryProven: recoveryProven)
-            // Only devices that proved the secret (waiting or trusted), or the caller, may be members.
+            try view.check(following: latest, recovery: nil)
+            // Only devices that proved the secret (waiting or trusted) may be members.
             let known = try store.devices(account: account).filter { $0.status != SyncStore.removed }
-            for member in view.members where member.id != device.id {
+            for member in view.members {
                 guard known.contains(where: { $0.id == member.id && $0.signingKey == member.signingKey }) else {
                     throw SyncError(.invalid, "a view may name only devices that proved the recovery secret")
                 }

@@ -19,11 +19,15 @@ public struct PushedRecord: Sendable {
 /// A stored batch and where it sits in the log.
 public struct StoredBatch: Sendable {
     public var firstSeq: Int64
+    public var lastSeq: Int64
     public var batch: Data
 }
 
 /// Pushes and pulls: a device's records written together, all or none, under its signed batch.
 extension SyncStore {
+    /// The ciphertext a pulled page holds at most (beyond a single batch, which devices keep under it).
+    static let pageBytes = 24 << 20
+
     /// Versions of a record's past kept encrypted beside it (the history a user can go back to).
     public static let historyDepth: Int64 = 5
 
@@ -149,17 +153,26 @@ extension SyncStore {
                     let first = try rows.integer(row, 0)
                     let end = try rows.integer(row, 1)
                     if !batches.isEmpty, entries + Int(end - first + 1) > limit { break }
-                    batches.append(StoredBatch(firstSeq: first, batch: try rows.bytes(row, 2)))
+                    batches.append(StoredBatch(firstSeq: first, lastSeq: end, batch: try rows.bytes(row, 2)))
                     entries += Int(end - first + 1)
                     last = end
                 }
                 guard !batches.isEmpty else { return ([], []) }
-                let records = try connection.run(
-                    """
-                    SELECT record_id, version, seq, deleted, ciphertext FROM records
-                    WHERE account_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq
-                    """, [.bytes(account), .integer(seq), .integer(last)])
-                return (batches, try Self.records(records))
+                // No more than about 24 MiB of ciphertext a page (a message is at most 32 MiB): batches
+                // are left for the next page until it fits, down to one (which a device keeps under it).
+                while true {
+                    let records = try Self.records(
+                        try connection.run(
+                            """
+                            SELECT record_id, version, seq, deleted, ciphertext FROM records
+                            WHERE account_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq
+                            """, [.bytes(account), .integer(seq), .integer(last)]))
+                    let bytes = records.reduce(0) { $0 + $1.ciphertext.count }
+                    guard bytes > Self.pageBytes, batches.count > 1 else { return (batches, records) }
+                    batches.removeLast()
+                    guard let previous = batches.last else { return (batches, records) }
+                    last = previous.lastSeq
+                }
             }
         }
     }
