@@ -56,6 +56,29 @@ final class SyncMergeTests: SyncTestCase {
         XCTAssertEqual(try postgres.query("SELECT count(*) FROM history"), "3")
     }
 
+    func testALosingEditIsKeptWhenThePushAfterTheMergeFails() throws {
+        let (a, b) = try pair()
+        try a.add("mail.example.com", "alice", "original")
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        a.clock.advance(30)
+        try a.update("mail.example.com", "alice", to: "later-on-a")
+        _ = try a.agent.syncNow()
+        b.clock.advance(5)
+        try b.update("mail.example.com", "alice", to: "earlier-on-b")
+        // The server stops taking writes after B's pull: the merge is applied, its push fails.
+        _ = try postgres.query("ALTER TABLE batches ADD CONSTRAINT frozen CHECK (first_seq < 0) NOT VALID")
+        assertSyncError(.server) { _ = try b.agent.syncNow() }
+        XCTAssertEqual(try b.secret("mail.example.com", "alice"), "later-on-a")
+        _ = try postgres.query("ALTER TABLE batches DROP CONSTRAINT frozen")
+        // The next sync still has B's losing edit to put in the history.
+        _ = try b.agent.syncNow()
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM history"), "3")
+        _ = try a.agent.syncNow()
+        XCTAssertEqual(try a.secret("mail.example.com", "alice"), "later-on-a")
+        XCTAssertEqual(try b.secret("mail.example.com", "alice"), "later-on-a")
+    }
+
     func testAnEditAfterADeletionWinsAndADeletionAfterAnEditWins() throws {
         let (a, b) = try pair()
         try a.add("one.example.com", "alice", "one")

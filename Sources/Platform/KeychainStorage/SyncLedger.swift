@@ -182,6 +182,17 @@ public struct SyncLedger {
         _ = try statement.step()
     }
 
+    /// The names of the values that start with `prefix`.
+    public func names(withPrefix prefix: String) throws -> [String] {
+        let statement = try connection.statement("SELECT name FROM sync_state WHERE substr(name, 1, ?) = ?")
+        defer { statement.reset() }
+        try statement.bind(Int64(prefix.utf8.count), at: 1)
+        try statement.bind(prefix, at: 2)
+        var result: [String] = []
+        while try statement.step() { if let name = statement.text(at: 0) { result.append(name) } }
+        return result
+    }
+
     public func chain(at seq: Int64) throws -> Data? {
         let statement = try connection.statement("SELECT chain FROM sync_chain WHERE seq = ?")
         defer { statement.reset() }

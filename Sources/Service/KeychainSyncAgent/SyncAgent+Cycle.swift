@@ -75,7 +75,9 @@ extension SyncAgent {
                 throw SyncError(.notTrusted, "this device has not been given the account's keys yet")
             }
             var report = SyncReport()
-            var merge = MergeOutcome()
+            // What an earlier sync merged and could not push yet (the connection dropped, the keychain
+            // locked): kept in the ledger, so that no losing version is lost.
+            var merge = try transaction { local in try Self.loadMerge(local) }
             var settled = false
             for _ in 0..<8 {
                 try pullAll(connection, enrollment, view: view, report: &report, merge: &merge)
@@ -151,11 +153,70 @@ extension SyncAgent {
             try transaction { local in
                 try apply(page, local, enrollment, view: view, report: &report, merge: &merge, awaiting: &awaiting)
                 try Self.saveAwaiting(local, awaiting)
+                try Self.saveMerge(local, merge)
             }
         }
         // At the log's end, a record whose current version never came was withheld.
         guard awaiting.isEmpty || !atEnd else {
             throw SyncError(.withheld, "the server has left out the current version of \(awaiting.count) records")
+        }
+    }
+
+    private static let loserPrefix = "merge loser "
+    private static let overwrittenPrefix = "merge overwritten "
+
+    /// Each losing version sealed under this keychain's `ThisDeviceOnly` key of its own item's class
+    /// (a class A item's only while the keychain is unlocked).
+    private static func saveMerge(_ local: SyncLocal, _ merge: MergeOutcome) throws {
+        for (id, payload) in merge.losers where try local.ledger.value(loserPrefix + Hex.encode(id)) == nil {
+            let protection = SyncLocal.describe(payload)?.protection ?? .afterFirstUnlock
+            try local.seal(payload, as: loserPrefix + Hex.encode(id), protection: thisDeviceOnly(protection))
+        }
+        for (id, overwritten) in merge.overwritten
+        where try local.ledger.value(overwrittenPrefix + Hex.encode(id)) == nil {
+            var writer = ByteWriter()
+            writer.write(overwritten.date.timeIntervalSince1970)
+            writer.write(UInt8(overwritten.protection.rawValue))
+            overwritten.payload.withUnsafeBytes { writer.writeSecretBytes($0) }
+            try local.seal(
+                writer.takeSecure(), as: overwrittenPrefix + Hex.encode(id),
+                protection: thisDeviceOnly(overwritten.protection))
+        }
+    }
+
+    private static func loadMerge(_ local: SyncLocal) throws -> MergeOutcome {
+        var merge = MergeOutcome()
+        for name in try local.ledger.names(withPrefix: loserPrefix) {
+            guard let id = Hex.decode(name.dropFirst(loserPrefix.count)),
+                let payload = try? local.open(name)
+            else { continue }
+            merge.losers[id] = payload
+        }
+        for name in try local.ledger.names(withPrefix: overwrittenPrefix) {
+            guard let id = Hex.decode(name.dropFirst(overwrittenPrefix.count)), let sealed = try? local.open(name)
+            else { continue }
+            let decoded = sealed.withBorrowedData { data -> (SecureBytes, Date, ProtectionClass)? in
+                var reader = ByteReader(data)
+                guard let seconds = try? reader.read() as Double, let raw = try? reader.read() as UInt8,
+                    let protection = ProtectionClass(rawValue: Int(raw)), let payload = try? reader.readSecureBytes()
+                else { return nil }
+                return (payload, Date(timeIntervalSince1970: seconds), protection)
+            }
+            if let (payload, date, protection) = decoded { merge.overwritten[id] = (payload, date, protection) }
+        }
+        return merge
+    }
+
+    private static func forgetMerge(_ local: SyncLocal, _ id: Data) throws {
+        try local.ledger.setValue(loserPrefix + Hex.encode(id), nil)
+        try local.ledger.setValue(overwrittenPrefix + Hex.encode(id), nil)
+    }
+
+    private static func thisDeviceOnly(_ protection: ProtectionClass) -> ProtectionClass {
+        switch protection {
+        case .whenUnlocked: .whenUnlockedThisDeviceOnly
+        case .always: .alwaysThisDeviceOnly
+        default: .afterFirstUnlockThisDeviceOnly
         }
     }
 
@@ -502,6 +563,7 @@ extension SyncAgent {
             }
             try transaction { local in
                 for (change, entry) in zip(chunk, entries) {
+                    try Self.forgetMerge(local, change.recordID)
                     if change.followedByWinner {
                         try local.ledger.markDirty(change.recordID)
                     } else {
