@@ -55,7 +55,8 @@ extension KeychainDaemon {
             if ["enroll", "approve", "remove", "leave"].contains(verb) {
                 DaemonLog.info("sync \(verb) for uid \(tenant.uid), by pid \(caller.pid)")
             }
-            tenant.syncRunner.wake()
+            // An enrolled keychain syncs in the background from now on.
+            if tenant.syncAgent.isEnrolled() { tenant.syncRunner.wake() }
             return .syncResult(result)
         case .importSecrets(let source, let secrets, let passcode):
             try checkPasscode(passcode, if: requirement, in: tenant)
