@@ -20,7 +20,7 @@ final class DeviceClock: KeychainClock, @unchecked Sendable {
 }
 
 /// One device: a keychain of its own in a temporary directory, and its sync agent.
-final class TestDevice {
+final class TestDevice: @unchecked Sendable {
     let name: String
     let directory: String
     let clock: DeviceClock

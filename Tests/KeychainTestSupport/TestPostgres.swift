@@ -13,7 +13,7 @@ public final class TestPostgres {
     /// A libpq connection string for the server's `postgres` database.
     public let conninfo: String
     private let user: uid_t?
-    private let server = Process()
+    private var server = Process()
     static let binaries = "/usr/lib/postgresql/15/bin"
 
     public init() throws {
@@ -39,11 +39,20 @@ public final class TestPostgres {
                     "TERM",
                 ] + command
         }
-        server.executableURL = URL(fileURLWithPath: command[0])
-        server.arguments = Array(command.dropFirst())
+        self.command = command
         _ = FileManager.default.createFile(atPath: directory + "/log", contents: nil)
         if let user { chown(directory + "/log", user, user) }
+        try start()
+    }
+
+    private var command: [String] = []
+
+    private func start() throws {
+        server = Process()
+        server.executableURL = URL(fileURLWithPath: command[0])
+        server.arguments = Array(command.dropFirst())
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/log"))
+        log.seekToEndOfFile()
         server.standardOutput = log
         server.standardError = log
         try server.run()
@@ -59,6 +68,16 @@ public final class TestPostgres {
             }
             usleep(50_000)
         }
+    }
+
+    /// Stops the server at once (what a crash or a restart does to its clients' connections) and
+    /// starts it again on the same cluster.
+    public func restart() throws {
+        if server.isRunning {
+            kill(server.processIdentifier, SIGINT)
+            server.waitUntilExit()
+        }
+        try start()
     }
 
     deinit {

@@ -8,7 +8,7 @@ import XCTest
 /// A `keychain-syncd` of its own on a database of a `TestPostgres`, listening on a Unix socket in a
 /// temporary directory; run as nobody when the tests run as root (a server needs no privilege), and
 /// stopped when released.
-public final class TestSyncServer {
+public final class TestSyncServer: @unchecked Sendable {
     public let directory: String
     public let socket: String
     public let logPath: String

@@ -75,7 +75,14 @@ final class SyncSession {
             try channel.write(SyncAnswer.failed(SyncError(.unauthenticated, "the device did not prove its key")))
             throw SyncError(.unauthenticated, "bad handshake")
         }
-        let standing = try store.standing(account: account, device: device.id)
+        let standing: (exists: Bool, status: Int64?)
+        do {
+            standing = try store.standing(account: account, device: device.id)
+        } catch {
+            SyncLog.error("a handshake failed in the database: \(error.reason)")
+            try channel.write(SyncAnswer.failed(SyncError(.server, "the database failed; try again")))
+            throw error
+        }
         if standing.status == SyncStore.removed {
             try channel.write(SyncAnswer.failed(SyncError(.removed, "this device was removed from the account")))
             throw SyncError(.removed, "removed")

@@ -73,12 +73,21 @@ public final class SyncStore: Sendable {
     func withConnection<T>(_ body: (PostgresConnection) throws(SyncStoreError) -> T) throws(SyncStoreError)
         -> T
     {
-        let connection: PostgresConnection
+        // A pooled connection may have died with its server (a restart): such a failure is tried once
+        // more on a new connection.
         if let pooled = idle.withLock({ $0.popLast() }) {
-            connection = pooled
-        } else {
-            connection = try PostgresConnection(conninfo)
+            do {
+                return try use(pooled, body)
+            } catch  where error.code == .connection {
+                idle.withLock { $0.removeAll() }
+            }
         }
+        return try use(try PostgresConnection(conninfo), body)
+    }
+
+    private func use<T>(_ connection: PostgresConnection, _ body: (PostgresConnection) throws(SyncStoreError) -> T)
+        throws(SyncStoreError) -> T
+    {
         do {
             let value = try body(connection)
             idle.withLock { if $0.count < 16 { $0.append(connection) } }
