@@ -12,6 +12,7 @@ import PackageDescription
 //              KeychainSystem       the operating system: safe files, the owner lock, process protection
 //              KeychainDBus         D-Bus over sd-bus, loaded on first use (systemd-logind's session lock, fprintd)
 //              KeychainTPM          tpm2-tss ESYS (libtss2-dev): salted sessions, sealing, NV counters, lockout
+//              KeychainTLS          TLS 1.3 through libssl (libssl-dev): the sync server's listener and its clients
 //   Engine/    KeychainKeybag       device root, class keys, passcode, lock state
 //              KeychainEngine       item semantics: parsing, search, sealing, access groups; the in-process service
 //              KeychainTPMRoot      the device root in a TPM (the daemon's; embedded processes do not link it)
@@ -71,6 +72,8 @@ let package = Package(
         .systemLibrary(
             name: "CPostgreSQL", path: "Sources/Platform/CPostgreSQL", pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(
+            name: "CTLS", path: "Sources/Platform/CTLS", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
         // Header-only: fixed-argument forms of prctl, which Swift cannot call (it is variadic).
         .systemLibrary(name: "CProcessControl", path: "Sources/Platform/CProcessControl"),
         .target(name: "KeychainBytes", path: "Sources/Base/KeychainBytes"),
@@ -83,6 +86,7 @@ let package = Package(
             name: "KeychainSystem", dependencies: ["KeychainBytes", "KeychainCore", "CProcessControl"],
             path: "Sources/Platform/KeychainSystem"),
         .target(name: "KeychainDBus", dependencies: ["CSystemdBus"], path: "Sources/Platform/KeychainDBus"),
+        .target(name: "KeychainTLS", dependencies: ["CTLS"], path: "Sources/Platform/KeychainTLS"),
         .target(name: "KeychainTPM", dependencies: ["KeychainBytes", "CTSS2"], path: "Sources/Platform/KeychainTPM"),
         .target(
             name: "KeychainKeybag",
@@ -129,12 +133,13 @@ let package = Package(
             name: "KeychainSyncStore", dependencies: ["CPostgreSQL", "KeychainBytes"],
             path: "Sources/Service/KeychainSyncStore"),
         .target(
-            name: "KeychainSyncProtocol", dependencies: ["KeychainBytes", "KeychainCrypto"],
+            name: "KeychainSyncProtocol", dependencies: ["KeychainBytes", "KeychainCrypto", "KeychainTLS"],
             path: "Sources/Service/KeychainSyncProtocol"),
         .target(
             name: "KeychainSyncServer",
             dependencies: [
                 "CProcessControl", "KeychainSyncProtocol", "KeychainSyncStore", "KeychainBytes", "KeychainCrypto",
+                "KeychainTLS",
             ],
             path: "Sources/Service/KeychainSyncServer"),
         .target(
@@ -165,7 +170,7 @@ let package = Package(
             ],
             path: "Sources/Programs/securityd"),
         .executableTarget(
-            name: "keychain-syncd", dependencies: ["KeychainSyncServer", "KeychainSyncProtocol"],
+            name: "keychain-syncd", dependencies: ["KeychainSyncServer", "KeychainSyncProtocol", "KeychainTLS"],
             path: "Sources/Programs/keychain-syncd"),
         .executableTarget(
             name: "keychain-bench",

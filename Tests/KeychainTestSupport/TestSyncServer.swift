@@ -20,15 +20,23 @@ public final class TestSyncServer: @unchecked Sendable {
             .appendingPathComponent("keychain-syncd").path
     }
 
-    public init(database: String) throws {
+    /// - Parameters:
+    ///   - listen: an address other than the socket in its directory (a `tls://127.0.0.1:PORT`).
+    ///   - arguments: more arguments (`--tls-certificate`, `--tls-key`), given the server's directory.
+    ///   - prepare: runs on the directory before the server starts (files it reads go there).
+    public init(
+        database: String, listen: String? = nil, arguments: (String) -> [String] = { _ in [] },
+        prepare: (String) throws -> Void = { _ in }
+    ) throws {
         directory = NSTemporaryDirectory() + "syncd-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         chmod(directory, 0o755)
         let user: uid_t? = getuid() == 0 ? 65534 : nil
         if let user { chown(directory, user, user) }
-        socket = directory + "/sync.sock"
+        socket = listen ?? directory + "/sync.sock"
         logPath = directory + "/log"
-        var command = [Self.binary, "--database", database, "--listen", socket]
+        try prepare(directory)
+        var command = [Self.binary, "--database", database, "--listen", socket] + arguments(directory)
         if let user {
             command =
                 [
@@ -44,11 +52,29 @@ public final class TestSyncServer: @unchecked Sendable {
         process.standardError = output
         try process.run()
         let deadline = Date().addingTimeInterval(30)
-        while !FileManager.default.fileExists(atPath: socket) {
+        while !(listen == nil ? FileManager.default.fileExists(atPath: socket) : Self.accepts(socket)) {
             guard Date() < deadline, process.isRunning else {
                 throw TestDaemon.Failure(description: "keychain-syncd did not start: \(log())")
             }
             usleep(20_000)
+        }
+    }
+
+    /// Whether something accepts TCP connections at `tls://HOST:PORT`.
+    private static func accepts(_ address: String) -> Bool {
+        guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else {
+            return false
+        }
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var target = sockaddr_in()
+        target.sin_family = sa_family_t(AF_INET)
+        target.sin_port = port.bigEndian
+        target.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &target) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
         }
     }
 

@@ -18,7 +18,7 @@ struct SyncVerbs {
         do {
             arguments = try Arguments(
                 Array(raw.dropFirst()), takingValue: ["p"], long: ["json"],
-                longTakingValue: ["server", "account", "name"])
+                longTakingValue: ["server", "account", "name", "ca"])
         } catch {
             throw .usage(verb: "sync", message: error.message)
         }
@@ -34,6 +34,12 @@ struct SyncVerbs {
                 throw .message("security: sync enroll: \(error.reason)")
             }
             values = [server, account, arguments.value(long: "name") ?? Self.hostName]
+            // --ca: the CA certificates a tls:// server's certificate is checked against (else the system's).
+            if let authorities = arguments.value(long: "ca") {
+                values.append(
+                    authorities.hasPrefix("/")
+                        ? authorities : FileManager.default.currentDirectoryPath + "/" + authorities)
+            }
         case "approve", "remove":
             guard positional.count == 1 else {
                 throw .usage(

@@ -288,10 +288,11 @@ enum Usage {
             "sync",
             "Sync the keychain's synchronizable items with the account's other devices.",
             """
-            Usage: sync enroll --server ADDRESS --account NAME [--name DEVICE]
+            Usage: sync enroll --server ADDRESS --account NAME [--name DEVICE] [--ca FILE]
                    sync devices | approve DEVICE | remove DEVICE | now | status | leave   [--json]
                 enroll   make this keychain a device of the account on keychain-syncd at ADDRESS (a Unix socket
-                         path, or HOST:PORT on loopback). The first device creates the account; a later one
+                         path, HOST:PORT on loopback, or tls://HOST:PORT, whose certificate is checked against
+                         the CA certificates of --ca FILE, else the system's). The first device creates the account; a later one
                          waits for a trusted device to approve it. The account's recovery secret is typed on a
                          terminal, else read as one line of standard input
                 devices  the account's devices, each with its id and status (trusted, waiting, removed)

@@ -30,11 +30,13 @@ extension SyncAgent {
         }
         switch verb {
         case "enroll":
-            try expect(3)
+            guard arguments.count == 3 || arguments.count == 4 else {
+                throw SyncError(.invalid, "sync enroll takes a server, an account, a device name and a CA file")
+            }
             guard let secret else { throw SyncError(.invalid, "enrolling needs the account's recovery secret") }
             let status = try enroll(
                 server: try SyncAddress(parsing: arguments[0]), accountName: arguments[1], recoverySecret: secret,
-                deviceName: arguments[2])
+                deviceName: arguments[2], authorities: arguments.count == 4 ? arguments[3] : nil)
             return ["device": Hex.encode(try self.status().device.id), "status": Self.statusName(status)]
         case "devices":
             try expect(0)

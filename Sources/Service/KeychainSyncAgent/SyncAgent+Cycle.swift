@@ -113,7 +113,7 @@ extension SyncAgent {
         }
         let connection = try SyncConnection(
             address: enrollment.server, account: enrollment.account, keys: enrollment.keys,
-            timeout: timeout + .seconds(30))
+            timeout: timeout + .seconds(30), authorities: enrollment.authorities)
         defer { connection.close() }
         return try connection.waitForChange(after: cursor, timeout: timeout) > cursor
     }

@@ -63,7 +63,8 @@ public final class SyncAgent: @unchecked Sendable {
 
     func connect(_ enrollment: SyncEnrollment) throws(SyncError) -> SyncConnection {
         try SyncConnection(
-            address: enrollment.server, account: enrollment.account, keys: enrollment.keys, timeout: timeout)
+            address: enrollment.server, account: enrollment.account, keys: enrollment.keys, timeout: timeout,
+            authorities: enrollment.authorities)
     }
 
     // MARK: Enrolling
@@ -71,9 +72,13 @@ public final class SyncAgent: @unchecked Sendable {
     /// Enrolls this keychain as a device of the account `accountName` on `server`. The first device
     /// makes the account with `recoverySecret`; a later one proves the secret and then waits for a
     /// trusted device to approve it. Returns where the device stands.
-    public func enroll(server: SyncAddress, accountName: String, recoverySecret: SecureBytes, deviceName: String)
-        throws(SyncError) -> SyncDeviceStatus
-    {
+    ///
+    /// - Parameter authorities: for a `tls://` server, a PEM file of the CA certificates to trust
+    ///   (nil: the system's); kept with the enrollment.
+    public func enroll(
+        server: SyncAddress, accountName: String, recoverySecret: SecureBytes, deviceName: String,
+        authorities: String? = nil
+    ) throws(SyncError) -> SyncDeviceStatus {
         guard recoverySecret.count >= 8 else { throw SyncError(.invalid, "a recovery secret is at least 8 bytes") }
         let account = try SyncAccount.id(of: accountName)
         return try step {
@@ -83,13 +88,16 @@ public final class SyncAgent: @unchecked Sendable {
                     .invalid, "this keychain is enrolled in another account; `security sync leave` first")
             }
             let keys = try existing?.keys ?? SyncDeviceKeys.generate(name: deviceName)
-            let connection = try SyncConnection(address: server, account: account, keys: keys, timeout: timeout)
+            let connection = try SyncConnection(
+                address: server, account: account, keys: keys, timeout: timeout, authorities: authorities)
             defer { connection.close() }
             let state: SyncAccountState
             do {
                 state = try connection.accountState()
             } catch let error as SyncError where error.code == .noAccount {
-                return try createAccount(connection, server: server, accountName: accountName, secret: recoverySecret)
+                return try createAccount(
+                    connection, server: server, accountName: accountName, secret: recoverySecret,
+                    authorities: authorities)
             }
             let recovery = try RecoveryKeys(secret: recoverySecret, salt: state.salt)
             if connection.status == .unknown {
@@ -107,7 +115,8 @@ public final class SyncAgent: @unchecked Sendable {
             try genesis.check(following: nil, recovery: try recovery.anchorKey())
             try transaction { local in
                 try SyncEnrollment.save(
-                    local, server: server, account: account, accountName: accountName, keys: keys, view: genesis)
+                    local, server: server, account: account, accountName: accountName, keys: keys, view: genesis,
+                    authorities: authorities)
             }
             // A device approved already (enrolling again) takes its keys now.
             if connection.status == .trusted { _ = try refreshTrust(connection) }
@@ -116,10 +125,9 @@ public final class SyncAgent: @unchecked Sendable {
     }
 
     private func createAccount(
-        _ connection: SyncConnection, server: SyncAddress, accountName: String, secret: SecureBytes
-    )
-        throws -> SyncDeviceStatus
-    {
+        _ connection: SyncConnection, server: SyncAddress, accountName: String, secret: SecureBytes,
+        authorities: String?
+    ) throws -> SyncDeviceStatus {
         let keys = connection.keys
         let account = connection.account
         let salt = try Random.bytes(16)
@@ -137,7 +145,8 @@ public final class SyncAgent: @unchecked Sendable {
         try putShares([keys.device], zoneKey: zoneKey, generation: 1, connection)
         try transaction { local in
             try SyncEnrollment.save(
-                local, server: server, account: account, accountName: accountName, keys: keys, view: genesis)
+                local, server: server, account: account, accountName: accountName, keys: keys, view: genesis,
+                authorities: authorities)
             try SyncEnrollment.saveZoneKey(local, zoneKey, generation: 1)
             try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, 1)
         }

@@ -23,6 +23,7 @@ struct SyncEnrollment {
         static let deviceName = "device name"
         static let view = "trust view"
         static let knownDevices = "known devices"
+        static let authorities = "certificate authorities"
         static let generation = "generation"
         static let cursor = "cursor"
         static let chain = "chain"
@@ -44,6 +45,8 @@ struct SyncEnrollment {
     var keys: SyncDeviceKeys
     var view: TrustView
     var generation: UInt64
+    /// The CA file a `tls://` server's certificate is checked against (nil: the system's).
+    var authorities: String?
 
     private static let names = ProtectionClass.afterFirstUnlockThisDeviceOnly
 
@@ -61,7 +64,10 @@ struct SyncEnrollment {
             server: try SyncAddress(parsing: server.withBorrowedData { String(decoding: $0, as: UTF8.self) }),
             account: account, accountName: try text(local, Name.accountName), keys: keys,
             view: try viewBytes.withBorrowedData { try TrustView.decode($0) },
-            generation: try integer(ledger, Name.generation).map { UInt64($0) } ?? 0)
+            generation: try integer(ledger, Name.generation).map { UInt64($0) } ?? 0,
+            authorities: try local.open(Name.authorities).map {
+                $0.withBorrowedData { String(decoding: $0, as: UTF8.self) }
+            })
     }
 
     private static func text(_ local: SyncLocal, _ name: String) throws -> String {
@@ -124,9 +130,10 @@ struct SyncEnrollment {
     /// Stores a new enrollment (its keys and names sealed).
     static func save(
         _ local: SyncLocal, server: SyncAddress, account: Data, accountName: String, keys: SyncDeviceKeys,
-        view: TrustView
+        view: TrustView, authorities: String?
     ) throws {
         try local.ledger.erase()
+        if let authorities { try sealName(local, Data(authorities.utf8), as: Name.authorities) }
         try local.ledger.setValue(Name.account, account)
         try sealName(local, Data(server.description.utf8), as: Name.server)
         try sealName(local, Data(accountName.utf8), as: Name.accountName)

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainBytes
+import KeychainTLS
 
 #if canImport(Glibc)
     import Glibc
@@ -16,6 +17,8 @@ public final class SyncChannel {
     public static let maximumFrame = 32 << 20
     public let descriptor: Int32
     private var closed = false
+    /// The TLS session over the socket, when the address asked for one.
+    private var tls: TLSSession?
 
     /// Takes over a connected socket (closed by `close` or when this is released).
     public init(descriptor: Int32, timeout: Duration = .seconds(30)) {
@@ -28,9 +31,18 @@ public final class SyncChannel {
 
     deinit { close() }
 
+    /// Runs TLS over the socket from now on (after the handshake `start` makes).
+    public func startTLS(_ start: (Int32) throws(TLSError) -> TLSSession) throws(SyncError) {
+        do { tls = try start(descriptor) } catch {
+            throw SyncError(.unavailable, "TLS with the sync server failed: \(error.reason)")
+        }
+    }
+
     public func close() {
         guard !closed else { return }
         closed = true
+        tls?.shutdown()
+        tls = nil
         Glibc.close(descriptor)
     }
 
@@ -49,7 +61,9 @@ public final class SyncChannel {
             guard let base = buffer.baseAddress else { return true }
             var offset = 0
             while offset < buffer.count {
-                let sent = send(descriptor, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+                let rest = UnsafeRawBufferPointer(start: base + offset, count: buffer.count - offset)
+                let sent =
+                    tls.map { $0.write(rest) } ?? send(descriptor, rest.baseAddress, rest.count, Int32(MSG_NOSIGNAL))
                 if sent < 0, errno == EINTR { continue }
                 guard sent > 0 else { return false }
                 offset += sent
@@ -78,7 +92,8 @@ public final class SyncChannel {
         data.withUnsafeMutableBytes { buffer in
             guard let base = buffer.baseAddress else { return }
             while offset < count {
-                let received = recv(descriptor, base + offset, count - offset, 0)
+                let rest = UnsafeMutableRawBufferPointer(start: base + offset, count: count - offset)
+                let received = tls.map { $0.read(rest) } ?? recv(descriptor, rest.baseAddress, rest.count, 0)
                 if received < 0, errno == EINTR { continue }
                 guard received > 0 else {
                     failure = received == 0 ? -1 : errno

@@ -1,19 +1,34 @@
 import Foundation
 import KeychainBytes
 import KeychainCrypto
+import KeychainTLS
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Where a sync server listens: a Unix socket path, or `HOST:PORT` on loopback.
+/// Where a sync server listens: a Unix socket path, `HOST:PORT` on loopback, or `tls://HOST:PORT`
+/// anywhere (TLS 1.3, the server's certificate checked against the host).
 public enum SyncAddress: Sendable, Equatable, CustomStringConvertible {
     case unix(String)
     case tcp(host: String, port: UInt16)
+    case tls(host: String, port: UInt16)
 
     /// Parses an address as `keychain-syncd --listen` and `security sync enroll --server` take it. TCP is
     /// on loopback only (127.0.0.1, ::1, localhost): the protocol has no TLS of its own (docs/sync.md).
     public init(parsing text: String) throws(SyncError) {
+        if text.hasPrefix("tls://") {
+            let rest = text.dropFirst("tls://".count)
+            guard let colon = rest.lastIndex(of: ":"), let port = UInt16(rest[rest.index(after: colon)...]), port > 0
+            else { throw SyncError(.invalid, "a TLS address is tls://HOST:PORT, not \(text)") }
+            var host = String(rest[..<colon])
+            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            guard !host.isEmpty, host.utf8.count <= 253, !host.contains("/") else {
+                throw SyncError(.invalid, "a TLS address is tls://HOST:PORT, not \(text)")
+            }
+            self = .tls(host: host, port: port)
+            return
+        }
         if text.hasPrefix("/") {
             guard text.utf8.count < 108 else { throw SyncError(.invalid, "a Unix socket path is under 108 bytes") }
             self = .unix(text)
@@ -28,7 +43,7 @@ public enum SyncAddress: Sendable, Equatable, CustomStringConvertible {
         guard ["127.0.0.1", "::1", "localhost"].contains(host) else {
             throw SyncError(
                 .invalid,
-                "\(host) is not loopback: TCP is served on 127.0.0.1 or ::1 only (put a TLS proxy in front to expose it)"
+                "\(host) is not loopback: plain TCP is served on 127.0.0.1 or ::1 only (use tls://\(host):\(port) to expose it)"
             )
         }
         self = .tcp(host: host == "localhost" ? "127.0.0.1" : host, port: port)
@@ -38,6 +53,7 @@ public enum SyncAddress: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .unix(let path): path
         case .tcp(let host, let port): host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        case .tls(let host, let port): host.contains(":") ? "tls://[\(host)]:\(port)" : "tls://\(host):\(port)"
         }
     }
 
@@ -63,23 +79,33 @@ public enum SyncAddress: Sendable, Equatable, CustomStringConvertible {
                 throw SyncError(.unavailable, "cannot reach the sync server at \(path) (errno \(code))")
             }
             return socket
-        case .tcp(let host, let port):
-            let family = host.contains(":") ? AF_INET6 : AF_INET
-            let socket = Glibc.socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard socket >= 0 else { throw SyncError(.unavailable, "cannot make a socket (errno \(errno))") }
-            var one: Int32 = 1
-            _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let result = Self.withSocketAddress(host: host, port: port) { Glibc.connect(socket, $0, $1) }
-            guard result == 0 else {
-                let code = errno
-                Glibc.close(socket)
-                throw SyncError(.unavailable, "cannot reach the sync server at \(description) (errno \(code))")
+        case .tcp(let host, let port), .tls(let host, let port):
+            var hints = addrinfo()
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            var found: UnsafeMutablePointer<addrinfo>?
+            guard getaddrinfo(host, String(port), &hints, &found) == 0, let first = found else {
+                throw SyncError(.unavailable, "cannot resolve \(host)")
             }
-            return socket
+            defer { freeaddrinfo(found) }
+            var entry: UnsafeMutablePointer<addrinfo>? = first
+            var lastError: Int32 = 0
+            while let current = entry {
+                let socket = Glibc.socket(
+                    current.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                if socket >= 0 {
+                    var one: Int32 = 1
+                    _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                    if Glibc.connect(socket, current.pointee.ai_addr, current.pointee.ai_addrlen) == 0 { return socket }
+                    lastError = errno
+                    Glibc.close(socket)
+                }
+                entry = current.pointee.ai_next
+            }
+            throw SyncError(.unavailable, "cannot reach the sync server at \(description) (errno \(lastError))")
         }
     }
 
-    /// Binds a TCP socket to a loopback address (for the server).
+    /// Binds a TCP socket to an address of this machine (for the server).
     public static func bind(_ socket: Int32, host: String, port: UInt16) -> Int32 {
         withSocketAddress(host: host, port: port) { Glibc.bind(socket, $0, $1) }
     }
@@ -117,12 +143,22 @@ public final class SyncConnection {
     public private(set) var status: SyncDeviceStatus = .unknown
     private let channel: SyncChannel
 
-    public init(address: SyncAddress, account: Data, keys: SyncDeviceKeys, timeout: Duration = .seconds(30))
-        throws(SyncError)
-    {
+    /// - Parameter authorities: for a `tls://` address, a PEM file of the CA certificates to trust
+    ///   (nil: the system's).
+    public init(
+        address: SyncAddress, account: Data, keys: SyncDeviceKeys, timeout: Duration = .seconds(30),
+        authorities: String? = nil
+    ) throws(SyncError) {
         self.account = account
         self.keys = keys
         channel = SyncChannel(descriptor: try address.connect(), timeout: timeout)
+        if case .tls(let host, _) = address {
+            let context: TLSContext
+            do { context = try TLSContext.client(authorities: authorities) } catch {
+                throw SyncError(.invalid, error.reason)
+            }
+            try channel.startTLS { (descriptor) throws(TLSError) in try context.connect(descriptor, host: host) }
+        }
         var hello = SyncReader(try channel.read(), "the server's hello")
         guard try hello.byte() == SyncProtocol.version else {
             throw SyncError(.malformed, "the server speaks another version of the sync protocol")

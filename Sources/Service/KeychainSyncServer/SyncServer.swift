@@ -2,6 +2,7 @@ import CProcessControl
 import Foundation
 import KeychainSyncProtocol
 import KeychainSyncStore
+import KeychainTLS
 import Synchronization
 
 #if canImport(Glibc)
@@ -19,10 +20,21 @@ public final class SyncServer: @unchecked Sendable {
     private let connections = Atomic<Int>(0)
     public static let maximumConnections = 512
 
-    /// Connects to the database (migrating its schema) and starts listening.
-    public init(database: String, listen address: SyncAddress) throws {
+    private let tls: TLSContext?
+
+    /// Connects to the database (migrating its schema) and starts listening. A `tls://` address needs
+    /// `tls`, the server's certificate and key; no other address takes one.
+    public init(database: String, listen address: SyncAddress, tls: TLSContext? = nil) throws {
+        if case .tls = address {
+            guard tls != nil else {
+                throw SyncError(.invalid, "a tls:// address needs --tls-certificate and --tls-key")
+            }
+        } else if tls != nil {
+            throw SyncError(.invalid, "--tls-certificate and --tls-key go with a tls://HOST:PORT address")
+        }
         store = try SyncStore(conninfo: database)
         self.address = address
+        self.tls = tls
         listener = try Self.listen(address)
     }
 
@@ -44,9 +56,18 @@ public final class SyncServer: @unchecked Sendable {
                 continue
             }
             let store = store
+            let tls = tls
             let thread = Thread { [self] in
-                SyncSession(channel: SyncChannel(descriptor: connection, timeout: .seconds(60)), store: store).run()
-                connections.subtract(1, ordering: .relaxed)
+                defer { connections.subtract(1, ordering: .relaxed) }
+                let channel = SyncChannel(descriptor: connection, timeout: .seconds(60))
+                if let tls {
+                    // A client that does not finish the handshake in time, or speaks no TLS, is dropped.
+                    do { try channel.startTLS { (descriptor) throws(TLSError) in try tls.accept(descriptor) } } catch {
+                        channel.close()
+                        return
+                    }
+                }
+                SyncSession(channel: channel, store: store).run()
             }
             thread.stackSize = 1 << 20
             thread.start()
@@ -85,7 +106,7 @@ public final class SyncServer: @unchecked Sendable {
             // Every device authenticates by its key, so anyone who can reach the path may connect.
             chmod(path, 0o666)
             return socket
-        case .tcp(let host, let port):
+        case .tcp(let host, let port), .tls(let host, let port):
             let family = host.contains(":") ? AF_INET6 : AF_INET
             let socket = Glibc.socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard socket >= 0 else { throw SyncError(.unavailable, "cannot make a socket (errno \(errno))") }
