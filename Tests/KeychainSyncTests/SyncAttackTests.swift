@@ -81,6 +81,22 @@ final class SyncAttackTests: SyncTestCase {
         XCTAssertEqual(try b.secret("one.example.com", "alice"), "version-2")
     }
 
+    func testAVersionServedAgainAtAnotherPlaceInTheLogIsNoticed() throws {
+        try a.add("one.example.com", "alice", "one")
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        // The same signed batch and record again, further on: a server feeding a device without end.
+        _ = try postgres.query(
+            """
+            WITH old AS (SELECT batch, writer FROM batches ORDER BY first_seq DESC LIMIT 1),
+            next AS (UPDATE accounts SET last_seq = last_seq + 1 RETURNING account_id, last_seq)
+            INSERT INTO batches (account_id, first_seq, last_seq, writer, batch)
+            SELECT next.account_id, next.last_seq, next.last_seq, old.writer, old.batch FROM old, next
+            """)
+        _ = try postgres.query("UPDATE records SET seq = (SELECT last_seq FROM accounts)")
+        try assertNoticed(.replayed)
+    }
+
     func testAWithheldBatchIsNoticed() throws {
         try a.add("one.example.com", "alice", "one")
         _ = try a.agent.syncNow()

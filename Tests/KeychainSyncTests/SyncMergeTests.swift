@@ -56,6 +56,23 @@ final class SyncMergeTests: SyncTestCase {
         XCTAssertEqual(try postgres.query("SELECT count(*) FROM history"), "3")
     }
 
+    func testTurningSyncOffForAnItemDeletesItElsewhereAndKeepsItHere() throws {
+        let (a, b) = try pair()
+        try a.add("mail.example.com", "alice", "s3cret")
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        XCTAssertEqual(try b.secret("mail.example.com", "alice"), "s3cret")
+        try a.keychain.update(
+            a.password("mail.example.com", "alice", sync: true), attributes: ["sync": .bool(false)],
+            client: TestDevice.client)
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        XCTAssertNil(try b.secret("mail.example.com", "alice"))
+        XCTAssertEqual(try a.secret("mail.example.com", "alice"), "s3cret")
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM records WHERE NOT deleted"), "0")
+        XCTAssertEqual(try a.agent.status().pendingChanges, 0)
+    }
+
     func testALosingEditIsKeptWhenThePushAfterTheMergeFails() throws {
         let (a, b) = try pair()
         try a.add("mail.example.com", "alice", "original")

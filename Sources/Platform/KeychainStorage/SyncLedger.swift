@@ -29,10 +29,12 @@ public struct SyncLedger {
         public var digest: Data
         public var ciphertextHash: Data
         public var primaryKey: Data
+        /// Where in the account's log this version sits (0: not known).
+        public var seq: Int64
 
         public init(
             recordID: Data, version: Int64, deleted: Bool, generation: Int64, digest: Data, ciphertextHash: Data,
-            primaryKey: Data
+            primaryKey: Data, seq: Int64 = 0
         ) {
             self.recordID = recordID
             self.version = version
@@ -41,6 +43,7 @@ public struct SyncLedger {
             self.digest = digest
             self.ciphertextHash = ciphertextHash
             self.primaryKey = primaryKey
+            self.seq = seq
         }
     }
 
@@ -55,7 +58,8 @@ public struct SyncLedger {
                 generation INTEGER NOT NULL,
                 digest BLOB NOT NULL,
                 ciphertext_hash BLOB NOT NULL,
-                pk BLOB NOT NULL)
+                pk BLOB NOT NULL,
+                seq INTEGER NOT NULL DEFAULT 0)
             """)
         try connection.execute(
             "CREATE TABLE IF NOT EXISTS sync_state(name TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL)")
@@ -122,7 +126,7 @@ public struct SyncLedger {
 
     public func entry(_ recordID: Data) throws -> Entry? {
         let statement = try connection.statement(
-            "SELECT record_id, version, deleted, generation, digest, ciphertext_hash, pk FROM sync_mirror WHERE record_id = ?"
+            "SELECT record_id, version, deleted, generation, digest, ciphertext_hash, pk, seq FROM sync_mirror WHERE record_id = ?"
         )
         defer { statement.reset() }
         try statement.bind(recordID, at: 1)
@@ -131,7 +135,7 @@ public struct SyncLedger {
 
     public func entries() throws -> [Entry] {
         let statement = try connection.statement(
-            "SELECT record_id, version, deleted, generation, digest, ciphertext_hash, pk FROM sync_mirror ORDER BY record_id"
+            "SELECT record_id, version, deleted, generation, digest, ciphertext_hash, pk, seq FROM sync_mirror ORDER BY record_id"
         )
         defer { statement.reset() }
         var result: [Entry] = []
@@ -144,14 +148,15 @@ public struct SyncLedger {
             recordID: statement.data(at: 0) ?? Data(), version: statement.int64(at: 1),
             deleted: statement.int64(at: 2) != 0,
             generation: statement.int64(at: 3), digest: statement.data(at: 4) ?? Data(),
-            ciphertextHash: statement.data(at: 5) ?? Data(), primaryKey: statement.data(at: 6) ?? Data())
+            ciphertextHash: statement.data(at: 5) ?? Data(), primaryKey: statement.data(at: 6) ?? Data(),
+            seq: statement.int64(at: 7))
     }
 
     public func put(_ entry: Entry) throws {
         let statement = try connection.statement(
             """
-            INSERT OR REPLACE INTO sync_mirror(record_id, version, deleted, generation, digest, ciphertext_hash, pk)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
+            INSERT OR REPLACE INTO sync_mirror(record_id, version, deleted, generation, digest, ciphertext_hash, pk, seq)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """)
         defer { statement.reset() }
         try statement.bind(entry.recordID, at: 1)
@@ -161,6 +166,7 @@ public struct SyncLedger {
         try statement.bind(entry.digest, at: 5)
         try statement.bind(entry.ciphertextHash, at: 6)
         try statement.bind(entry.primaryKey, at: 7)
+        try statement.bind(entry.seq, at: 8)
         _ = try statement.step()
     }
 

@@ -14,6 +14,8 @@ struct SyncVerbs {
 
     func run(_ raw: [CommandArgument]) throws(Failure) {
         guard let verb = raw.first?.text else { throw .usage(verb: "sync", message: "no sync command given") }
+        // A server that drops a TLS connection mid-write ends the write, not the command.
+        signal(SIGPIPE, SIG_IGN)
         let arguments: Arguments
         do {
             arguments = try Arguments(

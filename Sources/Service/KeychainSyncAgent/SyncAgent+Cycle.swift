@@ -69,7 +69,7 @@ extension SyncAgent {
                 throw SyncError(
                     .notTrusted, "this device waits for a trusted device to approve it (security sync approve)")
             }
-            let view = try refreshTrust(connection)
+            var view = try refreshTrust(connection)
             let enrollment = try transaction { local in try self.enrollment(local) }
             guard enrollment.generation >= view.generation else {
                 throw SyncError(.notTrusted, "this device has not been given the account's keys yet")
@@ -80,7 +80,13 @@ extension SyncAgent {
             var merge = try transaction { local in try Self.loadMerge(local) }
             var settled = false
             for _ in 0..<8 {
-                try pullAll(connection, enrollment, view: view, report: &report, merge: &merge)
+                do {
+                    try pullAll(connection, enrollment, view: view, report: &report, merge: &merge)
+                } catch let error as SyncError where error.code == .forged && error.reason == Self.unknownWriter {
+                    // A device approved while this one synced: read the trust views again, once.
+                    view = try refreshTrust(connection)
+                    try pullAll(connection, enrollment, view: view, report: &report, merge: &merge)
+                }
                 let outgoing = try collect(enrollment, merge: merge)
                 if outgoing.isEmpty {
                     settled = true
@@ -256,8 +262,9 @@ extension SyncAgent {
             }
             let batch = stored.batch
             guard batch.account == enrollment.account else { throw SyncError(.forged, "another account's batch") }
-            guard let writer = members[batch.writer], batch.isSigned(by: writer) else {
-                throw SyncError(.forged, "a batch not signed by a device of the account")
+            guard let writer = members[batch.writer] else { throw SyncError(.forged, Self.unknownWriter) }
+            guard batch.isSigned(by: writer) else {
+                throw SyncError(.forged, "a batch not signed by the device it names")
             }
             for (offset, entry) in batch.entries.enumerated() {
                 let seq = stored.firstSeq + Int64(offset)
@@ -272,8 +279,8 @@ extension SyncAgent {
                     throw SyncError(.forged, "a record's ciphertext is not the one its writer signed")
                 }
                 try applyRecord(
-                    entry, current.ciphertext, writer: batch.writer, trustedNow: view.member(batch.writer) != nil,
-                    local, enrollment, report: &report, merge: &merge)
+                    entry, current.ciphertext, seq: seq, writer: batch.writer,
+                    trustedNow: view.member(batch.writer) != nil, local, enrollment, report: &report, merge: &merge)
             }
             cursor = stored.firstSeq + Int64(batch.entries.count) - 1
         }
@@ -287,13 +294,22 @@ extension SyncAgent {
     /// modification date (then the smaller SHA-256 of the content); the same primary key under two
     /// record ids resolves to the smaller id.
     private func applyRecord(
-        _ entry: SyncBatch.Entry, _ ciphertext: Data, writer: Data, trustedNow: Bool, _ local: SyncLocal,
+        _ entry: SyncBatch.Entry, _ ciphertext: Data, seq: Int64, writer: Data, trustedNow: Bool, _ local: SyncLocal,
         _ enrollment: SyncEnrollment, report: inout SyncReport, merge: inout MergeOutcome
     ) throws {
         let ledger = local.ledger
         let mirror = try ledger.entry(entry.recordID)
         if let mirror {
-            if entry.version == mirror.version, mirror.ciphertextHash == entry.ciphertextHash { return }
+            if entry.version == mirror.version, mirror.ciphertextHash == entry.ciphertextHash {
+                // Seen already (this device's own push coming back): once, where it was written.
+                guard mirror.seq == 0 || mirror.seq == seq else {
+                    throw SyncError(
+                        .replayed,
+                        "the server gave record \(Hex.encode(entry.recordID.prefix(4))) again at another place in the log"
+                    )
+                }
+                return
+            }
             guard entry.version > mirror.version else {
                 throw SyncError(
                     .replayed,
@@ -320,6 +336,16 @@ extension SyncAgent {
                 RecordCipher.classLetter(for: described.protection) == header.letter
             else { throw SyncError(.forged, "a record's item is not of the class its key is for") }
         }
+        // The item here no longer syncs (sync turned off, or made ThisDeviceOnly): it stays as it is,
+        // and its deletion goes to the account at the next push.
+        if try local.hasNonSyncingRow(recordID: entry.recordID) {
+            try ledger.put(
+                SyncLedger.Entry(
+                    recordID: entry.recordID, version: entry.version, deleted: entry.deleted,
+                    generation: Int64(header.generation), digest: Data(), ciphertextHash: entry.ciphertextHash,
+                    primaryKey: primaryKey, seq: seq))
+            return
+        }
         let localItem = try local.item(recordID: entry.recordID)
         let pending: Bool
         if let localItem {
@@ -327,7 +353,11 @@ extension SyncAgent {
         } else {
             pending = mirror.map { !$0.deleted } ?? false
         }
-        if pending {
+        var identical = false
+        if pending, let localItem, !opened.deleted, !localItem.tombstone {
+            identical = try local.digests(of: opened.payload)?.digest == localItem.digest
+        }
+        if pending, !identical {
             report.conflictsResolved += 1
             if let localItem,
                 try Self.isNewer(localItem.modificationDate, localItem.payload, than: opened.date, opened.payload)
@@ -337,7 +367,7 @@ extension SyncAgent {
                     SyncLedger.Entry(
                         recordID: entry.recordID, version: entry.version, deleted: entry.deleted,
                         generation: Int64(header.generation), digest: Data(), ciphertextHash: entry.ciphertextHash,
-                        primaryKey: localItem.primaryKey))
+                        primaryKey: localItem.primaryKey, seq: seq))
                 return
             }
             // The incoming version wins; the local edit it overwrites goes to the server's history.
@@ -363,7 +393,7 @@ extension SyncAgent {
                         SyncLedger.Entry(
                             recordID: entry.recordID, version: entry.version, deleted: false,
                             generation: Int64(header.generation), digest: Data(), ciphertextHash: entry.ciphertextHash,
-                            primaryKey: other.primaryKey))
+                            primaryKey: other.primaryKey, seq: seq))
                     return
                 }
                 try local.remove(recordID: other.recordID)
@@ -382,7 +412,7 @@ extension SyncAgent {
             SyncLedger.Entry(
                 recordID: entry.recordID, version: entry.version, deleted: entry.deleted,
                 generation: Int64(header.generation), digest: stored?.digest ?? Data(),
-                ciphertextHash: entry.ciphertextHash, primaryKey: primaryKey))
+                ciphertextHash: entry.ciphertextHash, primaryKey: primaryKey, seq: seq))
     }
 
     /// Whether the first version wins over the second: a later modification date, or the same and the
@@ -396,6 +426,8 @@ extension SyncAgent {
     }
 
     // MARK: Push
+
+    static let unknownWriter = "a batch written by a device no trust view of the account names"
 
     /// The largest item that travels: a record's ciphertext is at most 2 MiB on the server, and sealing
     /// adds its headers and padding.
@@ -412,7 +444,7 @@ extension SyncAgent {
             let full = try ledger.value(SyncEnrollment.Name.fullScan) != nil
             // Usually only the rows written since the last sync; after an enrollment or a new key
             // generation, every item and every record.
-            let dirty = full ? [] : try ledger.dirty()
+            let dirty = try ledger.dirty()
             var mirror: [Data: SyncLedger.Entry] = [:]
             if full {
                 for entry in try ledger.entries() { mirror[entry.recordID] = entry }
@@ -455,7 +487,10 @@ extension SyncAgent {
             // First the overwritten edit, as a version of its own; the next round pushes the winner
             // (the ledger's digest no longer matches it) over it.
             for (id, overwritten) in merge.overwritten {
-                guard let known = mirror[id] else { continue }
+                guard let known = mirror[id] else {
+                    try Self.forgetMerge(local, id)
+                    continue
+                }
                 outgoing.append(
                     Outgoing(
                         recordID: id, replacing: known.version, deleted: false, payload: overwritten.payload,
@@ -465,7 +500,10 @@ extension SyncAgent {
             }
             for (id, payload) in losers {
                 let known = mirror[id]
-                if known?.deleted == true { continue }
+                if known?.deleted == true {
+                    try Self.forgetMerge(local, id)
+                    continue
+                }
                 outgoing.append(
                     Outgoing(
                         recordID: id, replacing: known?.version ?? 0, deleted: true, payload: payload, date: now,
@@ -476,7 +514,9 @@ extension SyncAgent {
             // Items gone without a tombstone (replaced by a pulled record with their key): deleted. A row
             // this device cannot open now (class A while locked) is not gone.
             for entry in mirror.values where !entry.deleted && !seen.contains(entry.recordID) {
-                if try local.hasRow(recordID: entry.recordID) { continue }
+                // A row that still syncs but cannot be opened now (class A while locked) is not gone; one
+                // whose sync was turned off, or made ThisDeviceOnly, is gone from the account.
+                if try local.hasSyncingRow(recordID: entry.recordID) { continue }
                 outgoing.append(
                     Outgoing(
                         recordID: entry.recordID, replacing: entry.version, deleted: true,
@@ -501,7 +541,9 @@ extension SyncAgent {
                 // In step: the rows looked at need no second look, nor rows that are gone. A row this
                 // device cannot open now (class A while locked), or one too large, is looked at again.
                 let looked = Set(examined.map(\.recordID)).subtracting(tooLarge)
-                for id in dirty where try looked.contains(id) || !local.hasRow(recordID: id) { try ledger.clean(id) }
+                for id in dirty where try looked.contains(id) || !local.hasSyncingRow(recordID: id) {
+                    try ledger.clean(id)
+                }
                 try ledger.setValue(SyncEnrollment.Name.fullScan, nil)
             }
             try SyncEnrollment.setInteger(ledger, SyncEnrollment.Name.tooLarge, Int64(tooLarge.count))
@@ -557,14 +599,27 @@ extension SyncAgent {
             let outcome = Result { () throws(SyncFailure) -> Int64 in
                 try connection.push(SyncPush(batch: batch, ciphertexts: ciphertexts, replacing: chunk.map(\.replacing)))
             }
-            if case .failure(let failure) = outcome {
+            let firstSeq: Int64
+            switch outcome {
+            case .success(let first): firstSeq = first
+            case .failure(let failure):
                 if failure.error.code == .conflict { return false }
                 throw failure.error
             }
             try transaction { local in
-                for (change, entry) in zip(chunk, entries) {
+                for (offset, (change, entry)) in zip(chunk, entries).enumerated() {
                     try Self.forgetMerge(local, change.recordID)
-                    if change.followedByWinner {
+                    // Written again while the push was on its way: it stays to be looked at.
+                    let now = try local.item(recordID: change.recordID)
+                    let unchanged: Bool
+                    if !change.deleted {
+                        unchanged = now?.digest == change.digest
+                    } else if let now {
+                        unchanged = now.tombstone
+                    } else {
+                        unchanged = try !local.hasSyncingRow(recordID: change.recordID)
+                    }
+                    if change.followedByWinner || !unchanged {
                         try local.ledger.markDirty(change.recordID)
                     } else {
                         try local.ledger.clean(change.recordID)
@@ -573,7 +628,7 @@ extension SyncAgent {
                         SyncLedger.Entry(
                             recordID: change.recordID, version: entry.version, deleted: change.deleted,
                             generation: Int64(generation), digest: change.digest, ciphertextHash: entry.ciphertextHash,
-                            primaryKey: change.primaryKey))
+                            primaryKey: change.primaryKey, seq: firstSeq + Int64(offset)))
                 }
             }
         }

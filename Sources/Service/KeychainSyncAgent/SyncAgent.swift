@@ -288,6 +288,7 @@ public final class SyncAgent: @unchecked Sendable {
                 try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, Int64(generation))
                 try SyncEnrollment.saveView(local, next)
                 // Every record is sealed again under the new generation: the next sync looks at all.
+                try local.markEverySyncingRowDirty()
                 try local.ledger.setValue(SyncEnrollment.Name.fullScan, Data([1]))
             }
         }

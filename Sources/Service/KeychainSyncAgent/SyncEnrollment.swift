@@ -144,6 +144,7 @@ struct SyncEnrollment {
         try setInteger(local.ledger, Name.cursor, 0)
         try local.ledger.setValue(Name.chain, SyncHead.origin)
         try local.ledger.track()
+        try local.markEverySyncingRowDirty()
         try local.ledger.setValue(Name.fullScan, Data([1]))
     }
 

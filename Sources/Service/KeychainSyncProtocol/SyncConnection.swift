@@ -206,9 +206,12 @@ public final class SyncConnection {
     public func push(_ push: SyncPush) throws(SyncFailure) -> Int64 {
         let body = try callDetailed(.push, push.encoded())
         var reader = SyncReader(body, "a push's answer")
-        do {
+        do throws(SyncError) {
             let first = try reader.signed()
             try reader.end()
+            guard first > 0, UInt64(first) < TrustView.bound else {
+                throw SyncError(.malformed, "the server's answer to a push is out of bounds")
+            }
             return first
         } catch { throw SyncFailure(error) }
     }

@@ -229,6 +229,10 @@ final class SyncSession {
             guard Set(batch.entries.map(\.recordID)).count == batch.entries.count else {
                 throw SyncError(.invalid, "a push names a record twice")
             }
+            // What devices push in one batch fits, with its headers, in one pulled page (docs/sync.md).
+            guard push.ciphertexts.reduce(0, { $0 + $1.count }) <= SyncStore.pageBytes else {
+                throw SyncError(.invalid, "a push carries at most 24 MiB of ciphertext")
+            }
             var records: [PushedRecord] = []
             for (index, entry) in batch.entries.enumerated() {
                 let ciphertext = push.ciphertexts[index]
@@ -260,7 +264,8 @@ final class SyncSession {
             let after = try reader.signed()
             let limit = try reader.count(max: 100_000)
             try reader.end()
-            let (batches, records) = try store.pull(account: account, after: after, limit: max(1, min(limit, 10_000)))
+            let (batches, records, lastSeq) = try store.pull(
+                account: account, after: after, limit: max(1, min(limit, 10_000)))
             var ciphertexts: [Data: (Int64, Data)] = [:]
             for record in records { ciphertexts[record.recordID] = (record.version, record.ciphertext) }
             var decoded: [SyncPullPage.Batch] = []
@@ -268,10 +273,7 @@ final class SyncSession {
                 decoded.append(SyncPullPage.Batch(firstSeq: stored.firstSeq, batch: try SyncBatch.decode(stored.batch)))
             }
             try store.advanceCursor(account: account, device: device.id, to: after)
-            return SyncPullPage(
-                batches: decoded, ciphertexts: ciphertexts, lastSeq: try store.lastSeq(account: account)
-            )
-            .encoded()
+            return SyncPullPage(batches: decoded, ciphertexts: ciphertexts, lastSeq: lastSeq).encoded()
         case .publishHead:
             try requireTrusted()
             let head = try SyncHead.decode(try reader.bytes(max: 2048))

@@ -26,7 +26,7 @@ public struct StoredBatch: Sendable {
 /// Pushes and pulls: a device's records written together, all or none, under its signed batch.
 extension SyncStore {
     /// The ciphertext a pulled page holds at most (beyond a single batch, which devices keep under it).
-    static let pageBytes = 24 << 20
+    public static let pageBytes = 24 << 20
 
     /// Versions of a record's past kept encrypted beside it (the history a user can go back to).
     public static let historyDepth: Int64 = 5
@@ -135,12 +135,16 @@ extension SyncStore {
 
     /// Whole batches after `seq` (at least one when there is one, then as many as keep the entries at
     /// most `limit`), with the current ciphertext of every record whose latest change is among them.
+    /// The page also says where the log ends, read in the same snapshot (a push committed meanwhile is
+    /// in neither).
     public func pull(account: Data, after seq: Int64, limit: Int) throws(SyncStoreError) -> (
-        batches: [StoredBatch], records: [SyncRecord]
+        batches: [StoredBatch], records: [SyncRecord], lastSeq: Int64
     ) {
         try withConnection { (connection) throws(SyncStoreError) in
             try connection.transaction { () throws(SyncStoreError) in
                 try connection.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                let end = try connection.run("SELECT last_seq FROM accounts WHERE account_id = $1", [.bytes(account)])
+                let lastSeq = end.values.isEmpty ? 0 : try end.integer(0, 0)
                 let rows = try connection.run(
                     """
                     SELECT first_seq, last_seq, batch FROM batches WHERE account_id = $1 AND last_seq > $2
@@ -157,7 +161,7 @@ extension SyncStore {
                     entries += Int(end - first + 1)
                     last = end
                 }
-                guard !batches.isEmpty else { return ([], []) }
+                guard !batches.isEmpty else { return ([], [], lastSeq) }
                 // No more than about 24 MiB of ciphertext a page (a message is at most 32 MiB): batches
                 // are left for the next page until it fits, down to one (which a device keeps under it).
                 while true {
@@ -168,9 +172,9 @@ extension SyncStore {
                             WHERE account_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq
                             """, [.bytes(account), .integer(seq), .integer(last)]))
                     let bytes = records.reduce(0) { $0 + $1.ciphertext.count }
-                    guard bytes > Self.pageBytes, batches.count > 1 else { return (batches, records) }
+                    guard bytes > Self.pageBytes, batches.count > 1 else { return (batches, records, lastSeq) }
                     batches.removeLast()
-                    guard let previous = batches.last else { return (batches, records) }
+                    guard let previous = batches.last else { return (batches, records, lastSeq) }
                     last = previous.lastSeq
                 }
             }

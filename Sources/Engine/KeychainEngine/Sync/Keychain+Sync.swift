@@ -60,8 +60,25 @@ public final class SyncLocal {
         return try syncItem(row)
     }
 
-    /// Whether a row (live or tombstone, openable now or not) has this record id.
-    public func hasRow(recordID: Data) throws -> Bool { try store.item(persistentID: recordID) != nil }
+    /// Whether a row with this record id still syncs: synchronizable and of a class that travels (told
+    /// from its clear columns, so also when its class is locked).
+    public func hasSyncingRow(recordID: Data) throws -> Bool {
+        guard let row = try store.item(persistentID: recordID) else { return false }
+        return row.synchronizable && Self.travellingClasses.map(\.rawValue).contains(row.protectionClass)
+    }
+
+    /// Whether a row with this record id exists that does not sync (the user turned sync off, or made
+    /// it `ThisDeviceOnly`): a pulled version never replaces it.
+    public func hasNonSyncingRow(recordID: Data) throws -> Bool {
+        guard let row = try store.item(persistentID: recordID) else { return false }
+        return !(row.synchronizable && Self.travellingClasses.map(\.rawValue).contains(row.protectionClass))
+    }
+
+    /// Marks every synchronizable row for sync to look at (an enrollment, a new key generation).
+    public func markEverySyncingRowDirty() throws {
+        try ledger.connection.execute(
+            "INSERT OR IGNORE INTO sync_dirty(persistref) SELECT persistref FROM items WHERE sync = 1")
+    }
 
     /// The local row holding the primary key of `payload`'s item, if any (live or tombstone).
     public func item(samePrimaryKeyAs payload: SecureBytes) throws -> SyncItem? {
