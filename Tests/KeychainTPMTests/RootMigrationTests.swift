@@ -293,6 +293,35 @@ final class RootMigrationTests: KeychainOnSoftwareTPMTestCase {
         XCTAssertEqual(sqlite3_step(statement), SQLITE_ROW)
         return sqlite3_column_int64(statement, 0)
     }
+
+    /// Sync's state (device keys, zone keys) is sealed under the class keys a move replaces: it moves
+    /// with the items, and a value that is not sealed stays as it was.
+    func testSyncStateMovesWithTheKeychain() throws {
+        _ = try makeSoftwareKeychain()
+        let keychain = try open()
+        try keychain.unlock(passcode: passcode)
+        let cursor = Data([7, 0, 0, 0, 0, 0, 0, 0])
+        try keychain.syncTransaction { local in
+            try local.seal(
+                SecureBytes(copying: Data("device key".utf8)), as: "device signing key",
+                protection: .afterFirstUnlockThisDeviceOnly)
+            try local.seal(
+                SecureBytes(copying: Data("zone key".utf8)), as: "zone key 1", protection: .whenUnlockedThisDeviceOnly)
+            try local.ledger.setValue("cursor", cursor)
+        }
+        _ = try keychain.migrateDeviceRoot(to: .tpm, passcode: passcode)
+        let moved = try open()
+        try moved.unlock(passcode: passcode)
+        let opened = try moved.syncTransaction { local in
+            (
+                try local.open("device signing key")?.withUnsafeBytes { Data($0) },
+                try local.open("zone key 1")?.withUnsafeBytes { Data($0) }, try local.ledger.value("cursor")
+            )
+        }
+        XCTAssertEqual(opened.0, Data("device key".utf8))
+        XCTAssertEqual(opened.1, Data("zone key".utf8))
+        XCTAssertEqual(opened.2, cursor)
+    }
 }
 
 /// A TPM provider whose migration target fails once the new keybag is written (its counters moved on),

@@ -153,6 +153,8 @@ extension Keychain {
                 unreadable += 1
             }
         }
+        // Sync's own state (device keys, zone keys, names) is sealed under the same class keys.
+        try SyncLocal.resealState(store.connection, from: migration.oldKeys, to: migration.newKeys)
         try store.setMark(.itemsMigrated, to: 1)
         return DeviceRootMigration(movedItems: moved, unreadableItems: unreadable)
     }

@@ -191,6 +191,37 @@ public final class SyncLocal {
     }
 }
 
+extension SyncLocal {
+    /// Seals this keychain's sync state again under new class keys (a move to another device root), in
+    /// the caller's transaction. A value that does not open under the old key of the class its first
+    /// byte names is not a sealed one (a cursor, an id) and stays as it is.
+    static func resealState(
+        _ connection: Connection, from oldKeys: [ProtectionClass: SecureBytes],
+        to newKeys: [ProtectionClass: SecureBytes]
+    ) throws {
+        let exists = try connection.statement(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sync_state'")
+        defer { exists.reset() }
+        guard try exists.step() else { return }
+        let ledger = SyncLedger(connection: connection)
+        let select = try connection.statement("SELECT name, value FROM sync_state")
+        var sealed: [(String, Data)] = []
+        while try select.step() {
+            if let name = select.text(at: 0), let value = select.data(at: 1) { sealed.append((name, value)) }
+        }
+        select.reset()
+        for (name, value) in sealed {
+            guard let first = value.first, let protection = ProtectionClass(rawValue: Int(first)),
+                let oldKey = oldKeys[protection], let newKey = newKeys[protection]
+            else { continue }
+            let context = Data("sync state \(name)".utf8)
+            guard let plain = try? AESGCM.openSecure(Data(value.dropFirst()), key: oldKey, authenticating: context)
+            else { continue }
+            try ledger.setValue(name, Data([first]) + (try AESGCM.seal(plain, key: newKey, authenticating: context)))
+        }
+    }
+}
+
 extension Keychain {
     /// Runs `body` in one write transaction of this keychain's database, with what sync may read and
     /// change of it.
