@@ -181,6 +181,8 @@ final class SyncAttackTests: SyncTestCase {
         let state = try connection.accountState()
         XCTAssertTrue(state.views.isEmpty && state.devices.isEmpty && state.shares.isEmpty)
         XCTAssertEqual(try postgres.query("SELECT count(*) FROM records"), "0")
+        // Nor may it send large messages: the server reads 256 KiB at most from a device not trusted.
+        XCTAssertThrowsError(try connection.call(.createAccount, Data(count: 1 << 20)))
     }
 
     func testARecordOverTheLimitIsRefusedAndOneUnderItTravels() throws {

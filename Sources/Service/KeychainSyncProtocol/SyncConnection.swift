@@ -95,6 +95,10 @@ public enum SyncAddress: Sendable, Equatable, CustomStringConvertible {
                 if socket >= 0 {
                     var one: Int32 = 1
                     _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                    // Linux bounds a blocking connect by the send timeout: a server that does not answer
+                    // costs 10 seconds, not the system's minutes.
+                    var limit = timeval(tv_sec: 10, tv_usec: 0)
+                    _ = setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
                     if Glibc.connect(socket, current.pointee.ai_addr, current.pointee.ai_addrlen) == 0 { return socket }
                     lastError = errno
                     Glibc.close(socket)

@@ -13,6 +13,10 @@ final class SyncSession {
     private let store: SyncStore
     private var account = Data()
     private var device: SyncDevice?
+    /// Whether the device was trusted when it last asked: a device that is not reads small messages
+    /// only (nothing it may send is large), so a stranger cannot make the server set aside 32 MiB.
+    private var trusted = false
+    static let untrustedMessage = 256 << 10
 
     init(channel: SyncChannel, store: SyncStore) {
         self.channel = channel
@@ -25,7 +29,7 @@ final class SyncSession {
         do {
             try handshake()
             while true {
-                let request = try channel.read()
+                let request = try channel.read(maximum: trusted ? SyncChannel.maximumFrame : Self.untrustedMessage)
                 guard let first = request.first, let operation = SyncOperation(rawValue: first),
                     operation != .authenticate
                 else {
@@ -90,6 +94,7 @@ final class SyncSession {
         self.account = account
         self.device = device
         let status = standing.status.flatMap { SyncDeviceStatus(rawValue: UInt8($0)) } ?? .unknown
+        trusted = status == .trusted
         try channel.write(SyncAnswer.done(Data([status.rawValue])))
     }
 
@@ -102,6 +107,7 @@ final class SyncSession {
     private func status() throws -> (exists: Bool, status: SyncDeviceStatus) {
         let standing = try store.standing(account: account, device: try currentDevice().id)
         let status = standing.status.flatMap { SyncDeviceStatus(rawValue: UInt8($0)) } ?? .unknown
+        trusted = status == .trusted
         if status == .removed { throw SyncError(.removed, "this device was removed from the account") }
         return (standing.exists, status)
     }
