@@ -108,9 +108,7 @@ struct SyncEnrollment {
         var writer = ByteWriter()
         writer.writeCount(known.count)
         for device in known.values.sorted(by: { $0.id.lexicographicallyPrecedes($1.id) }) {
-            writer.writeBytes(device.signingKey)
-            writer.writeBytes(device.encryptionKey)
-            writer.writeString(device.name)
+            device.encode(into: &writer)
         }
         try sealName(local, writer.data, as: Name.knownDevices)
     }

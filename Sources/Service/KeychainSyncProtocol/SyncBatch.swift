@@ -53,20 +53,11 @@ public struct SyncBatch: Sendable, Equatable {
         return writer.data
     }
 
-    public func encoded() -> Data {
-        var writer = ByteWriter()
-        writer.writeBytes(body)
-        writer.writeBytes(signature)
-        return writer.data
-    }
+    public func encoded() -> Data { SignedStatement.encode(body: body, signature: signature) }
 
     public static func decode(_ data: Data) throws(SyncError) -> SyncBatch {
-        var outer = SyncReader(data, "a signed batch")
-        let body = try outer.bytes(max: 1 << 20)
-        let signature = try outer.bytes(max: 256)
-        try outer.end()
-        guard body.prefix(domain.count) == domain else { throw SyncError(.malformed, "not a signed batch") }
-        var reader = SyncReader(body.dropFirst(domain.count), "a signed batch")
+        var (reader, _, signature) = try SignedStatement.open(
+            data, domain: domain, maximumBody: 1 << 20, what: "a signed batch")
         let account = try reader.fixed(16)
         let writer = try reader.fixed(SyncDevice.idSize)
         let count = try reader.count(max: maximumEntries)
@@ -153,20 +144,11 @@ public struct SyncHead: Sendable, Equatable {
         return writer.data
     }
 
-    public func encoded() -> Data {
-        var writer = ByteWriter()
-        writer.writeBytes(body)
-        writer.writeBytes(signature)
-        return writer.data
-    }
+    public func encoded() -> Data { SignedStatement.encode(body: body, signature: signature) }
 
     public static func decode(_ data: Data) throws(SyncError) -> SyncHead {
-        var outer = SyncReader(data, "a device head")
-        let body = try outer.bytes(max: 1024)
-        let signature = try outer.bytes(max: 256)
-        try outer.end()
-        guard body.prefix(domain.count) == domain else { throw SyncError(.malformed, "not a device head") }
-        var reader = SyncReader(body.dropFirst(domain.count), "a device head")
+        var (reader, _, signature) = try SignedStatement.open(
+            data, domain: domain, maximumBody: 1024, what: "a device head")
         let head = SyncHead(
             account: try reader.fixed(16), device: try reader.fixed(SyncDevice.idSize), seq: try reader.signed(),
             chain: try reader.fixed(32), viewEpoch: try reader.unsigned(), viewHash: try reader.fixed(32),
@@ -246,20 +228,11 @@ public struct ZoneKeyShare: Sendable, Equatable {
         }
     }
 
-    public func encoded() -> Data {
-        var writer = ByteWriter()
-        writer.writeBytes(body)
-        writer.writeBytes(signature)
-        return writer.data
-    }
+    public func encoded() -> Data { SignedStatement.encode(body: body, signature: signature) }
 
     public static func decode(_ data: Data) throws(SyncError) -> ZoneKeyShare {
-        var outer = SyncReader(data, "a zone key share")
-        let body = try outer.bytes(max: 4096)
-        let signature = try outer.bytes(max: 256)
-        try outer.end()
-        guard body.prefix(domain.count) == domain else { throw SyncError(.malformed, "not a zone key share") }
-        var reader = SyncReader(body.dropFirst(domain.count), "a zone key share")
+        var (reader, _, signature) = try SignedStatement.open(
+            data, domain: domain, maximumBody: 4096, what: "a zone key share")
         let share = ZoneKeyShare(
             account: try reader.fixed(16), recipient: try reader.fixed(SyncDevice.idSize),
             sender: try reader.fixed(SyncDevice.idSize), generation: try reader.unsigned(),

@@ -63,17 +63,7 @@ public enum SyncAddress: Sendable, Equatable, CustomStringConvertible {
         case .unix(let path):
             let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard socket >= 0 else { throw SyncError(.unavailable, "cannot make a socket (errno \(errno))") }
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1))
-            }
-            let result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
-            }
-            guard result == 0 else {
+            guard Self.withUnixAddress(path, { Glibc.connect(socket, $0, $1) }) == 0 else {
                 let code = errno
                 Glibc.close(socket)
                 throw SyncError(.unavailable, "cannot reach the sync server at \(path) (errno \(code))")
@@ -106,6 +96,23 @@ public enum SyncAddress: Sendable, Equatable, CustomStringConvertible {
                 entry = current.pointee.ai_next
             }
             throw SyncError(.unavailable, "cannot reach the sync server at \(description) (errno \(lastError))")
+        }
+    }
+
+    /// Binds a Unix socket to `path` (for the server).
+    public static func bind(_ socket: Int32, path: String) -> Int32 {
+        withUnixAddress(path) { Glibc.bind(socket, $0, $1) }
+    }
+
+    private static func withUnixAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32
+    {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1))
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
     }
 

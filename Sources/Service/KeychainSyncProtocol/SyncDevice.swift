@@ -37,7 +37,7 @@ public struct SyncDevice: Sendable, Equatable {
         return (try? key.verify(signature, of: message, .ecdsa(.sha256, .message))) == true
     }
 
-    func encode(into writer: inout ByteWriter) {
+    public func encode(into writer: inout ByteWriter) {
         writer.writeBytes(signingKey)
         writer.writeBytes(encryptionKey)
         writer.writeString(name)

@@ -75,10 +75,38 @@ public struct SyncReader {
 }
 
 extension SyncReader {
+    /// A reader of a signed body's fields, after the domain it must start with.
+    static func fields(of body: Data, domain: Data, what: String) throws(SyncError) -> SyncReader {
+        guard body.prefix(domain.count) == domain else { throw SyncError(.malformed, "not \(what)") }
+        return SyncReader(body.dropFirst(domain.count), what)
+    }
+
     public mutating func device() throws(SyncError) -> SyncDevice { try SyncDevice.decode(from: &self) }
 }
 
 extension ByteWriter {
     public mutating func write(_ value: Bool) { write(UInt8(value ? 1 : 0)) }
     public mutating func writeCount(_ value: Int) { write(UInt32(value)) }
+}
+
+/// A statement signed once as it travels (a batch, a head, a zone key share): its body, which starts
+/// with its domain, and the signature over it.
+enum SignedStatement {
+    static func encode(body: Data, signature: Data) -> Data {
+        var writer = ByteWriter()
+        writer.writeBytes(body)
+        writer.writeBytes(signature)
+        return writer.data
+    }
+
+    /// The body's fields (after the domain), the body itself and the signature.
+    static func open(_ data: Data, domain: Data, maximumBody: Int, what: String) throws(SyncError) -> (
+        fields: SyncReader, body: Data, signature: Data
+    ) {
+        var outer = SyncReader(data, what)
+        let body = try outer.bytes(max: maximumBody)
+        let signature = try outer.bytes(max: 256)
+        try outer.end()
+        return (try SyncReader.fields(of: body, domain: domain, what: what), body, signature)
+    }
 }

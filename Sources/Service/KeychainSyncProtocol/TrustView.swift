@@ -73,10 +73,7 @@ public struct TrustView: Sendable, Equatable {
 
     public static func decode(_ data: Data) throws(SyncError) -> TrustView {
         var outer = SyncReader(data, "a trust view")
-        let bodyBytes = try outer.bytes(max: 64 << 10)
-        var reader = SyncReader(bodyBytes, "a trust view")
-        guard bodyBytes.prefix(domain.count) == domain else { throw SyncError(.malformed, "not a trust view") }
-        reader = SyncReader(bodyBytes.dropFirst(domain.count), "a trust view")
+        var reader = try SyncReader.fields(of: try outer.bytes(max: 64 << 10), domain: domain, what: "a trust view")
         let account = try reader.fixed(16)
         let epoch = try reader.unsigned()
         let previous = try reader.fixed(32)

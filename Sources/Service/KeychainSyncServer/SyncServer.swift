@@ -88,17 +88,7 @@ public final class SyncServer: @unchecked Sendable {
                 }
                 unlink(path)
             }
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1))
-            }
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
-            }
-            guard bound == 0, Glibc.listen(socket, 128) == 0 else {
+            guard SyncAddress.bind(socket, path: path) == 0, Glibc.listen(socket, 128) == 0 else {
                 let code = errno
                 close(socket)
                 throw SyncError(.unavailable, "cannot listen on \(path) (errno \(code))")

@@ -183,10 +183,7 @@ final class SyncSession {
             try reader.end()
             // Only a trusted device changes the trusted set (no recovery path exists yet: docs/sync.md).
             try requireTrusted()
-            guard let latestBytes = try store.views(account: account).last else {
-                throw SyncError(.noAccount, "the account has no trust view")
-            }
-            let latest = try TrustView.decode(latestBytes)
+            let latest = try latestView()
             try view.check(following: latest, recovery: nil)
             // Only devices that proved the secret (waiting or trusted) may be members.
             let known = try store.devices(account: account).filter { $0.status != SyncStore.removed }
@@ -209,10 +206,7 @@ final class SyncSession {
             var shares: [ZoneKeyShare] = []
             for _ in 0..<count { shares.append(try ZoneKeyShare.decode(try reader.bytes(max: 8192))) }
             try reader.end()
-            guard let latestBytes = try store.views(account: account).last else {
-                throw SyncError(.noAccount, "the account has no trust view")
-            }
-            let latest = try TrustView.decode(latestBytes)
+            let latest = try latestView()
             for share in shares {
                 guard share.account == account, share.sender == device.id, latest.member(share.recipient) != nil,
                     device.verifies(share.signature, over: share.body)
@@ -245,9 +239,8 @@ final class SyncSession {
                 guard entry.version == push.replacing[index] + 1, push.replacing[index] >= 0,
                     try Digest.sha256(ciphertext) == entry.ciphertextHash
                 else { throw SyncError(.forged, "a pushed record does not match its signed entry") }
-                guard ciphertext.count % SyncStore.sizeBucket == 0, ciphertext.count <= SyncStore.maximumCiphertext
-                else {
-                    throw SyncError(.invalid, "a record's ciphertext is padded to 256 bytes and at most 2 MiB")
+                do { try SyncStore.check(recordID: entry.recordID, ciphertext: ciphertext) } catch {
+                    throw SyncError(.invalid, error.reason)
                 }
                 records.append(
                     PushedRecord(
@@ -312,6 +305,14 @@ final class SyncSession {
             try store.setEscrow(account: account, escrow: escrow)
             return Data()
         }
+    }
+
+    /// The account's newest trust view.
+    private func latestView() throws -> TrustView {
+        guard let latest = try store.views(account: account).last else {
+            throw SyncError(.noAccount, "the account has no trust view")
+        }
+        return try TrustView.decode(latest)
     }
 
     private func checkRecovery(_ key: Data) throws {

@@ -45,14 +45,7 @@ extension SyncStore {
     public func push(account: Data, writer: Data, batch: Data, records: [PushedRecord]) throws(SyncStoreError)
         -> PushOutcome
     {
-        for record in records {
-            guard !record.recordID.isEmpty, record.recordID.count <= 64, record.ciphertext.count % Self.sizeBucket == 0,
-                record.ciphertext.count <= Self.maximumCiphertext
-            else {
-                throw SyncStoreError(
-                    .statement, "a record id is 1 to 64 bytes, a ciphertext a multiple of 256 bytes of at most 2 MiB")
-            }
-        }
+        for record in records { try Self.check(recordID: record.recordID, ciphertext: record.ciphertext) }
         let outcome = try retrying { () throws(SyncStoreError) -> PushOutcome? in
             try withConnection { (connection) throws(SyncStoreError) -> PushOutcome? in
                 do throws(SyncStoreError) {
@@ -63,7 +56,7 @@ extension SyncStore {
                         guard !sequence.values.isEmpty else { throw SyncStoreError(.statement, "no such account") }
                         let first = try sequence.integer(0, 0) - Int64(records.count) + 1
                         for (offset, record) in records.enumerated() {
-                            try write(record, seq: first + Int64(offset), account: account, connection)
+                            try writeRecord(record, seq: first + Int64(offset), account: account, connection)
                         }
                         try connection.run(
                             "INSERT INTO batches (account_id, first_seq, last_seq, writer, batch) VALUES ($1, $2, $3, $4, $5)",
@@ -89,7 +82,21 @@ extension SyncStore {
         return .conflict(current)
     }
 
-    private func write(_ record: PushedRecord, seq: Int64, account: Data, _ connection: PostgresConnection)
+    /// What a record must be to be stored: an id of 1 to 64 bytes, a ciphertext padded by the device to
+    /// a multiple of `sizeBucket`, of at most `maximumCiphertext`.
+    public static func check(recordID: Data, ciphertext: Data) throws(SyncStoreError) {
+        guard !recordID.isEmpty, recordID.count <= 64 else {
+            throw SyncStoreError(.statement, "a record id is 1 to 64 bytes")
+        }
+        guard ciphertext.count % sizeBucket == 0, ciphertext.count <= maximumCiphertext else {
+            throw SyncStoreError(
+                .statement, "a ciphertext must be padded to a multiple of \(sizeBucket) bytes, at most 2 MiB")
+        }
+    }
+
+    /// One record written by compare-and-set at `seq`, in the caller's transaction: the version it
+    /// leaves goes into its history, and the change into the log; a stale one throws `.conflict`.
+    func writeRecord(_ record: PushedRecord, seq: Int64, account: Data, _ connection: PostgresConnection)
         throws(SyncStoreError)
     {
         let version = record.replacing + 1

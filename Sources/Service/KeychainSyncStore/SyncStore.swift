@@ -122,13 +122,7 @@ public final class SyncStore: Sendable {
     public func write(
         account: Data, recordID: Data, replacing expected: Int64, deleted: Bool = false, ciphertext: Data
     ) throws(SyncStoreError) -> SyncRecord {
-        guard !recordID.isEmpty, recordID.count <= 64 else {
-            throw SyncStoreError(.statement, "a record id is 1 to 64 bytes")
-        }
-        guard ciphertext.count % Self.sizeBucket == 0, ciphertext.count <= Self.maximumCiphertext else {
-            throw SyncStoreError(
-                .statement, "a ciphertext must be padded to a multiple of \(Self.sizeBucket) bytes, at most 2 MiB")
-        }
+        try Self.check(recordID: recordID, ciphertext: ciphertext)
         do {
             return try retrying { () throws(SyncStoreError) in
                 try withConnection { (connection) throws(SyncStoreError) in
@@ -139,35 +133,10 @@ public final class SyncStore: Sendable {
                         guard !sequence.values.isEmpty else { throw SyncStoreError(.statement, "no such account") }
                         let seq = try sequence.integer(0, 0)
                         let version = expected + 1
-                        let changed: Int
-                        if expected == 0 {
-                            changed = try connection.run(
-                                """
-                                INSERT INTO records (account_id, record_id, version, seq, padded_size, deleted, ciphertext)
-                                VALUES ($1, $2, 1, $3, $4, $5, $6) ON CONFLICT (account_id, record_id) DO NOTHING
-                                """,
-                                [
-                                    .bytes(account), .bytes(recordID), .integer(seq), .integer(Int64(ciphertext.count)),
-                                    .boolean(deleted), .bytes(ciphertext),
-                                ]
-                            ).affected
-                        } else {
-                            changed = try connection.run(
-                                """
-                                UPDATE records SET version = version + 1, seq = $3, padded_size = $4, deleted = $5, ciphertext = $6
-                                WHERE account_id = $1 AND record_id = $2 AND version = $7
-                                """,
-                                [
-                                    .bytes(account), .bytes(recordID), .integer(seq), .integer(Int64(ciphertext.count)),
-                                    .boolean(deleted), .bytes(ciphertext), .integer(expected),
-                                ]
-                            ).affected
-                        }
-                        // Nothing written: rolled back, the sequence number with it.
-                        guard changed == 1 else { throw SyncStoreError(.conflict, "stale") }
-                        try connection.run(
-                            "INSERT INTO changes (account_id, seq, record_id, version) VALUES ($1, $2, $3, $4)",
-                            [.bytes(account), .integer(seq), .bytes(recordID), .integer(version)])
+                        try writeRecord(
+                            PushedRecord(
+                                recordID: recordID, replacing: expected, deleted: deleted, ciphertext: ciphertext),
+                            seq: seq, account: account, connection)
                         try connection.run(
                             "SELECT pg_notify($1, $2)", [.text(Self.notifyChannel), .text(Hex.encode(account))])
                         return SyncRecord(
