@@ -149,4 +149,18 @@ final class SyncTrustTests: SyncTestCase {
         // Every current record, the tombstone too, is of the new generation.
         XCTAssertEqual(try postgres.query("SELECT DISTINCT get_byte(ciphertext, 2) FROM records"), "2")
     }
+
+    func testAnEraseOfAllContentLeavesTheAccountToo() throws {
+        let a = try enrolledDevice("laptop")
+        try a.add("mail.example.com", "alice", "s3cret")
+        _ = try a.agent.syncNow()
+        try a.keychain.eraseAllContentAndSettings()
+        let reopened = try Keychain(
+            directory: a.directory, options: KeychainOptions(passcodeFunction: .scrypt(logN: 4, r: 1, p: 1)))
+        let agent = SyncAgent(keychain: reopened)
+        XCTAssertFalse(agent.isEnrolled())
+        assertSyncError(.notEnrolled) { _ = try agent.status() }
+        // The item stays on the account for the other devices: an erase is not a deletion.
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM records WHERE NOT deleted"), "1")
+    }
 }

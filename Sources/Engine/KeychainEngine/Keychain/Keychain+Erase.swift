@@ -27,7 +27,11 @@ extension Keychain {
     }
 
     private func eraseLocked() throws {
-        try itemTransaction { connection in try ItemStore(connection: connection).deleteAll() }
+        try itemTransaction { connection in
+            try ItemStore(connection: connection).deleteAll()
+            // Sync's state is sealed under class keys that go now: the device leaves its account too.
+            try SyncLocal.forgetState(connection)
+        }
         // A hardware root revokes what it keeps first, so no copy of the old files opens again; if it
         // cannot, the erase fails here and can be tried again.
         try keybag.retireRoot()

@@ -74,6 +74,8 @@ public final class Keychain: Sendable {
     /// Set by `eraseAllContentAndSettings` and `migrateDeviceRoot`: this object no longer serves
     /// anything, and the directory is opened again.
     let retired = Atomic<Bool>(false)
+    /// Whether this object has seen the sync ledger's tables made (a committed transaction did).
+    let syncLedgerReady = Atomic<Bool>(false)
     /// Held by an erase and a move to another root, which must not interleave.
     let administration = Mutex<Void>(())
     /// What opens the device root, and makes the one a migration moves to.

@@ -192,6 +192,18 @@ public final class SyncLocal {
 }
 
 extension SyncLocal {
+    /// Forgets the sync state (an erase of all content and settings: the device leaves its account as
+    /// it leaves everything else), in the caller's transaction.
+    static func forgetState(_ connection: Connection) throws {
+        let exists = try connection.statement(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sync_state'")
+        defer { exists.reset() }
+        guard try exists.step() else { return }
+        let ledger = SyncLedger(connection: connection)
+        try ledger.erase()
+        try ledger.untrack()
+    }
+
     /// Seals this keychain's sync state again under new class keys (a move to another device root), in
     /// the caller's transaction. A value that does not open under the old key of the class its first
     /// byte names is not a sealed one (a cursor, an id) and stays as it is.
@@ -228,11 +240,15 @@ extension Keychain {
     public func syncTransaction<T>(_ body: (SyncLocal) throws -> T) throws -> T {
         try perform {
             let digests = try digests()
-            return try itemTransaction { connection in
+            // The tables are made once per object: not on every transaction of a sync.
+            let ready = syncLedgerReady.load(ordering: .acquiring)
+            let result = try itemTransaction { connection in
                 let local = SyncLocal(keychain: self, connection: connection, digests: digests)
-                try local.ledger.prepare()
+                if !ready { try local.ledger.prepare() }
                 return try body(local)
             }
+            if !ready { syncLedgerReady.store(true, ordering: .releasing) }
+            return result
         }
     }
 }
