@@ -107,6 +107,49 @@ final class SyncAttackTests: SyncTestCase {
         XCTAssertNil(try b.secret("two.example.com", "alice"))
     }
 
+    func testAWithheldBatchWithTheLogRenumberedAndTheHeadsHiddenIsNoticed() throws {
+        try a.add("one.example.com", "alice", "one")
+        _ = try a.agent.syncNow()
+        let withheld = try XCTUnwrap(Int(try postgres.query("SELECT last_seq FROM accounts")))
+        try a.add("two.example.com", "alice", "two")
+        _ = try a.agent.syncNow()
+        // The server drops the first batch, moves the second into its place so that no gap shows,
+        // and hides every head that reached past it.
+        _ = try postgres.query("DELETE FROM batches WHERE last_seq <= \(withheld)")
+        _ = try postgres.query("DELETE FROM changes WHERE seq <= \(withheld)")
+        _ = try postgres.query("UPDATE batches SET first_seq = first_seq - 1, last_seq = last_seq - 1")
+        _ = try postgres.query("UPDATE changes SET seq = seq - 1")
+        _ = try postgres.query("UPDATE records SET seq = seq - 1")
+        _ = try postgres.query("DELETE FROM records WHERE seq < \(withheld)")
+        _ = try postgres.query("UPDATE accounts SET last_seq = last_seq - 1")
+        _ = try postgres.query("DELETE FROM heads")
+        // The second batch's writer had read the first: it cannot stand where the first stood.
+        try assertNoticed(.withheld)
+        XCTAssertNil(try b.secret("two.example.com", "alice"))
+    }
+
+    func testABatchWrittenOnAnotherHistoryIsNoticedWithTheHeadsHidden() throws {
+        // The server keeps two copies of the account and shows each device its own.
+        servers.forEach { $0.stop() }
+        _ = try postgres.query("CREATE DATABASE fork TEMPLATE postgres")
+        let forked = postgres.conninfo.replacingOccurrences(of: "dbname=postgres", with: "dbname=fork")
+        servers = [try TestSyncServer(database: postgres.conninfo), try TestSyncServer(database: forked)]
+        for (device, server) in [(a!, 0), (b!, 1)] {
+            try device.agent.setServer(try SyncAddress(parsing: servers[server].socket))
+        }
+        try a.add("seen-by-a.example.com", "alice", "a")
+        _ = try a.agent.syncNow()
+        try b.add("seen-by-b.example.com", "alice", "b")
+        _ = try b.agent.syncNow()
+        // A writes again on its history; the server shows B that batch, hiding every head.
+        try a.add("later.example.com", "alice", "later")
+        _ = try a.agent.syncNow()
+        _ = try postgres.query("DELETE FROM heads")
+        try b.agent.setServer(try SyncAddress(parsing: servers[0].socket))
+        assertSyncError(.forked) { _ = try self.b.agent.syncNow() }
+        XCTAssertNil(try b.secret("later.example.com", "alice"))
+    }
+
     func testAWithheldCurrentVersionIsNoticed() throws {
         try a.add("one.example.com", "alice", "one")
         _ = try a.agent.syncNow()

@@ -43,6 +43,13 @@ final class SyncTravelTests: SyncTestCase {
         let status = try a.agent.status()
         XCTAssertEqual(status.trustedDevices, 3)
         XCTAssertEqual(status.pendingChanges, 0)
+        // At one position, the devices show one chain: what a user compares to find a fork.
+        for device in [b, c] {
+            let other = try device.agent.status()
+            XCTAssertEqual(other.cursor, status.cursor, device.name)
+            XCTAssertEqual(other.chain, status.chain, device.name)
+        }
+        XCTAssertNotEqual(status.chain, SyncHead.origin)
     }
 
     func testThisDeviceOnlyAndUnsynchronizedItemsNeverReachTheServer() throws {

@@ -111,12 +111,12 @@ final class SyncTrustTests: SyncTestCase {
         join.writeBytes(recovery.authenticationBytes)
         _ = try connection.call(.join, join.data)
         let genesis = try TrustView.decode(try XCTUnwrap(try connection.accountState().views.first))
-        // A view naming itself, signed by itself, and one attested by the recovery key too: refused.
-        let view = try TrustView(
-            account: genesis.account, epoch: 2, previous: genesis.hash, generation: 1,
-            members: genesis.members + [keys.device]
-        ).attested(by: keys)
-        for candidate in [view, try view.attested(byRecovery: try recovery.anchorKey())] {
+        // A view naming itself, signed by itself, and one attested by a recovery identity of its own
+        // making too: refused (a holder of the secret takes an account only by a recovery, which
+        // removes every device: testARecoveryWithTheSecretTakesTheAccountAndEveryOtherDeviceIsOut).
+        let view = try genesis.successor(members: genesis.members + [keys.device], generation: 1).attested(by: keys)
+        let forgedIdentity = try SyncDeviceKeys.generate(name: "recovery")
+        for candidate in [view, try view.attested(byRecovery: forgedIdentity)] {
             var publish = ByteWriter()
             publish.writeBytes(candidate.encoded())
             assertSyncError(.notTrusted) { _ = try connection.call(.publishView, publish.data) }

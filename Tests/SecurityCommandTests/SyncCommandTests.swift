@@ -73,6 +73,47 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertNotNil(state["lastSync"] as? String)
     }
 
+    func testAKeychainRecoversTheAccountWhenEveryDeviceIsLost() throws {
+        let postgres = try TestPostgres()
+        let server = try TestSyncServer(database: postgres.conninfo)
+        let lost = CommandRunner()
+        XCTAssertEqual(
+            try lost.run("add-generic-password", "-s", "mail.example.com", "-a", "alice", "-w", "pw-1", "-S").status, 0)
+        let enrolled = try lost.run(
+            ["sync", "enroll", "--server", server.socket, "--account", "alice"], input: "the old recovery secret\n")
+        XCTAssertEqual(enrolled.status, 0, enrolled.stderr)
+        XCTAssertEqual(try lost.run("sync", "now").status, 0)
+
+        // A new keychain: the old secret, then the new one, each a line of standard input.
+        let found = CommandRunner()
+        let missingNew = try found.run(
+            ["sync", "recover", "--server", server.socket, "--account", "alice"], input: "the old recovery secret\n")
+        XCTAssertNotEqual(missingNew.status, 0)
+        XCTAssertTrue(missingNew.stderr.contains("recovery secret"), missingNew.stderr)
+        let recovered = try found.run(
+            ["sync", "recover", "--server", server.socket, "--account", "alice", "--json"],
+            input: "the old recovery secret\nthe new recovery secret\n")
+        XCTAssertEqual(recovered.status, 0, recovered.stderr)
+        let result = try XCTUnwrap(try json(recovered.stdout) as? [String: Any])
+        XCTAssertEqual(result["status"] as? String, "trusted")
+        XCTAssertEqual(result["pulled"] as? Int, 1)
+        let secret = try found.run("find-generic-password", "-s", "mail.example.com", "-w", "--synchronizable", "any")
+        XCTAssertEqual(secret.stdout, "pw-1\n", secret.stderr)
+        // The lost keychain is out; the old secret joins nothing, the new one does.
+        let refused = try lost.run("sync", "now")
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.stderr.contains("removed"), refused.stderr)
+        let third = CommandRunner()
+        XCTAssertNotEqual(
+            try third.run(
+                ["sync", "enroll", "--server", server.socket, "--account", "alice"], input: "the old recovery secret\n"
+            ).status, 0)
+        let joined = try third.run(
+            ["sync", "enroll", "--server", server.socket, "--account", "alice"], input: "the new recovery secret\n")
+        XCTAssertEqual(joined.status, 0, joined.stderr)
+        XCTAssertTrue(joined.stdout.contains("waits for approval"), joined.stdout)
+    }
+
     func testBadSyncArgumentsAreUsageErrors() throws {
         let runner = CommandRunner()
         XCTAssertEqual(try runner.run("sync").status, 2)

@@ -41,10 +41,15 @@ public enum KeychainAdminRequest: Sendable {
     /// decided as a restore is (it writes into many groups). Answers `.imported`. The daemon's only.
     case importSecrets(source: String, secrets: [ImportedSecret], passcode: SecureBytes?)
     /// A sync command for the daemon's keychain (`security sync …` through securityd): its verb, its
-    /// arguments, and the account's recovery secret for `enroll`. Enrolling, approving, removing and
-    /// leaving change where every synchronizable item goes, so they are decided as a backup is (the
-    /// keychain's `passcode` when it has one). Answers `.syncResult`. The daemon's only.
+    /// arguments, and the account's recovery secret for `enroll` (for `recover`, the secret and the new
+    /// one, each with a 32-bit length prefix). Enrolling, recovering, approving, removing and leaving
+    /// change where every synchronizable item goes, so they are decided as a backup is (the keychain's
+    /// `passcode` when it has one). Answers `.syncResult`. The daemon's only.
     case sync(verb: String, arguments: [String], secret: SecureBytes?, passcode: SecureBytes?)
+
+    /// The `sync` verbs that decide where every synchronizable item goes (the account, its devices):
+    /// decided as a backup is, where the others are the user's own.
+    public static let syncVerbsChangingTheAccount: Set<String> = ["enroll", "recover", "approve", "remove", "leave"]
     /// The simulated biometric sensor (`security biometry`).
     case biometry(BiometryCommand)
     /// The simulated companion device (`security companion`): enrolled means paired.

@@ -6,7 +6,7 @@ import KeychainSyncAgent
 import KeychainSyncProtocol
 import Security
 
-/// `security sync enroll | devices | approve | remove | now | status | leave`: this keychain as a
+/// `security sync enroll | recover | devices | approve | remove | now | status | leave`: this keychain as a
 /// device of a sync account (docs/sync.md). Each takes `--json`. On the embedded keychain the command
 /// runs the sync itself; through securityd, the daemon does (and keeps syncing in the background).
 struct SyncVerbs {
@@ -27,13 +27,13 @@ struct SyncVerbs {
         let positional = arguments.positional.map(\.text)
         var values: [String] = []
         switch verb {
-        case "enroll":
+        case "enroll", "recover":
             guard positional.isEmpty, let server = arguments.value(long: "server"),
                 let account = arguments.value(long: "account")
-            else { throw .usage(verb: "sync", message: "enroll takes --server ADDRESS and --account NAME") }
+            else { throw .usage(verb: "sync", message: "\(verb) takes --server ADDRESS and --account NAME") }
             // Checked here, before the secret is read: a remote address is refused at once.
             do { _ = try SyncAddress(parsing: server) } catch {
-                throw .message("security: sync enroll: \(error.reason)")
+                throw .message("security: sync \(verb): \(error.reason)")
             }
             values = [server, account, arguments.value(long: "name") ?? Self.hostName]
             // --ca: the CA certificates a tls:// server's certificate is checked against (else the system's).
@@ -54,11 +54,11 @@ struct SyncVerbs {
         default:
             throw .usage(verb: "sync", message: "unknown sync command \"\(verb)\"")
         }
-        let changesAccount = ["enroll", "approve", "remove", "leave"].contains(verb)
+        let changesAccount = KeychainAdminRequest.syncVerbsChangingTheAccount.contains(verb)
         let result: Data
         if KeychainServices.daemonSocketInUse() != nil {
             let passcode = changesAccount ? try session.wholeKeychainPasscode(arguments) : nil
-            let secret = verb == "enroll" ? try recoverySecret() : nil
+            let secret = try secrets(for: verb)
             do {
                 guard
                     case .syncResult(let data) = try session.keychain().administer(
@@ -73,7 +73,7 @@ struct SyncVerbs {
                 throw .message("security: sync \(verb): \(error)")
             }
         } else {
-            let secret = verb == "enroll" ? try recoverySecret() : nil
+            let secret = try secrets(for: verb)
             let keychain: Keychain
             do { keychain = try EmbeddedKeychain.current() } catch {
                 throw .keychain(errSecNotAvailable, function: "SecKeychainCopyDefault", detail: "\(error)")
@@ -96,6 +96,9 @@ struct SyncVerbs {
     private static func text(_ verb: String, _ object: [String: Any]) -> String {
         let string = { (key: String) in object[key].map { "\($0)" } ?? "" }
         switch verb {
+        case "recover":
+            return
+                "recovered: this device (\(string("device"))) holds the account alone, under new keys and the new recovery secret; \(string("pulled")) items pulled"
         case "enroll":
             let id = string("device")
             return string("status") == "trusted"
@@ -117,6 +120,7 @@ struct SyncVerbs {
                 account: \(string("account")) on \(string("server"))
                 device: \(string("device")) (\(string("deviceName"))), one of \(string("trustedDevices")) trusted
                 last sync: \(object["lastSync"] as? String ?? "never")
+                position: \(string("position")), chain \(string("chain"))
                 pending changes: \(string("pendingChanges"))
                 conflicts resolved: \(string("conflictsResolved"))
                 """
@@ -130,16 +134,38 @@ struct SyncVerbs {
         return name.isEmpty ? "device" : String(name.prefix(64))
     }
 
-    /// The account's recovery secret, read as `-w` reads a password: asked on a terminal, else one
-    /// line of standard input.
-    private func recoverySecret() throws(Failure) -> SecureBytes {
+    /// What `verb` reads: `enroll` the account's recovery secret; `recover` that secret and a new one,
+    /// each with its length, as the agent takes them.
+    private func secrets(for verb: String) throws(Failure) -> SecureBytes? {
+        switch verb {
+        case "enroll":
+            return try readSecret("recovery secret for the sync account: ", verb: verb)
+        case "recover":
+            let old = try readSecret("recovery secret for the sync account: ", verb: verb)
+            let new = try readSecret("new recovery secret: ", verb: verb)
+            if Terminal.inputIsTerminal {
+                let again = try readSecret("new recovery secret again: ", verb: verb)
+                guard again == new else { throw .message("security: sync recover: the new secrets differ") }
+            }
+            var writer = ByteWriter()
+            old.withUnsafeBytes { writer.writeSecretBytes($0) }
+            new.withUnsafeBytes { writer.writeSecretBytes($0) }
+            return writer.takeSecure()
+        default:
+            return nil
+        }
+    }
+
+    /// A secret read as `-w` reads a password: asked on a terminal, else one line of standard input.
+    private func readSecret(_ prompt: String, verb: String) throws(Failure) -> SecureBytes {
         if Terminal.inputIsTerminal {
-            guard let secret = Terminal.readSecret(prompt: "recovery secret for the sync account: "), secret.count > 0
-            else { throw .message("no recovery secret was entered") }
+            guard let secret = Terminal.readSecret(prompt: prompt), secret.count > 0 else {
+                throw .message("no recovery secret was entered")
+            }
             return secret
         }
         guard let line = Terminal.readLine(), line.count > 0 else {
-            throw .message("security: sync enroll: give the recovery secret as one line of standard input")
+            throw .message("security: sync \(verb): give each recovery secret as one line of standard input")
         }
         return line
     }

@@ -289,17 +289,21 @@ enum Usage {
             "Sync the keychain's synchronizable items with the account's other devices.",
             """
             Usage: sync enroll --server ADDRESS --account NAME [--name DEVICE] [--ca FILE]
+                   sync recover --server ADDRESS --account NAME [--name DEVICE] [--ca FILE]
                    sync devices | approve DEVICE | remove DEVICE | now | status | leave   [--json]
                 enroll   make this keychain a device of the account on keychain-syncd at ADDRESS (a Unix socket
                          path, HOST:PORT on loopback, or tls://HOST:PORT, whose certificate is checked against
                          the CA certificates of --ca FILE, else the system's). The first device creates the account; a later one
                          waits for a trusted device to approve it. The account's recovery secret is typed on a
                          terminal, else read as one line of standard input
+                recover  every device lost: take the account onto this keychain (not enrolled) with its recovery
+                         secret, then a new one (on a terminal, typed twice; else two lines of standard input).
+                         Every other device is removed, the keys change, and the old secret stops working
                 devices  the account's devices, each with its id and status (trusted, waiting, removed)
                 approve  let a waiting device in (from a trusted device); DEVICE is its whole id, as devices lists it
                 remove   take a device out; the keys change, so it reads nothing written afterwards
                 now      push and pull until this keychain and the account are both current
-                status   last sync, pending changes, conflicts resolved
+                status   last sync, position and chain, pending changes, conflicts resolved
                 leave    forget the enrollment (the items stay)
             """
         ),

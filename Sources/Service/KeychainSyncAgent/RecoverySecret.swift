@@ -6,11 +6,13 @@ import KeychainSyncProtocol
 /// The keys an account's recovery secret stretches into (scrypt, N = 2^15, r = 8, p = 1, with the
 /// account's random salt; then HKDF apart):
 /// - `authentication`, which the server checks against the SHA-256 it keeps (with its guess limit);
-/// - `anchor`, an HMAC key the server never sees, which attests the account's first view (and a
-///   recovery's), so that a joining device knows the account it joins is the one the secret made;
-/// - `escrow`, which seals the zone key for a device that lost every other.
+/// - `anchor`, an HMAC key the server never sees, which binds the account's recovery identity to the
+///   secret, so that a joining or recovering device knows the account is the one the secret made;
+/// - `escrow`, which seals the recovery identity's private keys, kept by the server for a device that
+///   lost every other.
 struct RecoveryKeys {
     static let logN: UInt8 = 15
+    static let escrowDomain = Data("swift-keychain sync escrow v2\u{0}".utf8)
     let authentication: SecureBytes
     let anchor: SecureBytes
     let escrow: SecureBytes
@@ -32,30 +34,41 @@ struct RecoveryKeys {
         do { return try HMACKey(key: anchor) } catch { throw SyncError(.server, "cannot make the anchor key") }
     }
 
-    /// The zone key of `generation` sealed for escrow.
-    func sealEscrow(zoneKey: SecureBytes, generation: UInt64, account: Data) throws(SyncError) -> Data {
-        var writer = ByteWriter()
-        writer.write(generation)
-        zoneKey.withUnsafeBytes { writer.writeSecretBytes($0) }
-        do {
-            return try AESGCM.seal(
-                writer.takeSecure(), key: escrow, authenticating: Data("swift-keychain sync escrow v1".utf8) + account)
-        } catch { throw SyncError(.server, "cannot seal the escrow") }
+    /// What binds `identity` to this secret in a trust view.
+    func binding(of identity: SyncDevice, account: Data) throws(SyncError) -> Data {
+        do { return try anchorKey().authenticationCode(TrustView.bindingInput(account: account, identity)) } catch {
+            throw SyncError(.server, "HMAC failed")
+        }
     }
 
-    func openEscrow(_ sealed: Data, account: Data) throws(SyncError) -> (zoneKey: SecureBytes, generation: UInt64) {
+    /// A recovery identity's private keys, sealed for the server to keep.
+    func seal(identity: SyncDeviceKeys, account: Data) throws(SyncError) -> Data {
+        do {
+            var writer = ByteWriter()
+            try identity.signing.externalRepresentation().withUnsafeBytes { writer.writeSecretBytes($0) }
+            try identity.encryption.externalRepresentation().withUnsafeBytes { writer.writeSecretBytes($0) }
+            return try AESGCM.seal(writer.takeSecure(), key: escrow, authenticating: Self.escrowDomain + account)
+        } catch { throw SyncError(.server, "cannot seal the recovery identity") }
+    }
+
+    /// The recovery identity the server kept, opened with this secret.
+    func openIdentity(_ sealed: Data, account: Data) throws(SyncError) -> SyncDeviceKeys {
         let plain: SecureBytes
         do {
-            plain = try AESGCM.openSecure(
-                sealed, key: escrow, authenticating: Data("swift-keychain sync escrow v1".utf8) + account)
+            plain = try AESGCM.openSecure(sealed, key: escrow, authenticating: Self.escrowDomain + account)
         } catch { throw SyncError(.forged, "the account's escrow does not open with this recovery secret") }
         return try plain.withBorrowedData { (data) throws(SyncError) in
             var reader = ByteReader(data)
-            guard let generation = try? reader.read() as UInt64, let key = try? reader.readSecureBytes(),
-                key.count == 32,
-                reader.isAtEnd
+            guard let signing = try? reader.readSecureBytes(), let encryption = try? reader.readSecureBytes(),
+                reader.isAtEnd,
+                let signingKey = try? signing.withBorrowedData({
+                    try AsymmetricKey.importing($0, kind: .ec, isPrivate: true)
+                }),
+                let encryptionKey = try? encryption.withBorrowedData({
+                    try AsymmetricKey.importing($0, kind: .ec, isPrivate: true)
+                })
             else { throw SyncError(.forged, "the account's escrow is damaged") }
-            return (key, generation)
+            return try SyncDeviceKeys(signing: signingKey, encryption: encryptionKey, name: "recovery")
         }
     }
 }

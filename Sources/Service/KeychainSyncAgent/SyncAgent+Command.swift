@@ -38,6 +38,27 @@ extension SyncAgent {
                 server: try SyncAddress(parsing: arguments[0]), accountName: arguments[1], recoverySecret: secret,
                 deviceName: arguments[2], authorities: arguments.count == 4 ? arguments[3] : nil)
             return ["device": Hex.encode(try self.status().device.id), "status": Self.statusName(status)]
+        case "recover":
+            guard arguments.count == 3 || arguments.count == 4 else {
+                throw SyncError(.invalid, "sync recover takes a server, an account, a device name and a CA file")
+            }
+            // The secret and the new one, each with its length.
+            guard let secret,
+                let (old, new) = secret.withBorrowedData({ data -> (SecureBytes, SecureBytes)? in
+                    var reader = ByteReader(data)
+                    guard let old = try? reader.readSecureBytes(), let new = try? reader.readSecureBytes(),
+                        reader.isAtEnd
+                    else { return nil }
+                    return (old, new)
+                })
+            else { throw SyncError(.invalid, "recovering needs the account's recovery secret and a new one") }
+            let report = try recover(
+                server: try SyncAddress(parsing: arguments[0]), accountName: arguments[1], recoverySecret: old,
+                newSecret: new, deviceName: arguments[2], authorities: arguments.count == 4 ? arguments[3] : nil)
+            return [
+                "device": Hex.encode(try status().device.id), "status": "trusted", "pulled": report.pulled,
+                "pushed": report.pushed,
+            ]
         case "devices":
             try expect(0)
             return [
@@ -65,7 +86,8 @@ extension SyncAgent {
             var object: [String: Any] = [
                 "server": status.server, "account": status.accountName, "device": Hex.encode(status.device.id),
                 "deviceName": status.device.name, "trustedDevices": status.trustedDevices,
-                "keyGeneration": status.generation, "position": status.cursor, "pendingChanges": status.pendingChanges,
+                "keyGeneration": status.generation, "position": status.cursor, "chain": Hex.encode(status.chain),
+                "pendingChanges": status.pendingChanges,
                 "conflictsResolved": status.conflictsResolved,
             ]
             object["lastSync"] = status.lastSync.map { ISO8601DateFormatter().string(from: $0) }

@@ -27,6 +27,9 @@ public struct SyncStatus: Sendable {
     public var viewEpoch: UInt64
     public var generation: UInt64
     public var cursor: Int64
+    /// The hash chain over the log up to `cursor`: two devices at one position must show the same one
+    /// (compared outside the server, it finds a fork no protocol check can).
+    public var chain: Data
     public var lastSync: Date?
     /// Local changes not yet on the server (of the classes the keychain can open now).
     public var pendingChanges: Int
@@ -254,6 +257,7 @@ extension SyncAgent {
         var cursor = try SyncEnrollment.integer(ledger, SyncEnrollment.Name.cursor) ?? 0
         var chain = try ledger.value(SyncEnrollment.Name.chain) ?? SyncHead.origin
         let members = try SyncEnrollment.knownDevices(local)
+        let recovered = try SyncEnrollment.recoveredWriters(ledger)
         for stored in page.batches {
             guard stored.firstSeq == cursor + 1 else {
                 throw SyncError(
@@ -265,6 +269,20 @@ extension SyncAgent {
             guard let writer = members[batch.writer] else { throw SyncError(.forged, Self.unknownWriter) }
             guard batch.isSigned(by: writer) else {
                 throw SyncError(.forged, "a batch not signed by the device it names")
+            }
+            // Its writer had read the log up to its base: the batch stands after it, and the history
+            // the writer read there is the one this device read.
+            guard batch.base < stored.firstSeq else {
+                throw SyncError(
+                    .withheld,
+                    "the server placed a batch at \(stored.firstSeq) that its writer wrote after reading to \(batch.base): the log was renumbered"
+                )
+            }
+            if batch.base > 0, let mine = try ledger.chain(at: batch.base), mine != batch.baseChain {
+                throw SyncError(
+                    .forked,
+                    "device \(Hex.encode(batch.writer.prefix(4))) was shown another history up to \(batch.base) than this device"
+                )
             }
             for (offset, entry) in batch.entries.enumerated() {
                 let seq = stored.firstSeq + Int64(offset)
@@ -280,7 +298,9 @@ extension SyncAgent {
                 }
                 try applyRecord(
                     entry, current.ciphertext, seq: seq, writer: batch.writer,
-                    trustedNow: view.member(batch.writer) != nil, local, enrollment, report: &report, merge: &merge)
+                    trustedNow: view.member(batch.writer) != nil
+                        || (seq <= recovered.through && recovered.writers.contains(batch.writer)),
+                    local, enrollment, report: &report, merge: &merge)
             }
             cursor = stored.firstSeq + Int64(batch.entries.count) - 1
         }
@@ -319,7 +339,8 @@ extension SyncAgent {
         }
         // A record whose writer is not trusted now (a device removed since, or one the server made up)
         // is not applied: what a removed device wrote before its removal was applied by the device
-        // that removed it, which seals every record again under new keys.
+        // that removed it, which seals every record again under new keys. (After a recovery, the
+        // recovering device applies what the lost devices wrote up to it, once, and does the same.)
         guard trustedNow else {
             report.notTrusted += 1
             return
@@ -556,12 +577,16 @@ extension SyncAgent {
     private func push(_ outgoing: [Outgoing], _ connection: SyncConnection, _ enrollment: SyncEnrollment) throws -> Bool
     {
         let generation = enrollment.generation
-        let keys = try transaction { local -> [UInt8: SecureBytes] in
+        // Each batch names how far this device had read, and its chain there (docs/sync.md).
+        let (keys, base, baseChain) = try transaction { local -> ([UInt8: SecureBytes], Int64, Data) in
             var keys: [UInt8: SecureBytes] = [:]
             for letter in [UInt8(ascii: "A"), UInt8(ascii: "C")] {
                 keys[letter] = try? SyncEnrollment.classKey(local, letter: letter, generation: generation)
             }
-            return keys
+            return (
+                keys, try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.cursor) ?? 0,
+                try local.ledger.value(SyncEnrollment.Name.chain) ?? SyncHead.origin
+            )
         }
         var start = 0
         while start < outgoing.count {
@@ -594,8 +619,10 @@ extension SyncAgent {
                         recordID: change.recordID, version: change.replacing + 1, deleted: change.deleted,
                         ciphertextHash: try Digest.sha256(ciphertext)))
             }
-            let batch = try SyncBatch(account: enrollment.account, writer: enrollment.keys.device.id, entries: entries)
-                .signed(by: enrollment.keys)
+            let batch = try SyncBatch(
+                account: enrollment.account, writer: enrollment.keys.device.id, base: base, baseChain: baseChain,
+                entries: entries
+            ).signed(by: enrollment.keys)
             let outcome = Result { () throws(SyncFailure) -> Int64 in
                 try connection.push(SyncPush(batch: batch, ciphertexts: ciphertexts, replacing: chunk.map(\.replacing)))
             }
@@ -696,6 +723,7 @@ extension SyncAgent {
                     device: enrollment.keys.device, trustedDevices: enrollment.view.members.count,
                     viewEpoch: enrollment.view.epoch, generation: enrollment.generation,
                     cursor: try SyncEnrollment.integer(ledger, SyncEnrollment.Name.cursor) ?? 0,
+                    chain: try ledger.value(SyncEnrollment.Name.chain) ?? SyncHead.origin,
                     lastSync: last.map { Date(timeIntervalSince1970: Double($0) / 1000) }, pendingChanges: pending,
                     conflictsResolved: try SyncEnrollment.integer(ledger, SyncEnrollment.Name.conflicts) ?? 0)
             }

@@ -105,14 +105,11 @@ public final class SyncAgent: @unchecked Sendable {
                 body.writeBytes(recovery.authenticationBytes)
                 _ = try connection.call(.join, body.data)
             }
-            // The account the server shows must be the one the secret made: its first view carries
-            // the secret's attestation.
+            // The account the server shows must be the one the secret made: its views follow one
+            // another from the first, and the newest names the recovery identity the secret binds.
             let joined = try connection.accountState()
-            guard let genesisBytes = joined.views.first else {
-                throw SyncError(.forged, "the server shows the account with no trust view")
-            }
-            let genesis = try TrustView.decode(genesisBytes)
-            try genesis.check(following: nil, recovery: try recovery.anchorKey())
+            let chain = try Self.checkedChain(joined.views, anchor: try recovery.anchorKey())
+            let genesis = chain[0]
             try transaction { local in
                 try SyncEnrollment.save(
                     local, server: server, account: account, accountName: accountName, keys: keys, view: genesis,
@@ -132,17 +129,20 @@ public final class SyncAgent: @unchecked Sendable {
         let account = connection.account
         let salt = try Random.bytes(16)
         let recovery = try RecoveryKeys(secret: secret, salt: salt)
+        let identity = try SyncDeviceKeys.generate(name: Self.recoveryName)
         let zoneKey = try SecureBytes(randomCount: 32)
         let genesis = try TrustView(
-            account: account, epoch: 1, previous: Data(count: 32), generation: 1, members: [keys.device]
-        ).attested(by: keys).attested(byRecovery: try recovery.anchorKey())
+            account: account, epoch: 1, previous: Data(count: 32), generation: 1, members: [keys.device],
+            recovery: identity.device, binding: try recovery.binding(of: identity.device, account: account)
+        ).attested(by: keys).attested(byRecovery: identity)
         var body = ByteWriter()
         body.writeBytes(salt)
         body.writeBytes(try Digest.sha256(recovery.authenticationBytes))
-        body.writeBytes(try recovery.sealEscrow(zoneKey: zoneKey, generation: 1, account: account))
+        body.writeBytes(try recovery.seal(identity: identity, account: account))
         body.writeBytes(genesis.encoded())
         _ = try connection.call(.createAccount, body.data)
-        try putShares([keys.device], zoneKey: zoneKey, generation: 1, connection)
+        // The recovery identity holds every generation's zone key too: the escrow.
+        try putShares([keys.device, identity.device], zoneKey: zoneKey, generation: 1, connection)
         try transaction { local in
             try SyncEnrollment.save(
                 local, server: server, account: account, accountName: accountName, keys: keys, view: genesis,
@@ -194,6 +194,24 @@ public final class SyncAgent: @unchecked Sendable {
         }
     }
 
+    static let recoveryName = "recovery"
+
+    /// The account's views, each checked against the one before it from the first, and the newest
+    /// against the recovery secret's `anchor`.
+    static func checkedChain(_ encoded: [Data], anchor: HMACKey) throws -> [TrustView] {
+        let views = try encoded.map { try TrustView.decode($0) }
+        guard let latest = views.last else {
+            throw SyncError(.forged, "the server shows the account with no trust view")
+        }
+        var previous: TrustView?
+        for view in views {
+            try view.check(following: previous)
+            previous = view
+        }
+        try latest.check(following: views.count > 1 ? views[views.count - 2] : nil, anchor: anchor)
+        return views
+    }
+
     // MARK: Devices
 
     public struct DeviceEntry: Sendable {
@@ -238,10 +256,8 @@ public final class SyncAgent: @unchecked Sendable {
             let view = try refreshTrust(connection)
             let state = try connection.accountState()
             let device = try Self.find(prefix, in: state.devices.filter { $0.status == .pending }.map(\.device))
-            let next = try TrustView(
-                account: enrollment.account, epoch: view.epoch + 1, previous: view.hash, generation: view.generation,
-                members: view.members + [device]
-            ).attested(by: enrollment.keys)
+            let next = try view.successor(members: view.members + [device], generation: view.generation)
+                .attested(by: enrollment.keys)
             var body = ByteWriter()
             body.writeBytes(next.encoded())
             _ = try connection.call(.publishView, body.data)
@@ -274,15 +290,12 @@ public final class SyncAgent: @unchecked Sendable {
             }
             let generation = view.generation + 1
             let members = view.members.filter { $0.id != device.id }
-            let next = try TrustView(
-                account: enrollment.account, epoch: view.epoch + 1, previous: view.hash, generation: generation,
-                members: members
-            ).attested(by: enrollment.keys)
+            let next = try view.successor(members: members, generation: generation).attested(by: enrollment.keys)
             var body = ByteWriter()
             body.writeBytes(next.encoded())
             _ = try connection.call(.publishView, body.data)
             let zoneKey = try SecureBytes(randomCount: 32)
-            try putShares(members, zoneKey: zoneKey, generation: generation, connection)
+            try putShares(members + [next.recovery], zoneKey: zoneKey, generation: generation, connection)
             try transaction { local in
                 try SyncEnrollment.saveZoneKey(local, zoneKey, generation: generation)
                 try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, Int64(generation))
@@ -309,7 +322,7 @@ public final class SyncAgent: @unchecked Sendable {
                 throw SyncError(.forked, "the server's trust views do not hold the one this device accepted")
             }
             for next in views where next.epoch > view.epoch {
-                try next.check(following: view, recovery: nil)
+                try next.check(following: view)
                 view = next
                 try SyncEnrollment.saveView(local, view)
             }

@@ -33,6 +33,8 @@ struct SyncEnrollment {
         /// Set when the next sync must look at every item, not only those written since the last.
         static let fullScan = "full scan"
         static let tooLarge = "too large"
+        /// After a recovery: the log position it was made at, and the devices trusted before it.
+        static let recoveredWriters = "recovered writers"
         static func zone(_ generation: UInt64) -> String { "zone key \(generation)" }
         static func classKey(_ letter: UInt8, _ generation: UInt64) -> String {
             "class \(Character(UnicodeScalar(letter))) key \(generation)"
@@ -144,6 +146,28 @@ struct SyncEnrollment {
         try local.ledger.track()
         try local.markEverySyncingRowDirty()
         try local.ledger.setValue(Name.fullScan, Data([1]))
+    }
+
+    /// After a recovery, the devices whose records up to `through` this device applies although they
+    /// are out of the account: the lost ones, trusted until the recovery.
+    static func saveRecoveredWriters(_ local: SyncLocal, through: Int64, writers: [Data]) throws {
+        var writer = ByteWriter()
+        writer.write(through)
+        writer.writeCount(writers.count)
+        for id in writers { writer.writeBytes(id) }
+        try local.ledger.setValue(Name.recoveredWriters, writer.data)
+    }
+
+    static func recoveredWriters(_ ledger: SyncLedger) throws -> (through: Int64, writers: Set<Data>) {
+        guard let bytes = try ledger.value(Name.recoveredWriters) else { return (0, []) }
+        var reader = SyncReader(bytes, "the recovered writers")
+        let through = try reader.signed()
+        var writers: Set<Data> = []
+        for _ in 0..<(try reader.count(max: TrustView.maximumMembers)) {
+            writers.insert(try reader.fixed(SyncDevice.idSize))
+        }
+        try reader.end()
+        return (through, writers)
     }
 
     /// Keeps a zone key and the class keys derived from it.

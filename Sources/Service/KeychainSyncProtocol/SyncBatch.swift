@@ -7,10 +7,17 @@ import KeychainCrypto
 /// statement beside the change log, and every device checks it against the writer's key before it
 /// applies a record: the server cannot forge, alter or reattribute a write.
 ///
-///     domain ‖ account (16) ‖ writer id (16) ‖ entries: record id (16) ‖ version (8) ‖ deleted (1) ‖ hash (32)
+/// It also names the writer's **base**: how far it had read the log when it wrote, and its hash chain
+/// there. The server places the batch after that position, so a reader knows the batch cannot
+/// stand at or before it (a server that left a batch out and renumbered the rest is found out), and
+/// compares the chain with its own there (a server that showed the writer another history is found
+/// out as soon as the reader meets one of the writer's batches).
+///
+///     domain ‖ account (16) ‖ writer id (16) ‖ base (8) ‖ base chain (32)
+///            ‖ entries: record id (16) ‖ version (8) ‖ deleted (1) ‖ hash (32)
 public struct SyncBatch: Sendable, Equatable {
     public static let maximumEntries = 2_000
-    static let domain = Data("swift-keychain sync batch v1\u{0}".utf8)
+    static let domain = Data("swift-keychain sync batch v2\u{0}".utf8)
 
     public struct Entry: Sendable, Equatable {
         public var recordID: Data
@@ -28,12 +35,21 @@ public struct SyncBatch: Sendable, Equatable {
 
     public var account: Data
     public var writer: Data
+    /// The last sequence number the writer had read when it wrote this batch (0: none).
+    public var base: Int64
+    /// The writer's hash chain at `base` (`SyncHead.origin` at 0).
+    public var baseChain: Data
     public var entries: [Entry]
     public var signature: Data
 
-    public init(account: Data, writer: Data, entries: [Entry], signature: Data = Data()) {
+    public init(
+        account: Data, writer: Data, base: Int64 = 0, baseChain: Data = SyncHead.origin, entries: [Entry],
+        signature: Data = Data()
+    ) {
         self.account = account
         self.writer = writer
+        self.base = base
+        self.baseChain = baseChain
         self.entries = entries
         self.signature = signature
     }
@@ -43,6 +59,8 @@ public struct SyncBatch: Sendable, Equatable {
         writer.writeRaw(Self.domain)
         writer.writeBytes(account)
         writer.writeBytes(self.writer)
+        writer.write(base)
+        writer.writeBytes(baseChain)
         writer.writeCount(entries.count)
         for entry in entries {
             writer.writeBytes(entry.recordID)
@@ -60,6 +78,11 @@ public struct SyncBatch: Sendable, Equatable {
             data, domain: domain, maximumBody: 1 << 20, what: "a signed batch")
         let account = try reader.fixed(16)
         let writer = try reader.fixed(SyncDevice.idSize)
+        let base = try reader.signed()
+        let baseChain = try reader.fixed(32)
+        guard base >= 0, UInt64(base) < TrustView.bound else {
+            throw SyncError(.malformed, "a signed batch's base is out of bounds")
+        }
         let count = try reader.count(max: maximumEntries)
         var entries: [Entry] = []
         entries.reserveCapacity(count)
@@ -74,7 +97,8 @@ public struct SyncBatch: Sendable, Equatable {
             entries.append(Entry(recordID: id, version: version, deleted: deleted, ciphertextHash: hash))
         }
         try reader.end()
-        return SyncBatch(account: account, writer: writer, entries: entries, signature: signature)
+        return SyncBatch(
+            account: account, writer: writer, base: base, baseChain: baseChain, entries: entries, signature: signature)
     }
 
     public func signed(by keys: SyncDeviceKeys) throws(SyncError) -> SyncBatch {

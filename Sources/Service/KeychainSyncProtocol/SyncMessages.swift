@@ -31,8 +31,12 @@ public enum SyncOperation: UInt8, Sendable {
     case push = 7
     case pull = 8
     case publishHead = 9
+    /// Proves the recovery secret; answers the sealed recovery identity and the account as it shares
+    /// with that identity.
     case recover = 10
-    case setEscrow = 11
+    /// Publishes a recovery view with the account's new recovery secret (after `recover`, on the same
+    /// connection).
+    case completeRecovery = 11
     /// Long polling: answers when the account's log passes a sequence number, or at a timeout.
     case wait = 12
 }

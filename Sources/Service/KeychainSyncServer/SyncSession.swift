@@ -16,6 +16,8 @@ final class SyncSession {
     /// Whether the device was trusted when it last asked: a device that is not reads small messages
     /// only (nothing it may send is large), so a stranger cannot make the server set aside 32 MiB.
     private var trusted = false
+    /// Whether the device proved the account's recovery secret on this connection (`recover`).
+    private var provedRecoverySecret = false
     static let untrustedMessage = 256 << 10
 
     init(channel: SyncChannel, store: SyncStore) {
@@ -136,7 +138,7 @@ final class SyncSession {
             guard genesis.account == account, genesis.members.first?.id == device.id else {
                 throw SyncError(.invalid, "an account's first view names the device that makes it")
             }
-            try genesis.check(following: nil, recovery: nil)
+            try genesis.check(following: nil)
             let made = try store.createAccount(
                 account, salt: salt, verifier: verifier, escrow: escrow, genesis: genesis.encoded(),
                 founder: Self.stored(device, status: SyncStore.trusted))
@@ -181,10 +183,13 @@ final class SyncSession {
         case .publishView:
             let view = try TrustView.decode(try reader.bytes(max: 64 << 10))
             try reader.end()
-            // Only a trusted device changes the trusted set (no recovery path exists yet: docs/sync.md).
+            // Only a trusted device changes the trusted set (a recovery is `completeRecovery`).
             try requireTrusted()
             let latest = try latestView()
-            try view.check(following: latest, recovery: nil)
+            try view.check(following: latest)
+            guard !view.isRecovery(of: latest) else {
+                throw SyncError(.invalid, "a recovery view comes with the account's new secret (completeRecovery)")
+            }
             // Only devices that proved the secret (waiting or trusted) may be members.
             let known = try store.devices(account: account).filter { $0.status != SyncStore.removed }
             for member in view.members {
@@ -208,7 +213,8 @@ final class SyncSession {
             try reader.end()
             let latest = try latestView()
             for share in shares {
-                guard share.account == account, share.sender == device.id, latest.member(share.recipient) != nil,
+                guard share.account == account, share.sender == device.id,
+                    latest.member(share.recipient) != nil || share.recipient == latest.recovery.id,
                     device.verifies(share.signature, over: share.body)
                 else { throw SyncError(.forged, "a zone key share not signed by this device, or to no member") }
             }
@@ -226,6 +232,10 @@ final class SyncSession {
                 throw SyncError(.forged, "the batch is not signed by this device for this account")
             }
             guard !batch.entries.isEmpty else { throw SyncError(.invalid, "an empty push") }
+            // A writer cannot have read past the log's end (the log only grows, so this holds at the write).
+            guard batch.base <= (try store.lastSeq(account: account)) else {
+                throw SyncError(.invalid, "the batch claims a base past the end of the account's log")
+            }
             guard Set(batch.entries.map(\.recordID)).count == batch.entries.count else {
                 throw SyncError(.invalid, "a push names a record twice")
             }
@@ -297,12 +307,51 @@ final class SyncSession {
             try reader.end()
             guard try status().exists else { throw SyncError(.noAccount, "no such account on this server") }
             try checkRecovery(key)
-            return try store.escrow(account: account) ?? Data()
-        case .setEscrow:
-            try requireTrusted()
+            provedRecoverySecret = true
+            guard let escrow = try store.escrow(account: account), let salt = try store.recoverySalt(account: account)
+            else { throw SyncError(.noAccount, "the account keeps no escrow") }
+            let latest = try latestView()
+            var writer = ByteWriter()
+            writer.writeBytes(escrow)
+            writer.writeBytes(
+                SyncAccountState(
+                    salt: salt, views: try store.views(account: account), devices: [],
+                    shares: try store.shares(account: account, recipient: latest.recovery.id), heads: [],
+                    lastSeq: try store.lastSeq(account: account)
+                ).encoded())
+            return writer.data
+        case .completeRecovery:
+            let view = try TrustView.decode(try reader.bytes(max: 64 << 10))
+            let salt = try reader.bytes(max: 64)
+            let verifier = try reader.fixed(32)
             let escrow = try reader.bytes(max: 64 << 10)
+            let lastSeq = try reader.signed()
             try reader.end()
-            try store.setEscrow(account: account, escrow: escrow)
+            guard provedRecoverySecret else {
+                throw SyncError(.unauthenticated, "prove the account's recovery secret first (recover)")
+            }
+            guard salt.count >= 16 else { throw SyncError(.invalid, "a recovery salt is at least 16 bytes") }
+            let latest = try latestView()
+            try view.check(following: latest)
+            guard view.isRecovery(of: latest), view.members.first == device else {
+                throw SyncError(.invalid, "a recovery view holds the device that recovers, attested as a recovery")
+            }
+            switch try store.recoverAccount(
+                account, epoch: Int64(view.epoch), view: view.encoded(),
+                device: Self.stored(device, status: SyncStore.trusted),
+                salt: salt, verifier: verifier, escrow: escrow, lastSeq: lastSeq)
+            {
+            case .done: break
+            case .staleView: throw SyncError(.staleView, "another view took that epoch first: recover again")
+            case .logMoved:
+                throw SyncError(
+                    .staleView, "the account's log moved on while recovering (a device is not lost): recover again")
+            }
+            provedRecoverySecret = false
+            trusted = true
+            SyncLog.warning(
+                "account \(Hex.encode(account.prefix(4))) recovered by device \(Hex.encode(device.id.prefix(4))); every other device removed"
+            )
             return Data()
         }
     }

@@ -247,10 +247,47 @@ extension SyncStore {
         }
     }
 
-    public func setEscrow(account: Data, escrow: Data) throws(SyncStoreError) {
-        _ = try withConnection { (connection) throws(SyncStoreError) in
-            try connection.run(
-                "UPDATE accounts SET escrow = $2 WHERE account_id = $1", [.bytes(account), .bytes(escrow)])
+    /// What a recovery came to.
+    public enum RecoveryOutcome: Sendable, Equatable {
+        case done
+        /// Another view took the epoch first.
+        case staleView
+        /// The log is no longer where the recovering device read it.
+        case logMoved
+    }
+
+    /// A recovery, in one transaction: the recovery view at `epoch`, `device` its only trusted member
+    /// (every device trusted before is removed; waiting ones keep waiting), and the account's new
+    /// recovery salt, verifier and escrow, its guess count back at zero.
+    public func recoverAccount(
+        _ account: Data, epoch: Int64, view: Data, device: StoredDevice, salt: Data, verifier: Data, escrow: Data,
+        lastSeq: Int64
+    ) throws(SyncStoreError) -> RecoveryOutcome {
+        try retrying { () throws(SyncStoreError) in
+            try withConnection { (connection) throws(SyncStoreError) in
+                try connection.transaction { () throws(SyncStoreError) -> RecoveryOutcome in
+                    let now = try connection.run(
+                        "SELECT last_seq FROM accounts WHERE account_id = $1 FOR UPDATE", [.bytes(account)])
+                    guard !now.values.isEmpty, try now.integer(0, 0) == lastSeq else { return .logMoved }
+                    let latest = try connection.run(
+                        "SELECT coalesce(max(epoch), 0) FROM views WHERE account_id = $1", [.bytes(account)])
+                    guard try latest.integer(0, 0) == epoch - 1 else { return .staleView }
+                    try connection.run(
+                        "INSERT INTO views (account_id, epoch, view) VALUES ($1, $2, $3)",
+                        [.bytes(account), .integer(epoch), .bytes(view)])
+                    try connection.run(
+                        "UPDATE devices SET status = 3 WHERE account_id = $1 AND status = 2", [.bytes(account)])
+                    var member = device
+                    member.status = Self.trusted
+                    try Self.upsert(member, account: account, connection)
+                    try connection.run(
+                        """
+                        UPDATE accounts SET recovery_salt = $2, recovery_verifier = $3, escrow = $4, recovery_failures = 0
+                        WHERE account_id = $1
+                        """, [.bytes(account), .bytes(salt), .bytes(verifier), .bytes(escrow)])
+                    return .done
+                }
+            }
         }
     }
 }

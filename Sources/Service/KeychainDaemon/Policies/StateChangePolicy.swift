@@ -46,7 +46,7 @@ struct StateChangePolicy: Sendable {
         case .sync(let verb, _, _, let passcode):
             // Where every synchronizable item goes: decided as a backup is. Syncing with the account the
             // keychain is in already, and reading its state, are the user's own.
-            guard ["enroll", "approve", "remove", "leave"].contains(verb) else { return .none }
+            guard KeychainAdminRequest.syncVerbsChangingTheAccount.contains(verb) else { return .none }
             return try wholeKeychainChange(
                 by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil,
                 subject: "changing the sync account")
