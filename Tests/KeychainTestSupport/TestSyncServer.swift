@@ -24,14 +24,18 @@ public final class TestSyncServer: @unchecked Sendable {
     ///   - listen: an address other than the socket in its directory (a `tls://127.0.0.1:PORT`).
     ///   - arguments: more arguments (`--tls-certificate`, `--tls-key`), given the server's directory.
     ///   - prepare: runs on the directory before the server starts (files it reads go there).
+    ///   - user: the user it runs as when the tests run as root (nobody by default).
+    ///   - privileges: more `setpriv` options (a unit's capabilities, `--no-new-privs`), as root.
+    ///   - launcher: a command the server runs under (an address-family sandbox).
     public init(
         database: String, listen: String? = nil, arguments: (String) -> [String] = { _ in [] },
-        prepare: (String) throws -> Void = { _ in }
+        prepare: (String) throws -> Void = { _ in }, user: uid_t = 65534, privileges: [String] = [],
+        launcher: [String] = []
     ) throws {
         directory = NSTemporaryDirectory() + "syncd-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         chmod(directory, 0o755)
-        let user: uid_t? = getuid() == 0 ? 65534 : nil
+        let user: uid_t? = getuid() == 0 ? user : nil
         if let user { chown(directory, user, user) }
         socket = listen ?? directory + "/sync.sock"
         logPath = directory + "/log"
@@ -42,8 +46,9 @@ public final class TestSyncServer: @unchecked Sendable {
                 [
                     "/usr/bin/setpriv", "--reuid", "\(user)", "--regid", "\(user)", "--clear-groups", "--pdeathsig",
                     "TERM",
-                ] + command
+                ] + privileges + command
         }
+        command = launcher + command
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
@@ -77,6 +82,9 @@ public final class TestSyncServer: @unchecked Sendable {
             }
         }
     }
+
+    /// The server's process id (the launcher's, which execs it).
+    public var processIdentifier: Int32 { process.processIdentifier }
 
     public func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
