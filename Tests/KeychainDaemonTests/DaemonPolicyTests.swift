@@ -242,6 +242,18 @@ final class DaemonPolicyTests: XCTestCase {
         XCTAssertEqual(try decide(system, passed, by: user).get(), .passcodeCheck)
         XCTAssertEqual(refusal(decide(system, passed, by: user, passcodeSet: false)), .authenticationFailed)
         XCTAssertEqual(try decide(system, .restart, by: user).get(), .none)
+        // Sync: what decides where every item goes, and any app's past versions, as a backup; the rest
+        // the user's own.
+        for verb in ["enroll", "recover", "approve", "remove", "leave", "history"] {
+            let bare = KeychainAdminRequest.sync(verb: verb, arguments: [], secret: nil, passcode: nil)
+            let proven = KeychainAdminRequest.sync(verb: verb, arguments: [], secret: nil, passcode: passcode)
+            XCTAssertEqual(refusal(decide(system, bare, by: user)), .authenticationFailed, verb)
+            XCTAssertEqual(try decide(system, proven, by: user).get(), .passcodeCheck, verb)
+        }
+        for verb in ["now", "status", "devices"] {
+            let request = KeychainAdminRequest.sync(verb: verb, arguments: [], secret: nil, passcode: nil)
+            XCTAssertEqual(try decide(system, request, by: user).get(), .none, verb)
+        }
         XCTAssertEqual(
             try decide(userMode, .eraseAllContentAndSettings(passcode: passcode), by: user).get(), .passcodeCheck)
         XCTAssertEqual(

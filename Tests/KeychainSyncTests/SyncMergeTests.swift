@@ -38,6 +38,41 @@ final class SyncMergeTests: SyncTestCase {
         XCTAssertEqual(try b.agent.status().conflictsResolved, 1)
     }
 
+    func testTheHistoryOfAnItemReadsBackEveryKeptVersionEvenAfterItsDeletion() throws {
+        let (a, b) = try pair()
+        try a.add("mail.example.com", "alice", "first")
+        try a.add("other.example.com", "alice", "other")
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        try b.update("mail.example.com", "alice", to: "second")
+        _ = try b.agent.syncNow()
+        _ = try a.agent.syncNow()
+        try a.delete("mail.example.com", "alice")
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        XCTAssertNil(try b.secret("mail.example.com", "alice"))
+        // The deleted item's versions, newest first, each with its writer; the deletion holds no secret.
+        let matching = ["class": "genp", "svce": "mail.example.com", "acct": "alice"]
+        let history = try b.agent.history(matching: matching)
+        XCTAssertEqual(history.map(\.version), [3, 2, 1])
+        XCTAssertEqual(history.map(\.deleted), [true, false, false])
+        XCTAssertEqual(
+            history.map { $0.secret.map { String(decoding: $0.withUnsafeBytes { Data($0) }, as: UTF8.self) } },
+            [nil, "second", "first"])
+        XCTAssertEqual(history.map(\.writerName), ["laptop", "phone", "laptop"])
+        XCTAssertTrue(history.allSatisfy { $0.date != nil })
+        XCTAssertEqual(Set(history.map(\.recordID)).count, 1)
+        assertSyncError(.invalid) {
+            _ = try b.agent.history(matching: ["class": "genp", "svce": "nothing.example.com"])
+        }
+        // A server that hands another record's version out as this one's is found out.
+        _ = try postgres.query(
+            """
+            UPDATE history h SET ciphertext = (SELECT ciphertext FROM records r WHERE r.record_id <> h.record_id)
+            """)
+        assertSyncError(.forged) { _ = try b.agent.history(matching: matching) }
+    }
+
     func testAnEarlierOfflineEditLosesEvenWhenItArrivesLast() throws {
         let (a, b) = try pair()
         try a.add("mail.example.com", "alice", "original")

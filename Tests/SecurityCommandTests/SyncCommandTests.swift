@@ -71,6 +71,19 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(state["pendingChanges"] as? Int, 0)
         XCTAssertEqual(state["trustedDevices"] as? Int, 2)
         XCTAssertNotNil(state["lastSync"] as? String)
+
+        // The deleted item's history: its versions, then one version's secret on request.
+        let history = try laptop.run("sync", "history", "-s", "mail.example.com", "-a", "alice")
+        XCTAssertEqual(history.status, 0, history.stderr)
+        let lines = history.stdout.split(separator: "\n")
+        guard lines.count == 2 else { return XCTFail("two versions: \(history.stdout)") }
+        XCTAssertTrue(lines[0].hasPrefix("version 2 ") && lines[0].hasSuffix("deleted"), history.stdout)
+        XCTAssertTrue(lines[1].hasPrefix("version 1 ") && lines[1].contains("by laptop"), history.stdout)
+        XCTAssertFalse(history.stdout.contains("pw-1"), "no secret unless asked for")
+        let version = try laptop.run("sync", "history", "-s", "mail.example.com", "-a", "alice", "--version", "1")
+        XCTAssertEqual(version.stdout, "pw-1\n", version.stderr)
+        XCTAssertNotEqual(
+            try laptop.run("sync", "history", "-s", "mail.example.com", "-a", "alice", "--version", "9").status, 0)
     }
 
     func testAKeychainRecoversTheAccountWhenEveryDeviceIsLost() throws {

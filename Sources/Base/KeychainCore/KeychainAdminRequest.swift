@@ -47,9 +47,12 @@ public enum KeychainAdminRequest: Sendable {
     /// `passcode` when it has one). Answers `.syncResult`. The daemon's only.
     case sync(verb: String, arguments: [String], secret: SecureBytes?, passcode: SecureBytes?)
 
-    /// The `sync` verbs that decide where every synchronizable item goes (the account, its devices):
-    /// decided as a backup is, where the others are the user's own.
-    public static let syncVerbsChangingTheAccount: Set<String> = ["enroll", "recover", "approve", "remove", "leave"]
+    /// The `sync` verbs decided as a backup is: those that decide where every synchronizable item goes
+    /// (the account, its devices), and `history`, which reads any synchronizable item's past versions,
+    /// whatever app's it is. The others are the user's own.
+    public static let syncVerbsDecidedAsABackup: Set<String> = [
+        "enroll", "recover", "approve", "remove", "leave", "history",
+    ]
     /// The simulated biometric sensor (`security biometry`).
     case biometry(BiometryCommand)
     /// The simulated companion device (`security companion`): enrolled means paired.

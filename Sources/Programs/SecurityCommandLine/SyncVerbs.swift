@@ -6,7 +6,7 @@ import KeychainSyncAgent
 import KeychainSyncProtocol
 import Security
 
-/// `security sync enroll | recover | devices | approve | remove | now | status | leave`: this keychain as a
+/// `security sync enroll | recover | devices | approve | remove | now | status | history | leave`: this keychain as a
 /// device of a sync account (docs/sync.md). Each takes `--json`. On the embedded keychain the command
 /// runs the sync itself; through securityd, the daemon does (and keeps syncing in the background).
 struct SyncVerbs {
@@ -19,8 +19,8 @@ struct SyncVerbs {
         let arguments: Arguments
         do {
             arguments = try Arguments(
-                Array(raw.dropFirst()), takingValue: ["p"], long: ["json"],
-                longTakingValue: ["server", "account", "name", "ca"])
+                Array(raw.dropFirst()), takingValue: ["p", "s", "a"], long: ["json", "internet"],
+                longTakingValue: ["server", "account", "name", "ca", "version"])
         } catch {
             throw .usage(verb: "sync", message: error.message)
         }
@@ -49,12 +49,25 @@ struct SyncVerbs {
                     message: "\(verb) takes one device id (32 hexadecimal digits, as sync devices lists it)")
             }
             values = positional
+        case "history":
+            guard positional.isEmpty, let name = arguments["s"] else {
+                throw .usage(verb: "sync", message: "history takes -s SERVICE (or SERVER, with --internet)")
+            }
+            let internet = arguments.has(long: "internet")
+            values = ["class=" + (internet ? "inet" : "genp"), (internet ? "srvr=" : "svce=") + name]
+            if let account = arguments["a"] { values.append("acct=" + account) }
+            if let version = arguments.value(long: "version") {
+                guard let number = Int64(version), number > 0 else {
+                    throw .usage(verb: "sync", message: "--version takes a version number, as history lists them")
+                }
+                values.append("version=\(number)")
+            }
         case "devices", "now", "status", "leave":
             guard positional.isEmpty else { throw .usage(verb: "sync", message: "unexpected \"\(positional[0])\"") }
         default:
             throw .usage(verb: "sync", message: "unknown sync command \"\(verb)\"")
         }
-        let changesAccount = KeychainAdminRequest.syncVerbsChangingTheAccount.contains(verb)
+        let changesAccount = KeychainAdminRequest.syncVerbsDecidedAsABackup.contains(verb)
         let result: Data
         if KeychainServices.daemonSocketInUse() != nil {
             let passcode = changesAccount ? try session.wholeKeychainPasscode(arguments) : nil
@@ -87,7 +100,15 @@ struct SyncVerbs {
             throw .message("security: sync \(verb): \(reason)")
         }
         if arguments.has(long: "json") {
-            print(ItemFormatter.json(verb == "devices" ? object["devices"] ?? [] : object))
+            let listed = ["devices": "devices", "history": "versions"][verb]
+            print(ItemFormatter.json(listed.map { object[$0] ?? [] } ?? object))
+        } else if verb == "history", arguments.value(long: "version") != nil {
+            // The version's secret alone, as -w prints one.
+            let versions = (object["versions"] as? [[String: Any]]) ?? []
+            guard let chosen = versions.first(where: { $0["secret"] != nil || $0["secretHex"] != nil }) else {
+                throw .message("security: sync history: that version does not open on this device")
+            }
+            print((chosen["secret"] ?? chosen["secretHex"]).map { "\($0)" } ?? "")
         } else {
             print(Self.text(verb, object))
         }
@@ -125,6 +146,14 @@ struct SyncVerbs {
                 conflicts resolved: \(string("conflictsResolved"))
                 """
         case "leave": return "this keychain syncs no more (its items stay)"
+        case "history":
+            return ((object["versions"] as? [[String: Any]]) ?? []).map { version in
+                let writer = (version["writerName"] as? String).map { "\($0) " } ?? ""
+                let id = String((version["writer"] as? String ?? "").prefix(8))
+                let date = version["date"] as? String ?? "(sealed under a key this device never had)"
+                let deleted = version["deleted"] as? Bool == true ? "  deleted" : ""
+                return "version \(version["version"].map { "\($0)" } ?? "")  \(date)  by \(writer)(\(id))\(deleted)"
+            }.joined(separator: "\n")
         default: return "\(verb)d \(string("device"))"
         }
     }

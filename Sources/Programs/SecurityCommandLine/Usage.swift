@@ -290,6 +290,7 @@ enum Usage {
             """
             Usage: sync enroll --server ADDRESS --account NAME [--name DEVICE] [--ca FILE]
                    sync recover --server ADDRESS --account NAME [--name DEVICE] [--ca FILE]
+                   sync history -s SERVICE [-a ACCOUNT] [--internet] [--version N]
                    sync devices | approve DEVICE | remove DEVICE | now | status | leave   [--json]
                 enroll   make this keychain a device of the account on keychain-syncd at ADDRESS (a Unix socket
                          path, HOST:PORT on loopback, or tls://HOST:PORT, whose certificate is checked against
@@ -304,6 +305,9 @@ enum Usage {
                 remove   take a device out; the keys change, so it reads nothing written afterwards
                 now      push and pull until this keychain and the account are both current
                 status   last sync, position and chain, pending changes, conflicts resolved
+                history  the versions the server keeps of a synchronizable item (deleted ones too): its current
+                         one and the last five before, with their dates and writers; --version N prints that
+                         version's secret. -s is a generic password's service, or with --internet a server
                 leave    forget the enrollment (the items stay)
             """
         ),

@@ -52,7 +52,7 @@ extension KeychainDaemon {
         case .sync(let verb, let arguments, let secret, let passcode):
             try checkPasscode(passcode, if: requirement, in: tenant)
             let result = tenant.syncAgent.perform(verb: verb, arguments: arguments, secret: secret)
-            if KeychainAdminRequest.syncVerbsChangingTheAccount.contains(verb) {
+            if KeychainAdminRequest.syncVerbsDecidedAsABackup.contains(verb) {
                 DaemonLog.info("sync \(verb) for uid \(tenant.uid), by pid \(caller.pid)")
             }
             // An enrolled keychain syncs in the background from now on.

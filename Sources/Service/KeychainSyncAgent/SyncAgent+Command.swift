@@ -59,6 +59,54 @@ extension SyncAgent {
                 "device": Hex.encode(try status().device.id), "status": "trusted", "pulled": report.pulled,
                 "pushed": report.pushed,
             ]
+        case "history":
+            // name=value pairs to match (class, svce, acct, srvr), and version=N for that version's secret.
+            var matching: [String: String] = [:]
+            var wanted: Int64?
+            for argument in arguments {
+                guard let equals = argument.firstIndex(of: "=") else {
+                    throw SyncError(.invalid, "sync history takes name=value arguments")
+                }
+                let name = String(argument[..<equals])
+                let value = String(argument[argument.index(after: equals)...])
+                if name == "version" {
+                    guard let version = Int64(value), version > 0 else {
+                        throw SyncError(.invalid, "a version is a positive number")
+                    }
+                    wanted = version
+                } else {
+                    guard ["class", "svce", "acct", "srvr"].contains(name) else {
+                        throw SyncError(.invalid, "sync history matches class, svce, acct and srvr only")
+                    }
+                    matching[name] = value
+                }
+            }
+            let entries = try history(matching: matching)
+            if let wanted, !entries.contains(where: { $0.version == wanted }) {
+                throw SyncError(.invalid, "the server keeps no version \(wanted) of that item")
+            }
+            let formatter = ISO8601DateFormatter()
+            return [
+                "versions": entries.map { entry -> [String: Any] in
+                    var object: [String: Any] = [
+                        "record": Hex.encode(entry.recordID), "version": entry.version,
+                        "writer": Hex.encode(entry.writer), "deleted": entry.deleted, "opened": entry.date != nil,
+                    ]
+                    object["writerName"] = entry.writerName
+                    object["date"] = entry.date.map { formatter.string(from: $0) }
+                    // A secret only when asked for, by its version.
+                    if entry.version == wanted, let secret = entry.secret {
+                        secret.withBorrowedData { data in
+                            if let text = String(data: data, encoding: .utf8) {
+                                object["secret"] = text
+                            } else {
+                                object["secretHex"] = Hex.encode(data)
+                            }
+                        }
+                    }
+                    return object
+                }
+            ]
         case "devices":
             try expect(0)
             return [

@@ -41,6 +41,8 @@ public struct SyncError: Error, Equatable, CustomStringConvertible, Sendable {
         case locked = 18
         /// A request the caller may not make, or a value out of bounds.
         case invalid = 19
+        /// An answer would not fit in one message: ask for less.
+        case tooLarge = 20
     }
 
     public let code: Code

@@ -39,6 +39,8 @@ public enum SyncOperation: UInt8, Sendable {
     case completeRecovery = 11
     /// Long polling: answers when the account's log passes a sequence number, or at a timeout.
     case wait = 12
+    /// A record's current version and the past ones the server keeps, each its ciphertext.
+    case history = 13
 }
 
 /// Where a device stands in an account, as the server keeps it.

@@ -302,6 +302,25 @@ final class SyncSession {
             var writer = ByteWriter()
             writer.write(try store.waitForChange(account: account, after: after, timeout: timeout))
             return writer.data
+        case .history:
+            try requireTrusted()
+            var ids: [Data] = []
+            for _ in 0..<(try reader.count(max: 256)) { ids.append(try reader.fixed(16)) }
+            try reader.end()
+            var writer = ByteWriter()
+            for id in ids {
+                let versions = try store.history(account: account, recordID: id)
+                writer.writeCount(versions.count)
+                for (version, ciphertext) in versions {
+                    writer.write(version)
+                    writer.writeBytes(ciphertext)
+                }
+                // The answer stays within one message.
+                guard writer.count <= SyncStore.pageBytes else {
+                    throw SyncError(.tooLarge, "those records' versions do not fit in one answer: ask for fewer")
+                }
+            }
+            return writer.data
         case .recover:
             let key = try reader.fixed(32)
             try reader.end()

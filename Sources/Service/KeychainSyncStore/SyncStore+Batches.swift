@@ -188,11 +188,16 @@ extension SyncStore {
         }
     }
 
-    /// The ciphertexts of a record's past versions, newest first.
+    /// The ciphertexts of a record's current version and its past ones kept, newest first.
     public func history(account: Data, recordID: Data) throws(SyncStoreError) -> [(version: Int64, ciphertext: Data)] {
         try withConnection { (connection) throws(SyncStoreError) in
             let rows = try connection.run(
-                "SELECT version, ciphertext FROM history WHERE account_id = $1 AND record_id = $2 ORDER BY version DESC",
+                """
+                SELECT version, ciphertext FROM records WHERE account_id = $1 AND record_id = $2
+                UNION ALL
+                SELECT version, ciphertext FROM history WHERE account_id = $1 AND record_id = $2
+                ORDER BY 1 DESC
+                """,
                 [.bytes(account), .bytes(recordID)])
             return try rows.values.indices.map { (row) throws(SyncStoreError) in
                 (try rows.integer(row, 0), try rows.bytes(row, 1))

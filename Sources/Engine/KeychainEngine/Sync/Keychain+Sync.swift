@@ -124,6 +124,15 @@ public final class SyncLocal {
         return (decoded.record.protection, decoded.record.tombstone, decoded.record.modificationDate)
     }
 
+    /// A payload's class, attributes (dates and group included) and secret, without storing it: what a
+    /// version in the account's history held.
+    public static func contents(_ payload: SecureBytes) -> (
+        itemClass: ItemClass, attributes: [String: ItemValue], secret: SecureBytes?
+    )? {
+        guard let decoded = decode(payload) else { return nil }
+        return (decoded.record.itemClass, decoded.record.attributes, decoded.record.secret)
+    }
+
     /// Seals a value of this device's sync state under this keychain's key of `protection` (a
     /// `ThisDeviceOnly` class: the value never leaves the device, and opens only when that class does).
     public func seal(_ value: SecureBytes, as name: String, protection: ProtectionClass) throws {

@@ -44,9 +44,10 @@ struct StateChangePolicy: Sendable {
         case .createBackup(let file, _, let passcode), .restoreBackup(let file, _, let passcode):
             return try backup(file, by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil)
         case .sync(let verb, _, _, let passcode):
-            // Where every synchronizable item goes: decided as a backup is. Syncing with the account the
-            // keychain is in already, and reading its state, are the user's own.
-            guard KeychainAdminRequest.syncVerbsChangingTheAccount.contains(verb) else { return .none }
+            // Where every synchronizable item goes, and every app's past versions: decided as a backup
+            // is. Syncing with the account the keychain is in already, and reading its state, are the
+            // user's own.
+            guard KeychainAdminRequest.syncVerbsDecidedAsABackup.contains(verb) else { return .none }
             return try wholeKeychainChange(
                 by: caller, passcodeSet: passcodeSet, passcodeGiven: passcode != nil,
                 subject: "changing the sync account")
