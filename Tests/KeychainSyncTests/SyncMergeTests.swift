@@ -131,6 +131,33 @@ final class SyncMergeTests: SyncTestCase {
         XCTAssertEqual(try b.secret("mail.example.com", "alice"), "later-on-a")
     }
 
+    func testALosingEditIsKeptWhenTheDeviceEnrollsAgainBeforePushingIt() throws {
+        let (a, b) = try pair()
+        try a.add("mail.example.com", "alice", "original")
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        a.clock.advance(30)
+        try a.update("mail.example.com", "alice", to: "later-on-a")
+        _ = try a.agent.syncNow()
+        b.clock.advance(5)
+        try b.update("mail.example.com", "alice", to: "earlier-on-b")
+        _ = try postgres.query("ALTER TABLE batches ADD CONSTRAINT frozen CHECK (first_seq < 0) NOT VALID")
+        assertSyncError(.server) { _ = try b.agent.syncNow() }
+        _ = try postgres.query("ALTER TABLE batches DROP CONSTRAINT frozen")
+        // B enrolls again in its account before any sync: its fresh ledger keeps the losing edit.
+        XCTAssertEqual(
+            try b.agent.enroll(
+                server: try address(), accountName: "alice", recoverySecret: secret, deviceName: "phone"),
+            .trusted)
+        _ = try b.agent.syncNow()
+        let versions = try a.agent.history(matching: ["class": "genp", "svce": "mail.example.com"])
+        let secrets = versions.compactMap {
+            $0.secret.map { String(decoding: $0.withUnsafeBytes { Data($0) }, as: UTF8.self) }
+        }
+        XCTAssertTrue(secrets.contains("earlier-on-b"), "\(secrets)")
+        XCTAssertEqual(try b.secret("mail.example.com", "alice"), "later-on-a")
+    }
+
     func testAnEditAfterADeletionWinsAndADeletionAfterAnEditWins() throws {
         let (a, b) = try pair()
         try a.add("one.example.com", "alice", "one")

@@ -216,6 +216,17 @@ extension SyncAgent {
         return merge
     }
 
+    /// The losing versions waiting in the ledger, sealed as they are: what enrolling again in the same
+    /// account carries over its fresh ledger (they are pushed by the first sync after it).
+    static func pendingMerge(_ local: SyncLocal) throws -> [(name: String, value: Data)] {
+        try (local.ledger.names(withPrefix: loserPrefix) + local.ledger.names(withPrefix: overwrittenPrefix))
+            .compactMap { name in try local.ledger.value(name).map { (name, $0) } }
+    }
+
+    static func restorePendingMerge(_ local: SyncLocal, _ pending: [(name: String, value: Data)]) throws {
+        for (name, value) in pending { try local.ledger.setValue(name, value) }
+    }
+
     private static func forgetMerge(_ local: SyncLocal, _ id: Data) throws {
         try local.ledger.setValue(loserPrefix + Hex.encode(id), nil)
         try local.ledger.setValue(overwrittenPrefix + Hex.encode(id), nil)

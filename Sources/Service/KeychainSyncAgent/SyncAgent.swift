@@ -111,9 +111,12 @@ public final class SyncAgent: @unchecked Sendable {
             let chain = try Self.checkedChain(joined.views, anchor: try recovery.anchorKey())
             let genesis = chain[0]
             try transaction { local in
+                // Enrolling again in the same account: losing versions not pushed yet stay to be pushed.
+                let pending = existing == nil ? [] : try Self.pendingMerge(local)
                 try SyncEnrollment.save(
                     local, server: server, account: account, accountName: accountName, keys: keys, view: genesis,
                     authorities: authorities)
+                try Self.restorePendingMerge(local, pending)
             }
             // A device approved already (enrolling again) takes its keys now.
             if connection.status == .trusted { _ = try refreshTrust(connection) }
@@ -184,8 +187,11 @@ public final class SyncAgent: @unchecked Sendable {
         (try? step { try transaction { local in try local.ledger.value(SyncEnrollment.Name.account) != nil } }) == true
     }
 
-    /// Forgets this keychain's enrollment (its items stay; it syncs no more until enrolled again).
+    /// Forgets this keychain's enrollment (its items stay; it syncs no more until enrolled again). It
+    /// syncs once first, when the server answers, so that local changes and losing versions of merges
+    /// reach the account; what cannot be pushed then is forgotten.
     public func leave() throws(SyncError) {
+        _ = try? syncNow()
         try step {
             try transaction { local in
                 try local.ledger.erase()
