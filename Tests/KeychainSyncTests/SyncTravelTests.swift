@@ -96,4 +96,30 @@ final class SyncTravelTests: SyncTestCase {
         _ = try b.agent.syncNow()
         XCTAssertEqual(try b.secret("mail.example.com", "alice"), "s3cret")
     }
+
+    func testManyLongPollsShareOneDatabaseConnectionAndAWriteWakesThemAll() throws {
+        let a = try enrolledDevice("laptop")
+        let b = try enrolledDevice("phone", server: 1, approver: a)
+        _ = try b.agent.syncNow()
+        // Before any long poll, the connections the servers hold.
+        let connections = "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+        let before = try XCTUnwrap(Int(try postgres.query(connections)))
+        let waiters = 48
+        let woken = expectation(description: "woken")
+        woken.expectedFulfillmentCount = waiters
+        let agent = b.agent
+        for _ in 0..<waiters {
+            Thread.detachNewThread {
+                if (try? agent.waitForChange(timeout: .seconds(40))) == true { woken.fulfill() }
+            }
+        }
+        Thread.sleep(forTimeInterval: 1.5)
+        // 48 waits on one server: its one LISTEN and its pool of idle connections (16 at most, from the
+        // first read of each wait), not one each.
+        let during = try XCTUnwrap(Int(try postgres.query(connections)))
+        XCTAssertLessThanOrEqual(during - before, 17, "long polls hold no connection each")
+        try a.add("mail.example.com", "alice", "s3cret")
+        _ = try a.agent.syncNow()
+        wait(for: [woken], timeout: 30)
+    }
 }

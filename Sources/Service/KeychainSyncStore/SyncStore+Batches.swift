@@ -207,25 +207,12 @@ extension SyncStore {
 
     /// Waits until the account's log passes `seq` or `timeout` ends, and returns its last sequence
     /// number. A NOTIFY wakes the wait early; the log, read again every second, is what decides (a
-    /// notification can be missed, and CockroachDB sends none).
+    /// notification can be missed, and CockroachDB sends none). The wait holds no database
+    /// connection: the server's one LISTEN serves every long poll (`SyncWakeups`).
     public func waitForChange(account: Data, after seq: Int64, timeout: Duration) throws(SyncStoreError) -> Int64 {
-        // A connection of its own: it listens, which a pooled one must not carry to its next user.
-        let connection = try PostgresConnection(conninfo)
-        try connection.run("LISTEN \(Self.notifyChannel)")
-        let deadline = ContinuousClock.now + timeout
-        let wanted = Hex.encode(account)
-        while true {
-            let rows = try connection.run("SELECT last_seq FROM accounts WHERE account_id = $1", [.bytes(account)])
-            let last = rows.values.isEmpty ? 0 : try rows.integer(0, 0)
-            let remaining = deadline - ContinuousClock.now
-            if last > seq || remaining <= .zero { return last }
-            var woken = false
-            while !woken, ContinuousClock.now < deadline {
-                guard let payloads = connection.notifications(waiting: min(remaining, .seconds(1))) else {
-                    throw SyncStoreError(.connection, "the database connection broke while waiting")
-                }
-                woken = payloads.contains(wanted) || payloads.isEmpty
-            }
-        }
+        // Once from the pool, for a log that passed `seq` already; then from the shared listener.
+        let last = try lastSeq(account: account)
+        guard last <= seq else { return last }
+        return wakeups.wait(for: Hex.encode(account), after: seq, timeout: timeout) ?? last
     }
 }

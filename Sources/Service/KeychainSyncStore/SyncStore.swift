@@ -37,11 +37,14 @@ public final class SyncStore: Sendable {
 
     let conninfo: String
     private let idle = Mutex<[PostgresConnection]>([])
+    /// The one LISTEN every long poll of this server shares.
+    let wakeups: SyncWakeups
 
     /// Connects to the database at `conninfo` (a libpq connection string or URI) and brings its schema
     /// up to date, one migration per transaction, serialized with any other server doing the same.
     public init(conninfo: String) throws(SyncStoreError) {
         self.conninfo = conninfo
+        wakeups = SyncWakeups(conninfo: conninfo)
         try withConnection { (connection) throws(SyncStoreError) in try Self.migrate(connection) }
     }
 
