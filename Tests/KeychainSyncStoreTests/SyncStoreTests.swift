@@ -103,6 +103,28 @@ final class SyncStoreTests: XCTestCase {
         XCTAssertEqual(try store.changes(account: account, after: cursor), [])
     }
 
+    func testAPushIsWrittenOnlyWhileItsWriterIsTrustedInTheSameTransaction() throws {
+        let store = try SyncStore(conninfo: postgres.conninfo)
+        let writer = Data(repeating: 7, count: 16)
+        let device = StoredDevice(
+            id: writer, signingKey: Data([1]), encryptionKey: Data([2]), name: "laptop", status: SyncStore.trusted)
+        XCTAssertTrue(
+            try store.createAccount(
+                account, salt: Data(count: 16), verifier: Data(count: 32), escrow: Data(), genesis: Data([1]),
+                founder: device))
+        let record = PushedRecord(recordID: Data([1]), replacing: 0, deleted: false, ciphertext: padded("one"))
+        guard case .written = try store.push(account: account, writer: writer, batch: Data([1]), records: [record])
+        else { return XCTFail("a trusted writer's push is written") }
+        // Removed (by a view that names the others only): its next push writes nothing.
+        XCTAssertTrue(try store.appendView(account: account, epoch: 2, view: Data([2]), members: []))
+        let next = PushedRecord(recordID: Data([2]), replacing: 0, deleted: false, ciphertext: padded("two"))
+        guard
+            case .writerNotTrusted = try store.push(account: account, writer: writer, batch: Data([2]), records: [next])
+        else { return XCTFail("a removed writer's push is refused") }
+        XCTAssertNil(try store.record(account: account, recordID: Data([2])))
+        XCTAssertEqual(try store.lastSeq(account: account), 1, "the log did not move")
+    }
+
     func testTwoServersWritingOneRecordAtOnceGiveOneWinner() throws {
         let stores = [try SyncStore(conninfo: postgres.conninfo), try SyncStore(conninfo: postgres.conninfo)]
         try stores[0].createAccount(account)

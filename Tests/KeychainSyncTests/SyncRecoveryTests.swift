@@ -34,8 +34,9 @@ final class SyncRecoveryTests: SyncTestCase {
         let report = try r.agent.recover(
             server: try address(1), accountName: "alice", recoverySecret: secret, newSecret: newSecret,
             deviceName: "new phone")
-        XCTAssertGreaterThan(report.pulled, 0)
-        XCTAssertEqual(report.notTrusted, 0, "what the lost devices wrote before the recovery is applied")
+        XCTAssertGreaterThan(report.sync.pulled, 0)
+        XCTAssertEqual(report.sync.notTrusted, 0, "what the lost devices wrote before the recovery is applied")
+        XCTAssertEqual(Set(report.removedDevices.map(\.name)), ["laptop", "phone"], "the devices it took over from")
         XCTAssertEqual(try r.secret("mail.example.com", "alice"), "mail-secret-2")
         XCTAssertEqual(try r.secret("bank.example.com", "alice"), "bank-secret")
         XCTAssertNil(try r.secret("gone.example.com", "alice"))
@@ -70,6 +71,76 @@ final class SyncRecoveryTests: SyncTestCase {
         _ = try late.agent.syncNow()
         XCTAssertEqual(try late.secret("mail.example.com", "alice"), "mail-secret-2")
         XCTAssertEqual(try late.secret("bank.example.com", "alice"), "bank-secret")
+    }
+
+    func testARecoveryInterruptedOnTheWayIsFinishedByRunningItAgain() throws {
+        let a = try enrolledDevice("laptop")
+        try a.add("mail.example.com", "alice", "mail-secret")
+        _ = try a.agent.syncNow()
+        // The database holds the recovery's write back; the server dies while it waits.
+        let locker = Process()
+        locker.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
+        locker.arguments = [
+            postgres.conninfo, "-c", "BEGIN; LOCK TABLE views IN EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;",
+        ]
+        locker.standardOutput = FileHandle.nullDevice
+        try locker.run()
+        Thread.sleep(forTimeInterval: 0.5)
+        let r = try TestDevice("new phone")
+        let (agent, server, secret, newSecret) = (r.agent, try address(1), secret, newSecret)
+        let failed = expectation(description: "the recovery fails on the way")
+        Thread.detachNewThread {
+            do {
+                _ = try agent.recover(
+                    server: server, accountName: "alice", recoverySecret: secret, newSecret: newSecret,
+                    deviceName: "new phone")
+            } catch let error as SyncError where error.code == .unavailable {
+                failed.fulfill()
+            } catch {}
+        }
+        Thread.sleep(forTimeInterval: 1.5)
+        servers[1].stop()
+        wait(for: [failed], timeout: 20)
+        locker.waitUntilExit()
+        // Nothing was made: A is still trusted, and this keychain holds the recovery, unfinished.
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM views"), "1")
+        assertSyncError(.invalid) { _ = try r.agent.syncNow() }
+        // Run again (through a server that answers), it finishes with the keys it began with.
+        servers[1] = try TestSyncServer(database: postgres.conninfo)
+        try r.agent.setServer(try address(1))
+        let report = try r.agent.recover(
+            server: try address(1), accountName: "alice", recoverySecret: secret, newSecret: newSecret,
+            deviceName: "new phone")
+        XCTAssertEqual(report.sync.notTrusted, 0)
+        XCTAssertEqual(try r.secret("mail.example.com", "alice"), "mail-secret")
+        assertSyncError(.removed) { _ = try a.agent.syncNow() }
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM devices WHERE status = 2"), "1")
+    }
+
+    func testAZoneKeyShareSlippedInByAnotherDeviceThanTheOneThatMadeTheKeyIsRefused() throws {
+        let a = try enrolledDevice("laptop")
+        let b = try enrolledDevice("phone", approver: a)
+        try a.add("mail.example.com", "alice", "mail-secret")
+        _ = try a.agent.syncNow()
+        // B (say, stolen) and the server put a key of B's choosing in the escrow in place of A's.
+        let latest = try TrustView.decode(
+            try XCTUnwrap(
+                Hex.decode(try postgres.query("SELECT encode(view, 'hex') FROM views ORDER BY epoch DESC LIMIT 1"))))
+        let bKeys = try XCTUnwrap(try b.keychain.syncTransaction { local in try SyncEnrollment.load(local) }).keys
+        let forged = try ZoneKeyShare.make(
+            zoneKey: try SecureBytes(randomCount: 32), generation: 1, account: latest.account, to: latest.recovery,
+            from: bKeys)
+        _ = try postgres.query(
+            "UPDATE shares SET share = decode('\(Hex.encode(forged.encoded()))', 'hex') WHERE recipient = decode('\(Hex.encode(latest.recovery.id))', 'hex')"
+        )
+        let r = try TestDevice("new phone")
+        assertSyncError(.forged) {
+            _ = try r.agent.recover(
+                server: try self.address(), accountName: "alice", recoverySecret: self.secret,
+                newSecret: self.newSecret, deviceName: "new phone")
+        }
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM devices WHERE status = 2"), "2", "nothing changed")
+        XCTAssertFalse(r.agent.isEnrolled())
     }
 
     func testARecoveryNeedsTheSecretAndTheEscrowTheSecretMade() throws {
@@ -129,6 +200,14 @@ final class SyncRecoveryTests: SyncTestCase {
         body.writeBytes(Data(count: 32))
         body.writeBytes(Data(count: 64))
         body.write(state.lastSeq)
+        body.writeCount(2)
+        let zoneKey = try SecureBytes(randomCount: 32)
+        for recipient in [keys.device, latest.recovery] {
+            body.writeBytes(
+                try ZoneKeyShare.make(
+                    zoneKey: zoneKey, generation: view.generation, account: account, to: recipient, from: keys
+                ).encoded())
+        }
         assertSyncError(.staleView) { _ = try connection.call(.completeRecovery, body.data) }
         XCTAssertEqual(try postgres.query("SELECT count(*) FROM views"), "1")
         // A recovery on the log as it is now carries A's write.
@@ -136,7 +215,7 @@ final class SyncRecoveryTests: SyncTestCase {
         let report = try r.agent.recover(
             server: try address(), accountName: "alice", recoverySecret: secret, newSecret: newSecret,
             deviceName: "new phone")
-        XCTAssertEqual(report.notTrusted, 0)
+        XCTAssertEqual(report.sync.notTrusted, 0)
         XCTAssertEqual(try r.secret("late.example.com", "alice"), "written while recovering")
         assertSyncError(.removed) { _ = try a.agent.syncNow() }
     }

@@ -118,8 +118,12 @@ struct SyncVerbs {
         let string = { (key: String) in object[key].map { "\($0)" } ?? "" }
         switch verb {
         case "recover":
+            let removed = ((object["removedDevices"] as? [[String: Any]]) ?? []).map {
+                "\($0["name"] as? String ?? "") (\(($0["id"] as? String ?? "").prefix(8)))"
+            }
             return
                 "recovered: this device (\(string("device"))) holds the account alone, under new keys and the new recovery secret; \(string("pulled")) items pulled"
+                + (removed.isEmpty ? "" : "\nremoved: " + removed.joined(separator: ", "))
         case "enroll":
             let id = string("device")
             return string("status") == "trusted"

@@ -56,8 +56,11 @@ extension SyncAgent {
                 server: try SyncAddress(parsing: arguments[0]), accountName: arguments[1], recoverySecret: old,
                 newSecret: new, deviceName: arguments[2], authorities: arguments.count == 4 ? arguments[3] : nil)
             return [
-                "device": Hex.encode(try status().device.id), "status": "trusted", "pulled": report.pulled,
-                "pushed": report.pushed,
+                "device": Hex.encode(try status().device.id), "status": "trusted", "pulled": report.sync.pulled,
+                "pushed": report.sync.pushed,
+                "removedDevices": report.removedDevices.map {
+                    ["id": Hex.encode($0.id), "name": $0.name] as [String: Any]
+                },
             ]
         case "history":
             // name=value pairs to match (class, svce, acct, srvr), and version=N for that version's secret.

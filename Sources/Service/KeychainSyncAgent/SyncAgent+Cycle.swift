@@ -66,6 +66,10 @@ extension SyncAgent {
     public func syncNow() throws(SyncError) -> SyncReport {
         try step {
             let first = try transaction { local in try self.enrollment(local) }
+            guard try transaction({ local in try local.ledger.value(SyncEnrollment.Name.pendingRecovery) }) == nil
+            else {
+                throw SyncError(.invalid, "a recovery of this account is not finished: run security sync recover again")
+            }
             let connection = try connect(first)
             defer { connection.close() }
             guard connection.status == .trusted else {
@@ -103,6 +107,9 @@ extension SyncAgent {
             guard settled else {
                 throw SyncError(.conflict, "the account kept changing during 8 rounds; sync again")
             }
+            // After a recovery, what the lost devices wrote is applied by the first sync that reaches
+            // the log's end, and nothing of theirs after it.
+            try transaction { local in try local.ledger.setValue(SyncEnrollment.Name.recoveredWriters, nil) }
             try checkHeadsAndSign(connection, enrollment, view: view, report: &report)
             report.tooLarge = Int(
                 try transaction { local in try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.tooLarge) ?? 0 }

@@ -33,8 +33,11 @@ struct SyncEnrollment {
         /// Set when the next sync must look at every item, not only those written since the last.
         static let fullScan = "full scan"
         static let tooLarge = "too large"
-        /// After a recovery: the log position it was made at, and the devices trusted before it.
+        /// After a recovery: the log position it was made at, and the devices trusted before it (until
+        /// the first sync after it has pulled the log).
         static let recoveredWriters = "recovered writers"
+        /// A recovery sent to the server and not known to be done: its request, sent again to finish it.
+        static let pendingRecovery = "pending recovery"
         static func zone(_ generation: UInt64) -> String { "zone key \(generation)" }
         static func classKey(_ letter: UInt8, _ generation: UInt64) -> String {
             "class \(Character(UnicodeScalar(letter))) key \(generation)"

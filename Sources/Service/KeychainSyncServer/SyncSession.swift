@@ -213,8 +213,11 @@ final class SyncSession {
             try reader.end()
             let latest = try latestView()
             for share in shares {
+                // To a member; or to the recovery identity, of the newest generation only (the one the
+                // device that made it shares).
                 guard share.account == account, share.sender == device.id,
-                    latest.member(share.recipient) != nil || share.recipient == latest.recovery.id,
+                    latest.member(share.recipient) != nil
+                        || (share.recipient == latest.recovery.id && share.generation == latest.generation),
                     device.verifies(share.signature, over: share.body)
                 else { throw SyncError(.forged, "a zone key share not signed by this device, or to no member") }
             }
@@ -262,6 +265,8 @@ final class SyncSession {
                 var writer = ByteWriter()
                 writer.write(first)
                 return writer.data
+            case .writerNotTrusted:
+                throw SyncError(.removed, "this device was removed from the account while it pushed")
             case .conflict(let current):
                 throw SyncFailure(
                     SyncError(
@@ -345,6 +350,10 @@ final class SyncSession {
             let verifier = try reader.fixed(32)
             let escrow = try reader.bytes(max: 64 << 10)
             let lastSeq = try reader.signed()
+            var shares: [ZoneKeyShare] = []
+            for _ in 0..<(try reader.count(max: 2)) {
+                shares.append(try ZoneKeyShare.decode(try reader.bytes(max: 8192)))
+            }
             try reader.end()
             guard provedRecoverySecret else {
                 throw SyncError(.unauthenticated, "prove the account's recovery secret first (recover)")
@@ -355,10 +364,22 @@ final class SyncSession {
             guard view.isRecovery(of: latest), view.members.first == device else {
                 throw SyncError(.invalid, "a recovery view holds the device that recovers, attested as a recovery")
             }
+            // The new generation's key, for the device and for the new recovery identity.
+            guard Set(shares.map(\.recipient)) == [device.id, view.recovery.id] else {
+                throw SyncError(.invalid, "a recovery shares its new zone key with its device and recovery identity")
+            }
+            for share in shares {
+                guard share.account == account, share.sender == device.id, share.generation == view.generation,
+                    device.verifies(share.signature, over: share.body)
+                else {
+                    throw SyncError(.forged, "a zone key share not signed by this device, or of another generation")
+                }
+            }
             switch try store.recoverAccount(
                 account, epoch: Int64(view.epoch), view: view.encoded(),
                 device: Self.stored(device, status: SyncStore.trusted),
-                salt: salt, verifier: verifier, escrow: escrow, lastSeq: lastSeq)
+                salt: salt, verifier: verifier, escrow: escrow, lastSeq: lastSeq,
+                shares: shares.map { (recipient: $0.recipient, generation: Int64($0.generation), share: $0.encoded()) })
             {
             case .done: break
             case .staleView: throw SyncError(.staleView, "another view took that epoch first: recover again")
@@ -380,7 +401,12 @@ final class SyncSession {
         guard let latest = try store.views(account: account).last else {
             throw SyncError(.noAccount, "the account has no trust view")
         }
-        return try TrustView.decode(latest)
+        do { return try TrustView.decode(latest) } catch {
+            throw SyncError(
+                .malformed,
+                "the account's trust view is not of this protocol's format (an account made by protocol 1 is made again)"
+            )
+        }
     }
 
     private func checkRecovery(_ key: Data) throws {

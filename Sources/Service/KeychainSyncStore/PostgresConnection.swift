@@ -17,6 +17,8 @@ public struct SyncStoreError: Error, CustomStringConvertible, Sendable {
         case conflict
         /// A result was not what the schema promises.
         case malformed
+        /// The account's state refuses the write (its writer is not trusted now).
+        case refused
     }
 
     public let code: Code

@@ -257,11 +257,11 @@ extension SyncStore {
     }
 
     /// A recovery, in one transaction: the recovery view at `epoch`, `device` its only trusted member
-    /// (every device trusted before is removed; waiting ones keep waiting), and the account's new
-    /// recovery salt, verifier and escrow, its guess count back at zero.
+    /// (every device trusted or waiting before is removed), the new generation's shares, and the
+    /// account's new recovery salt, verifier and escrow, its guess count back at zero.
     public func recoverAccount(
         _ account: Data, epoch: Int64, view: Data, device: StoredDevice, salt: Data, verifier: Data, escrow: Data,
-        lastSeq: Int64
+        lastSeq: Int64, shares: [(recipient: Data, generation: Int64, share: Data)]
     ) throws(SyncStoreError) -> RecoveryOutcome {
         try retrying { () throws(SyncStoreError) in
             try withConnection { (connection) throws(SyncStoreError) in
@@ -275,8 +275,17 @@ extension SyncStore {
                     try connection.run(
                         "INSERT INTO views (account_id, epoch, view) VALUES ($1, $2, $3)",
                         [.bytes(account), .integer(epoch), .bytes(view)])
+                    // Every device trusted or waiting is out: those waiting proved the spent secret.
                     try connection.run(
-                        "UPDATE devices SET status = 3 WHERE account_id = $1 AND status = 2", [.bytes(account)])
+                        "UPDATE devices SET status = 3 WHERE account_id = $1 AND status IN (1, 2)", [.bytes(account)])
+                    for share in shares {
+                        try connection.run(
+                            """
+                            INSERT INTO shares (account_id, recipient, generation, share) VALUES ($1, $2, $3, $4)
+                            ON CONFLICT (account_id, recipient, generation) DO UPDATE SET share = EXCLUDED.share
+                            """,
+                            [.bytes(account), .bytes(share.recipient), .integer(share.generation), .bytes(share.share)])
+                    }
                     var member = device
                     member.status = Self.trusted
                     try Self.upsert(member, account: account, connection)

@@ -37,6 +37,8 @@ extension SyncStore {
         case written(firstSeq: Int64)
         /// Nothing written: these records are at other versions on the server.
         case conflict([(recordID: Data, version: Int64)])
+        /// Nothing written: the writer is not trusted in the account (any more).
+        case writerNotTrusted
     }
 
     /// Writes every record of a batch by compare-and-set, in one transaction: when any record is no
@@ -54,6 +56,14 @@ extension SyncStore {
                             "UPDATE accounts SET last_seq = last_seq + $2 WHERE account_id = $1 RETURNING last_seq",
                             [.bytes(account), .integer(Int64(records.count))])
                         guard !sequence.values.isEmpty else { throw SyncStoreError(.statement, "no such account") }
+                        // Under the account row's lock, which a removal or a recovery takes too: a
+                        // writer they removed meanwhile writes nothing.
+                        let standing = try connection.run(
+                            "SELECT status FROM devices WHERE account_id = $1 AND device_id = $2",
+                            [.bytes(account), .bytes(writer)])
+                        guard !standing.values.isEmpty, try standing.integer(0, 0) == Self.trusted else {
+                            throw SyncStoreError(.refused, "the writer is not trusted in the account")
+                        }
                         let first = try sequence.integer(0, 0) - Int64(records.count) + 1
                         for (offset, record) in records.enumerated() {
                             try writeRecord(record, seq: first + Int64(offset), account: account, connection)
@@ -70,6 +80,8 @@ extension SyncStore {
                     }
                 } catch  where error.code == .conflict {
                     return nil
+                } catch  where error.code == .refused {
+                    return .writerNotTrusted
                 }
             }
         }
