@@ -170,7 +170,8 @@ let package = Package(
             ],
             path: "Sources/Programs/securityd"),
         .executableTarget(
-            name: "keychain-syncd", dependencies: ["KeychainSyncServer", "KeychainSyncProtocol", "KeychainTLS"],
+            name: "keychain-syncd",
+            dependencies: ["KeychainSyncServer", "KeychainSyncProtocol", "KeychainSyncStore", "KeychainTLS"],
             path: "Sources/Programs/keychain-syncd"),
         .executableTarget(
             name: "keychain-bench",

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainBytes
 import KeychainSyncStore
 import KeychainTestSupport
 import Synchronization
@@ -22,10 +23,10 @@ final class SyncStoreTests: XCTestCase {
 
     func testTheSchemaIsMigratedOnceAndEveryKeyStartsWithTheAccount() throws {
         let first = try SyncStore(conninfo: postgres.conninfo)
-        XCTAssertEqual(try first.appliedMigrations(), [1, 2])
+        XCTAssertEqual(try first.appliedMigrations(), [1, 2, 3])
         // A second server on the same database finds it done.
         let second = try SyncStore(conninfo: postgres.conninfo)
-        XCTAssertEqual(try second.appliedMigrations(), [1, 2])
+        XCTAssertEqual(try second.appliedMigrations(), [1, 2, 3])
         // Every primary key and index of the sync tables leads with account_id.
         let indexes = try postgres.query(
             """
@@ -108,10 +109,10 @@ final class SyncStoreTests: XCTestCase {
         let writer = Data(repeating: 7, count: 16)
         let device = StoredDevice(
             id: writer, signingKey: Data([1]), encryptionKey: Data([2]), name: "laptop", status: SyncStore.trusted)
-        XCTAssertTrue(
+        XCTAssertEqual(
             try store.createAccount(
                 account, salt: Data(count: 16), verifier: Data(count: 32), escrow: Data(), genesis: Data([1]),
-                founder: device))
+                founder: device), .made)
         let record = PushedRecord(recordID: Data([1]), replacing: 0, deleted: false, ciphertext: padded("one"))
         guard case .written = try store.push(account: account, writer: writer, batch: Data([1]), records: [record])
         else { return XCTFail("a trusted writer's push is written") }
@@ -123,6 +124,73 @@ final class SyncStoreTests: XCTestCase {
         else { return XCTFail("a removed writer's push is refused") }
         XCTAssertNil(try store.record(account: account, recordID: Data([2])))
         XCTAssertEqual(try store.lastSeq(account: account), 1, "the log did not move")
+    }
+
+    func testAnAccountsQuotaCountsItsRecordsAndHistoryAndRefusesWhatGoesPast() throws {
+        let store = try SyncStore(conninfo: postgres.conninfo, limits: SyncLimits(accountBytes: 4096))
+        try store.createAccount(account)
+        let writer = Data(repeating: 7, count: 16)
+        _ = try postgres.query(
+            """
+            INSERT INTO devices (account_id, device_id, signing_key, encryption_key, name, status)
+            VALUES (decode('\(Hex.encode(account))', 'hex'), decode('\(Hex.encode(writer))', 'hex'), '', '', 'w', 2)
+            """)
+        func push(_ id: UInt8, replacing: Int64, size: Int) throws -> SyncStore.PushOutcome {
+            try store.push(
+                account: account, writer: writer, batch: Data([id]),
+                records: [
+                    PushedRecord(
+                        recordID: Data([id]), replacing: replacing, deleted: false, ciphertext: Data(count: size))
+                ])
+        }
+        guard case .written = try push(1, replacing: 0, size: 1024) else { return XCTFail("under the quota") }
+        // Each replaced version stays, in the history: 1 KiB, then 2, 3, 4 KiB stored.
+        for version in 1...3 {
+            guard case .written = try push(1, replacing: Int64(version), size: 1024) else {
+                return XCTFail("version \(version + 1) fits")
+            }
+        }
+        XCTAssertEqual(try store.storedBytes(account: account), 4096)
+        guard case .overQuota(let limit) = try push(2, replacing: 0, size: 256) else {
+            return XCTFail("past the quota")
+        }
+        XCTAssertEqual(limit, 4096)
+        XCTAssertNil(try store.record(account: account, recordID: Data([2])), "nothing of the refused batch")
+        XCTAssertEqual(try store.storedBytes(account: account), 4096)
+        // The history keeps 5 versions: what falls out of it is counted out.
+        let roomy = try SyncStore(conninfo: postgres.conninfo, limits: SyncLimits(accountBytes: 0))
+        for version in 4...9 {
+            _ = try roomy.write(
+                account: account, recordID: Data([1]), replacing: Int64(version), ciphertext: Data(count: 256))
+        }
+        let expected = try postgres.query(
+            "SELECT (SELECT sum(padded_size) FROM records) + (SELECT sum(octet_length(ciphertext)) FROM history)")
+        XCTAssertEqual(String(try store.storedBytes(account: account)), expected)
+    }
+
+    func testNewAccountsAnHourAndWaitingDevicesAreLimited() throws {
+        let store = try SyncStore(
+            conninfo: postgres.conninfo, limits: SyncLimits(newAccountsPerHour: 2, waitingDevices: 2))
+        func make(_ name: String) throws -> SyncStore.CreateOutcome {
+            let founder = StoredDevice(
+                id: Data(repeating: 1, count: 16), signingKey: Data([1]), encryptionKey: Data([2]), name: "f",
+                status: SyncStore.trusted)
+            return try store.createAccount(
+                Data(name.utf8), salt: Data(count: 16), verifier: Data(count: 32), escrow: Data(), genesis: Data([1]),
+                founder: founder)
+        }
+        XCTAssertEqual(try make("one"), .made)
+        XCTAssertEqual(try make("one"), .exists)
+        XCTAssertEqual(try make("two"), .made)
+        XCTAssertEqual(try make("three"), .limited)
+        _ = try postgres.query("UPDATE accounts SET created_at = now() - interval '2 hours'")
+        XCTAssertEqual(try make("three"), .made, "an hour later")
+        for number in UInt8(2)...5 {
+            let waiting = StoredDevice(
+                id: Data(repeating: number, count: 16), signingKey: Data([1]), encryptionKey: Data([2]), name: "w",
+                status: SyncStore.pending)
+            XCTAssertEqual(try store.addPendingDevice(account: Data("one".utf8), waiting), number < 4, "\(number)")
+        }
     }
 
     func testTwoServersWritingOneRecordAtOnceGiveOneWinner() throws {

@@ -43,6 +43,8 @@ public struct SyncError: Error, Equatable, CustomStringConvertible, Sendable {
         case invalid = 19
         /// An answer would not fit in one message: ask for less.
         case tooLarge = 20
+        /// The server's limits refuse it: an account's quota, new accounts an hour, waiting devices.
+        case limited = 21
     }
 
     public let code: Code

@@ -24,7 +24,9 @@ public final class SyncServer: @unchecked Sendable {
 
     /// Connects to the database (migrating its schema) and starts listening. A `tls://` address needs
     /// `tls`, the server's certificate and key; no other address takes one.
-    public init(database: String, listen address: SyncAddress, tls: TLSContext? = nil) throws {
+    public init(
+        database: String, listen address: SyncAddress, tls: TLSContext? = nil, limits: SyncLimits = SyncLimits()
+    ) throws {
         if case .tls = address {
             guard tls != nil else {
                 throw SyncError(.invalid, "a tls:// address needs --tls-certificate and --tls-key")
@@ -32,7 +34,7 @@ public final class SyncServer: @unchecked Sendable {
         } else if tls != nil {
             throw SyncError(.invalid, "--tls-certificate and --tls-key go with a tls://HOST:PORT address")
         }
-        store = try SyncStore(conninfo: database)
+        store = try SyncStore(conninfo: database, limits: limits)
         self.address = address
         self.tls = tls
         listener = try Self.listen(address)

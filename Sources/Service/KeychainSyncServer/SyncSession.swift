@@ -139,10 +139,16 @@ final class SyncSession {
                 throw SyncError(.invalid, "an account's first view names the device that makes it")
             }
             try genesis.check(following: nil)
-            let made = try store.createAccount(
+            switch try store.createAccount(
                 account, salt: salt, verifier: verifier, escrow: escrow, genesis: genesis.encoded(),
                 founder: Self.stored(device, status: SyncStore.trusted))
-            guard made else { throw SyncError(.accountExists, "an account by that name exists on this server") }
+            {
+            case .made: break
+            case .exists: throw SyncError(.accountExists, "an account by that name exists on this server")
+            case .limited:
+                SyncLog.warning("a new account refused: the hour's \(store.limits.newAccountsPerHour) are made")
+                throw SyncError(.limited, "the server makes no more accounts this hour; try later")
+            }
             SyncLog.info(
                 "account \(Hex.encode(account.prefix(4))) created by device \(Hex.encode(device.id.prefix(4)))")
             return Data()
@@ -153,7 +159,12 @@ final class SyncSession {
             guard exists else { throw SyncError(.noAccount, "no such account on this server") }
             guard status == .unknown || status == .pending else { return Data([status.rawValue]) }
             try checkRecovery(key)
-            try store.addPendingDevice(account: account, Self.stored(device, status: SyncStore.pending))
+            guard try store.addPendingDevice(account: account, Self.stored(device, status: SyncStore.pending)) else {
+                throw SyncError(
+                    .limited,
+                    "the account has \(store.limits.waitingDevices) devices waiting already: approve some first"
+                )
+            }
             SyncLog.info("device \(Hex.encode(device.id.prefix(4))) waits for approval")
             return Data([SyncDeviceStatus.pending.rawValue])
         case .account:
@@ -267,6 +278,9 @@ final class SyncSession {
                 return writer.data
             case .writerNotTrusted:
                 throw SyncError(.removed, "this device was removed from the account while it pushed")
+            case .overQuota(let limit):
+                throw SyncError(
+                    .limited, "the account would store more than its quota of \(limit >> 20) MiB on this server")
             case .conflict(let current):
                 throw SyncFailure(
                     SyncError(

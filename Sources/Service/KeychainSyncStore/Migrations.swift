@@ -110,5 +110,15 @@ enum Migrations {
             );
             """
         ),
+        (
+            3,
+            """
+            -- What each account stores, records and history: its quota is checked against this.
+            ALTER TABLE accounts ADD COLUMN stored_bytes bigint NOT NULL DEFAULT 0;
+            UPDATE accounts a SET stored_bytes =
+                coalesce((SELECT sum(padded_size) FROM records r WHERE r.account_id = a.account_id), 0)
+                + coalesce((SELECT sum(octet_length(ciphertext)) FROM history h WHERE h.account_id = a.account_id), 0);
+            """
+        ),
     ]
 }

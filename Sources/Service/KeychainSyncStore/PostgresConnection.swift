@@ -19,6 +19,8 @@ public struct SyncStoreError: Error, CustomStringConvertible, Sendable {
         case malformed
         /// The account's state refuses the write (its writer is not trusted now).
         case refused
+        /// The write would take the account past its quota.
+        case overQuota
     }
 
     public let code: Code

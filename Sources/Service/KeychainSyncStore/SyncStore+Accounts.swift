@@ -36,25 +36,41 @@ extension SyncStore {
     public static let pending: Int64 = 1
     public static let removed: Int64 = 3
 
+    /// What making an account came to.
+    public enum CreateOutcome: Sendable, Equatable {
+        case made
+        case exists
+        /// The database took its hour's new accounts already.
+        case limited
+    }
+
     /// Makes an account with its first view, its founding device (trusted), its recovery verifier and
-    /// its escrow. False when the account exists already.
+    /// its escrow, unless it exists or the hour's new accounts are made (`SyncLimits`).
     public func createAccount(
         _ account: Data, salt: Data, verifier: Data, escrow: Data, genesis: Data, founder: StoredDevice
-    ) throws(SyncStoreError) -> Bool {
+    ) throws(SyncStoreError) -> CreateOutcome {
         try retrying { () throws(SyncStoreError) in
             try withConnection { (connection) throws(SyncStoreError) in
-                try connection.transaction { () throws(SyncStoreError) -> Bool in
+                try connection.transaction { () throws(SyncStoreError) -> CreateOutcome in
+                    if limits.newAccountsPerHour > 0 {
+                        // One count over every account (the only statement that does not name one): an
+                        // admission limit, serialized so that racing servers do not both pass it.
+                        try connection.run("SELECT pg_advisory_xact_lock(7105)")
+                        let recent = try connection.run(
+                            "SELECT count(*) FROM accounts WHERE created_at > now() - interval '1 hour'")
+                        guard try recent.integer(0, 0) < limits.newAccountsPerHour else { return .limited }
+                    }
                     let made = try connection.run(
                         """
                         INSERT INTO accounts (account_id, recovery_salt, recovery_verifier, escrow) VALUES ($1, $2, $3, $4)
                         ON CONFLICT (account_id) DO NOTHING
                         """, [.bytes(account), .bytes(salt), .bytes(verifier), .bytes(escrow)])
-                    guard made.affected == 1 else { return false }
+                    guard made.affected == 1 else { return .exists }
                     try connection.run(
                         "INSERT INTO views (account_id, epoch, view) VALUES ($1, 1, $2)",
                         [.bytes(account), .bytes(genesis)])
                     try Self.upsert(founder, account: account, connection)
-                    return true
+                    return .made
                 }
             }
         }
@@ -126,18 +142,29 @@ extension SyncStore {
         }
     }
 
-    /// Adds a device that proved the recovery secret, waiting for approval (one already known keeps its status).
-    public func addPendingDevice(account: Data, _ device: StoredDevice) throws(SyncStoreError) {
-        _ = try withConnection { (connection) throws(SyncStoreError) in
-            try connection.run(
-                """
-                INSERT INTO devices (account_id, device_id, signing_key, encryption_key, name, status)
-                VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (account_id, device_id) DO NOTHING
-                """,
-                [
-                    .bytes(account), .bytes(device.id), .bytes(device.signingKey), .bytes(device.encryptionKey),
-                    .text(device.name),
-                ])
+    /// Adds a device that proved the recovery secret, waiting for approval (one already known keeps its
+    /// status). False when the account has as many waiting as it may (`SyncLimits.waitingDevices`).
+    public func addPendingDevice(account: Data, _ device: StoredDevice) throws(SyncStoreError) -> Bool {
+        try retrying { () throws(SyncStoreError) in
+            try withConnection { (connection) throws(SyncStoreError) in
+                try connection.transaction { () throws(SyncStoreError) -> Bool in
+                    try connection.run("SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE", [.bytes(account)])
+                    let waiting = try connection.run(
+                        "SELECT count(*) FROM devices WHERE account_id = $1 AND status = 1 AND device_id <> $2",
+                        [.bytes(account), .bytes(device.id)])
+                    guard try waiting.integer(0, 0) < limits.waitingDevices else { return false }
+                    try connection.run(
+                        """
+                        INSERT INTO devices (account_id, device_id, signing_key, encryption_key, name, status)
+                        VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (account_id, device_id) DO NOTHING
+                        """,
+                        [
+                            .bytes(account), .bytes(device.id), .bytes(device.signingKey),
+                            .bytes(device.encryptionKey), .text(device.name),
+                        ])
+                    return true
+                }
+            }
         }
     }
 

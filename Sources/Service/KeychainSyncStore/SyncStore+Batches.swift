@@ -39,6 +39,8 @@ extension SyncStore {
         case conflict([(recordID: Data, version: Int64)])
         /// Nothing written: the writer is not trusted in the account (any more).
         case writerNotTrusted
+        /// Nothing written: the account would store more than its quota.
+        case overQuota(limit: Int64)
     }
 
     /// Writes every record of a batch by compare-and-set, in one transaction: when any record is no
@@ -68,6 +70,7 @@ extension SyncStore {
                         for (offset, record) in records.enumerated() {
                             try writeRecord(record, seq: first + Int64(offset), account: account, connection)
                         }
+                        try checkQuota(account: account, connection)
                         try connection.run(
                             "INSERT INTO batches (account_id, first_seq, last_seq, writer, batch) VALUES ($1, $2, $3, $4, $5)",
                             [
@@ -82,6 +85,8 @@ extension SyncStore {
                     return nil
                 } catch  where error.code == .refused {
                     return .writerNotTrusted
+                } catch  where error.code == .overQuota {
+                    return .overQuota(limit: limits.accountBytes)
                 }
             }
         }
@@ -113,6 +118,9 @@ extension SyncStore {
     {
         let version = record.replacing + 1
         let changed: Int
+        // What the account stores changes by the new ciphertext, less the history versions dropped
+        // (the version replaced moves into the history, and is counted there).
+        var stored = Int64(record.ciphertext.count)
         if record.replacing == 0 {
             changed = try connection.run(
                 """
@@ -125,13 +133,19 @@ extension SyncStore {
                 ]
             ).affected
         } else {
-            try connection.run(
+            let moved = try connection.run(
                 """
                 INSERT INTO history (account_id, record_id, version, ciphertext)
                 SELECT account_id, record_id, version, ciphertext FROM records
                 WHERE account_id = $1 AND record_id = $2 AND version = $3
                 ON CONFLICT DO NOTHING
                 """, [.bytes(account), .bytes(record.recordID), .integer(record.replacing)])
+            if moved.affected == 0 {
+                let replaced = try connection.run(
+                    "SELECT padded_size FROM records WHERE account_id = $1 AND record_id = $2 AND version = $3",
+                    [.bytes(account), .bytes(record.recordID), .integer(record.replacing)])
+                if !replaced.values.isEmpty { stored -= try replaced.integer(0, 0) }
+            }
             changed = try connection.run(
                 """
                 UPDATE records SET version = version + 1, seq = $3, padded_size = $4, deleted = $5, ciphertext = $6
@@ -142,14 +156,39 @@ extension SyncStore {
                     .boolean(record.deleted), .bytes(record.ciphertext), .integer(record.replacing),
                 ]
             ).affected
-            try connection.run(
-                "DELETE FROM history WHERE account_id = $1 AND record_id = $2 AND version <= $3",
+            let dropped = try connection.run(
+                """
+                DELETE FROM history WHERE account_id = $1 AND record_id = $2 AND version <= $3
+                RETURNING octet_length(ciphertext)::bigint
+                """,
                 [.bytes(account), .bytes(record.recordID), .integer(version - Self.historyDepth - 1)])
+            for row in dropped.values.indices { stored -= try dropped.integer(row, 0) }
         }
         guard changed == 1 else { throw SyncStoreError(.conflict, "stale") }
         try connection.run(
+            "UPDATE accounts SET stored_bytes = stored_bytes + $2 WHERE account_id = $1",
+            [.bytes(account), .integer(stored)])
+        try connection.run(
             "INSERT INTO changes (account_id, seq, record_id, version) VALUES ($1, $2, $3, $4)",
             [.bytes(account), .integer(seq), .bytes(record.recordID), .integer(version)])
+    }
+
+    /// Refuses, in the caller's transaction, what takes the account past its quota.
+    func checkQuota(account: Data, _ connection: PostgresConnection) throws(SyncStoreError) {
+        guard limits.accountBytes > 0 else { return }
+        let rows = try connection.run("SELECT stored_bytes FROM accounts WHERE account_id = $1", [.bytes(account)])
+        guard !rows.values.isEmpty, try rows.integer(0, 0) <= limits.accountBytes else {
+            throw SyncStoreError(.overQuota, "the account would store more than its quota")
+        }
+    }
+
+    /// What the account stores now, records and history together.
+    public func storedBytes(account: Data) throws(SyncStoreError) -> Int64 {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                "SELECT stored_bytes FROM accounts WHERE account_id = $1", [.bytes(account)])
+            return rows.values.isEmpty ? 0 : try rows.integer(0, 0)
+        }
     }
 
     /// Whole batches after `seq` (at least one when there is one, then as many as keep the entries at

@@ -27,6 +27,22 @@ public struct SyncRecord: Sendable, Equatable {
 /// The sync server's storage on PostgreSQL: accounts, records written by compare-and-set on their
 /// version, and a durable per-account change log that devices read from a cursor. Stateless beyond
 /// the database, so several servers may share one. Thread-safe: connections come from a pool.
+/// What the server lets one account, and anyone who can reach it, take.
+public struct SyncLimits: Sendable {
+    /// The ciphertext one account stores, records and their history together (0: no quota).
+    public var accountBytes: Int64
+    /// New accounts made on the database in an hour, by everyone (0: no limit).
+    public var newAccountsPerHour: Int64
+    /// Devices of one account that wait for approval at once.
+    public var waitingDevices: Int64
+
+    public init(accountBytes: Int64 = 256 << 20, newAccountsPerHour: Int64 = 60, waitingDevices: Int64 = 16) {
+        self.accountBytes = accountBytes
+        self.newAccountsPerHour = newAccountsPerHour
+        self.waitingDevices = waitingDevices
+    }
+}
+
 public final class SyncStore: Sendable {
     /// Ciphertexts are padded by the devices to a multiple of this, so that sizes tell little.
     public static let sizeBucket = 256
@@ -36,14 +52,17 @@ public final class SyncStore: Sendable {
     public static let notifyChannel = "keychain_sync"
 
     let conninfo: String
+    /// What one account, and strangers, may take of the server.
+    public let limits: SyncLimits
     private let idle = Mutex<[PostgresConnection]>([])
     /// The one LISTEN every long poll of this server shares.
     let wakeups: SyncWakeups
 
     /// Connects to the database at `conninfo` (a libpq connection string or URI) and brings its schema
     /// up to date, one migration per transaction, serialized with any other server doing the same.
-    public init(conninfo: String) throws(SyncStoreError) {
+    public init(conninfo: String, limits: SyncLimits = SyncLimits()) throws(SyncStoreError) {
         self.conninfo = conninfo
+        self.limits = limits
         wakeups = SyncWakeups(conninfo: conninfo)
         try withConnection { (connection) throws(SyncStoreError) in try Self.migrate(connection) }
     }
@@ -140,6 +159,7 @@ public final class SyncStore: Sendable {
                             PushedRecord(
                                 recordID: recordID, replacing: expected, deleted: deleted, ciphertext: ciphertext),
                             seq: seq, account: account, connection)
+                        try checkQuota(account: account, connection)
                         try connection.run(
                             "SELECT pg_notify($1, $2)", [.text(Self.notifyChannel), .text(Hex.encode(account))])
                         return SyncRecord(
