@@ -67,10 +67,11 @@ extension SyncStore {
                             throw SyncStoreError(.refused, "the writer is not trusted in the account")
                         }
                         let first = try sequence.integer(0, 0) - Int64(records.count) + 1
+                        var stored: Int64 = 0
                         for (offset, record) in records.enumerated() {
-                            try writeRecord(record, seq: first + Int64(offset), account: account, connection)
+                            stored += try writeRecord(record, seq: first + Int64(offset), account: account, connection)
                         }
-                        try checkQuota(account: account, connection)
+                        try checkQuota(account: account, adding: stored, connection)
                         try connection.run(
                             "INSERT INTO batches (account_id, first_seq, last_seq, writer, batch) VALUES ($1, $2, $3, $4, $5)",
                             [
@@ -113,8 +114,9 @@ extension SyncStore {
 
     /// One record written by compare-and-set at `seq`, in the caller's transaction: the version it
     /// leaves goes into its history, and the change into the log; a stale one throws `.conflict`.
+    /// - Returns: how much more the account stores (`checkQuota` adds it).
     func writeRecord(_ record: PushedRecord, seq: Int64, account: Data, _ connection: PostgresConnection)
-        throws(SyncStoreError)
+        throws(SyncStoreError) -> Int64
     {
         let version = record.replacing + 1
         let changed: Int
@@ -166,17 +168,18 @@ extension SyncStore {
         }
         guard changed == 1 else { throw SyncStoreError(.conflict, "stale") }
         try connection.run(
-            "UPDATE accounts SET stored_bytes = stored_bytes + $2 WHERE account_id = $1",
-            [.bytes(account), .integer(stored)])
-        try connection.run(
             "INSERT INTO changes (account_id, seq, record_id, version) VALUES ($1, $2, $3, $4)",
             [.bytes(account), .integer(seq), .bytes(record.recordID), .integer(version)])
+        return stored
     }
 
-    /// Refuses, in the caller's transaction, what takes the account past its quota.
-    func checkQuota(account: Data, _ connection: PostgresConnection) throws(SyncStoreError) {
-        guard limits.accountBytes > 0 else { return }
-        let rows = try connection.run("SELECT stored_bytes FROM accounts WHERE account_id = $1", [.bytes(account)])
+    /// Counts what a write adds to the account, and refuses, in the caller's transaction, what takes it
+    /// past its quota.
+    func checkQuota(account: Data, adding stored: Int64, _ connection: PostgresConnection) throws(SyncStoreError) {
+        let rows = try connection.run(
+            "UPDATE accounts SET stored_bytes = stored_bytes + $2 WHERE account_id = $1 RETURNING stored_bytes",
+            [.bytes(account), .integer(stored)])
+        guard limits.accountBytes > 0, stored > 0 else { return }
         guard !rows.values.isEmpty, try rows.integer(0, 0) <= limits.accountBytes else {
             throw SyncStoreError(.overQuota, "the account would store more than its quota")
         }

@@ -155,11 +155,11 @@ public final class SyncStore: Sendable {
                         guard !sequence.values.isEmpty else { throw SyncStoreError(.statement, "no such account") }
                         let seq = try sequence.integer(0, 0)
                         let version = expected + 1
-                        try writeRecord(
+                        let stored = try writeRecord(
                             PushedRecord(
                                 recordID: recordID, replacing: expected, deleted: deleted, ciphertext: ciphertext),
                             seq: seq, account: account, connection)
-                        try checkQuota(account: account, connection)
+                        try checkQuota(account: account, adding: stored, connection)
                         try connection.run(
                             "SELECT pg_notify($1, $2)", [.text(Self.notifyChannel), .text(Hex.encode(account))])
                         return SyncRecord(
