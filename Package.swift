@@ -227,7 +227,7 @@ let package = Package(
             name: "KeychainTPMTests",
             dependencies: [
                 "KeychainTPM", "KeychainTPMRoot", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainKeybag",
-                "KeychainEngine", "KeychainTestSupport",
+                "KeychainEngine", "KeychainTestSupport", "KeychainSyncAgent", "KeychainSyncProtocol", "keychain-syncd",
             ]),
         .testTarget(
             name: "KeychainWireTests",

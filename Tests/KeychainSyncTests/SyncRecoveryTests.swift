@@ -126,7 +126,9 @@ final class SyncRecoveryTests: SyncTestCase {
         let latest = try TrustView.decode(
             try XCTUnwrap(
                 Hex.decode(try postgres.query("SELECT encode(view, 'hex') FROM views ORDER BY epoch DESC LIMIT 1"))))
-        let bKeys = try XCTUnwrap(try b.keychain.syncTransaction { local in try SyncEnrollment.load(local) }).keys
+        let bKeys = try XCTUnwrap(
+            try b.keychain.syncTransaction { local in try SyncEnrollment.load(local, keychain: b.keychain) }
+        ).keys
         let forged = try ZoneKeyShare.make(
             zoneKey: try SecureBytes(randomCount: 32), generation: 1, account: latest.account, to: latest.recovery,
             from: bKeys)

@@ -43,10 +43,13 @@ struct RecoveryKeys {
 
     /// A recovery identity's private keys, sealed for the server to keep.
     func seal(identity: SyncDeviceKeys, account: Data) throws(SyncError) -> Data {
+        guard case .software(let signing, let encryption) = identity.holder else {
+            throw SyncError(.invalid, "a recovery identity is a pair of software keys")
+        }
         do {
             var writer = ByteWriter()
-            try identity.signing.externalRepresentation().withUnsafeBytes { writer.writeSecretBytes($0) }
-            try identity.encryption.externalRepresentation().withUnsafeBytes { writer.writeSecretBytes($0) }
+            try signing.externalRepresentation().withUnsafeBytes { writer.writeSecretBytes($0) }
+            try encryption.externalRepresentation().withUnsafeBytes { writer.writeSecretBytes($0) }
             return try AESGCM.seal(writer.takeSecure(), key: escrow, authenticating: Self.escrowDomain + account)
         } catch { throw SyncError(.server, "cannot seal the recovery identity") }
     }

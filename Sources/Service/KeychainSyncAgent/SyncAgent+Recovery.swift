@@ -29,7 +29,7 @@ extension SyncAgent {
         }
         let account = try SyncAccount.id(of: accountName)
         let removed = try step { () throws -> [SyncDevice] in
-            if let existing = try transaction({ local in try SyncEnrollment.load(local) }) {
+            if let existing = try transaction({ local in try SyncEnrollment.load(local, keychain: keychain) }) {
                 let pending = try transaction { local in
                     try local.ledger.value(SyncEnrollment.Name.pendingRecovery)
                 }
@@ -56,7 +56,7 @@ extension SyncAgent {
         guard try transaction({ local in local.isAvailable(.whenUnlockedThisDeviceOnly) }) else {
             throw SyncError(.locked, "the keychain is locked: unlock it before recovering an account")
         }
-        let keys = try SyncDeviceKeys.generate(name: deviceName)
+        let keys = try makeDeviceKeys(name: deviceName)
         let connection = try SyncConnection(
             address: server, account: account, keys: keys, timeout: timeout, authorities: authorities)
         defer { connection.close() }

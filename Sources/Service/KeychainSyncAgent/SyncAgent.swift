@@ -55,7 +55,7 @@ public final class SyncAgent: @unchecked Sendable {
     }
 
     func enrollment(_ local: SyncLocal) throws -> SyncEnrollment {
-        guard let enrollment = try SyncEnrollment.load(local) else {
+        guard let enrollment = try SyncEnrollment.load(local, keychain: keychain) else {
             throw SyncError(.notEnrolled, "this keychain is not enrolled in a sync account (security sync enroll)")
         }
         return enrollment
@@ -82,12 +82,12 @@ public final class SyncAgent: @unchecked Sendable {
         guard recoverySecret.count >= 8 else { throw SyncError(.invalid, "a recovery secret is at least 8 bytes") }
         let account = try SyncAccount.id(of: accountName)
         return try step {
-            let existing = try transaction { local in try SyncEnrollment.load(local) }
+            let existing = try transaction { local in try SyncEnrollment.load(local, keychain: keychain) }
             if let existing, existing.account != account {
                 throw SyncError(
                     .invalid, "this keychain is enrolled in another account; `security sync leave` first")
             }
-            let keys = try existing?.keys ?? SyncDeviceKeys.generate(name: deviceName)
+            let keys = try existing?.keys ?? makeDeviceKeys(name: deviceName)
             let connection = try SyncConnection(
                 address: server, account: account, keys: keys, timeout: timeout, authorities: authorities)
             defer { connection.close() }
@@ -319,7 +319,8 @@ public final class SyncAgent: @unchecked Sendable {
     /// key), each zone key share signed by a trusted device. Returns the latest view.
     func refreshTrust(_ connection: SyncConnection) throws -> TrustView {
         let state = try connection.accountState()
-        return try transaction { local -> TrustView in
+        let (view, keys, shares) = try transaction {
+            local -> (TrustView, SyncDeviceKeys, [(ZoneKeyShare, SyncDevice)]) in
             let enrollment = try enrollment(local)
             var view = enrollment.view
             let views = try state.views.map { try TrustView.decode($0) }
@@ -334,10 +335,10 @@ public final class SyncAgent: @unchecked Sendable {
             }
             try SyncEnrollment.saveView(local, view)
             guard view.member(enrollment.keys.device.id) != nil else {
-                if connection.status == .pending { return view }
+                if connection.status == .pending { return (view, enrollment.keys, []) }
                 throw SyncError(.removed, "this device is not in the account's trusted set any more")
             }
-            var generation = UInt64(try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.generation) ?? 0)
+            var shares: [(ZoneKeyShare, SyncDevice)] = []
             for shareBytes in state.shares {
                 let share = try ZoneKeyShare.decode(shareBytes)
                 guard share.account == enrollment.account,
@@ -347,12 +348,21 @@ public final class SyncAgent: @unchecked Sendable {
                 // be able to hand this device a zone key it knows. A share from a device removed since
                 // is passed over (another member shares that generation, or a newer one).
                 guard let sender = view.member(share.sender), share.generation <= view.generation else { continue }
-                let key = try share.open(with: enrollment.keys, sender: sender)
-                try SyncEnrollment.saveZoneKey(local, key, generation: share.generation)
-                generation = max(generation, share.generation)
+                shares.append((share, sender))
+            }
+            return (view, enrollment.keys, shares)
+        }
+        // Opened outside the keychain's transaction: a key the device root holds is used through the
+        // keychain itself.
+        let opened = try shares.map { share, sender in (share.generation, try share.open(with: keys, sender: sender)) }
+        try transaction { local in
+            var generation = UInt64(try SyncEnrollment.integer(local.ledger, SyncEnrollment.Name.generation) ?? 0)
+            for (shared, key) in opened {
+                try SyncEnrollment.saveZoneKey(local, key, generation: shared)
+                generation = max(generation, shared)
             }
             try SyncEnrollment.setInteger(local.ledger, SyncEnrollment.Name.generation, Int64(generation))
-            return view
         }
+        return view
     }
 }

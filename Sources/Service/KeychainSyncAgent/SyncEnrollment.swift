@@ -20,6 +20,10 @@ struct SyncEnrollment {
         static let accountName = "account name"
         static let signing = "device signing key"
         static let encryption = "device encryption key"
+        /// The tokens of device keys the device root holds (a TPM), in place of the keys themselves.
+        static let signingToken = "device signing token"
+        static let encryptionToken = "device encryption token"
+        static let deviceKeys = "device public keys"
         static let deviceName = "device name"
         static let view = "trust view"
         static let knownDevices = "known devices"
@@ -55,16 +59,12 @@ struct SyncEnrollment {
 
     private static let names = ProtectionClass.afterFirstUnlockThisDeviceOnly
 
-    static func load(_ local: SyncLocal) throws -> SyncEnrollment? {
+    static func load(_ local: SyncLocal, keychain: Keychain) throws -> SyncEnrollment? {
         let ledger = local.ledger
         guard let account = try ledger.value(Name.account) else { return nil }
-        guard let signing = try local.open(Name.signing), let encryption = try local.open(Name.encryption),
-            let server = try local.open(Name.server), let viewBytes = try local.open(Name.view)
+        guard let server = try local.open(Name.server), let viewBytes = try local.open(Name.view),
+            let keys = try deviceKeys(local, keychain: keychain)
         else { throw SyncError(.invalid, "this keychain's sync enrollment is incomplete: leave and enroll again") }
-        let keys = try SyncDeviceKeys(
-            signing: try signing.withBorrowedData { try AsymmetricKey.importing($0, kind: .ec, isPrivate: true) },
-            encryption: try encryption.withBorrowedData { try AsymmetricKey.importing($0, kind: .ec, isPrivate: true) },
-            name: try text(local, Name.deviceName))
         return SyncEnrollment(
             server: try SyncAddress(parsing: server.withBorrowedData { String(decoding: $0, as: UTF8.self) }),
             account: account, accountName: try text(local, Name.accountName), keys: keys,
@@ -73,6 +73,30 @@ struct SyncEnrollment {
             authorities: try local.open(Name.authorities).map {
                 $0.withBorrowedData { String(decoding: $0, as: UTF8.self) }
             })
+    }
+
+    /// The device's keys as kept: software keys, or the tokens of keys the device root holds.
+    private static func deviceKeys(_ local: SyncLocal, keychain: Keychain) throws -> SyncDeviceKeys? {
+        let name = try text(local, Name.deviceName)
+        if let signing = try local.open(Name.signing), let encryption = try local.open(Name.encryption) {
+            return try SyncDeviceKeys(
+                signing: try signing.withBorrowedData { try AsymmetricKey.importing($0, kind: .ec, isPrivate: true) },
+                encryption: try encryption.withBorrowedData {
+                    try AsymmetricKey.importing($0, kind: .ec, isPrivate: true)
+                },
+                name: name)
+        }
+        guard let signing = try local.open(Name.signingToken), let encryption = try local.open(Name.encryptionToken),
+            let publicKeys = try local.open(Name.deviceKeys), publicKeys.count == 130
+        else { return nil }
+        // Copies: borrowed bytes do not outlive the call that lends them.
+        let points = publicKeys.withUnsafeBytes { Data($0) }
+        return SyncAgent.enclaveKeys(
+            device: try SyncDevice(
+                signingKey: Data(points.prefix(65)), encryptionKey: Data(points.suffix(65)), name: name),
+            signingToken: signing.withUnsafeBytes { Data($0) },
+            encryptionToken: encryption.withUnsafeBytes { Data($0) },
+            keychain: keychain)
     }
 
     private static func text(_ local: SyncLocal, _ name: String) throws -> String {
@@ -141,8 +165,15 @@ struct SyncEnrollment {
         try sealName(local, Data(server.description.utf8), as: Name.server)
         try sealName(local, Data(accountName.utf8), as: Name.accountName)
         try sealName(local, Data(keys.device.name.utf8), as: Name.deviceName)
-        try local.seal(try keys.signing.externalRepresentation(), as: Name.signing, protection: names)
-        try local.seal(try keys.encryption.externalRepresentation(), as: Name.encryption, protection: names)
+        switch keys.holder {
+        case .software(let signing, let encryption):
+            try local.seal(try signing.externalRepresentation(), as: Name.signing, protection: names)
+            try local.seal(try encryption.externalRepresentation(), as: Name.encryption, protection: names)
+        case .enclave(let signingToken, let encryptionToken):
+            try sealName(local, signingToken, as: Name.signingToken)
+            try sealName(local, encryptionToken, as: Name.encryptionToken)
+            try sealName(local, keys.device.signingKey + keys.device.encryptionKey, as: Name.deviceKeys)
+        }
         try saveView(local, view)
         try setInteger(local.ledger, Name.cursor, 0)
         try local.ledger.setValue(Name.chain, SyncHead.origin)

@@ -243,13 +243,12 @@ public struct ZoneKeyShare: Sendable, Equatable {
         guard device.id == sender, recipient == keys.device.id, device.verifies(signature, over: body) else {
             throw SyncError(.forged, "a zone key share is not signed by the device it names")
         }
-        do {
-            let key = try keys.encryption.eciesDecrypt(sealed, Self.scheme)
-            guard key.count == 32 else { throw SyncError(.forged, "a zone key share holds no 32-byte key") }
-            return key
-        } catch {
+        let key: SecureBytes
+        do { key = try keys.decrypt(sealed, Self.scheme) } catch  where error.code == .forged {
             throw SyncError(.forged, "a zone key share does not open with this device's key")
         }
+        guard key.count == 32 else { throw SyncError(.forged, "a zone key share holds no 32-byte key") }
+        return key
     }
 
     public func encoded() -> Data { SignedStatement.encode(body: body, signature: signature) }

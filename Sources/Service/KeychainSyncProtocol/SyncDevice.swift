@@ -52,16 +52,24 @@ public struct SyncDevice: Sendable, Equatable {
 }
 
 /// A device's private keys: what signs its writes and views and opens the zone keys shared with it.
+/// Software keys, or keys the keychain's device root holds (a TPM's: the private halves never in this
+/// process), used through what the keychain gives for them.
 public struct SyncDeviceKeys: Sendable {
-    public let signing: AsymmetricKey
-    public let encryption: AsymmetricKey
+    /// How the private keys are held, which is what a keychain keeps to use them again.
+    public enum Holder: Sendable {
+        case software(signing: AsymmetricKey, encryption: AsymmetricKey)
+        /// The keychain's tokens of keys its device root holds (`kSecAttrTokenIDSecureEnclave`).
+        case enclave(signingToken: Data, encryptionToken: Data)
+    }
+
     public let device: SyncDevice
+    public let holder: Holder
+    private let signer: @Sendable (Data) throws -> Data
+    private let agreer: @Sendable (Data) throws -> SecureBytes
 
     public init(signing: AsymmetricKey, encryption: AsymmetricKey, name: String) throws(SyncError) {
         guard signing.isPrivate, encryption.isPrivate, case .ec(.p256) = signing.kind, case .ec(.p256) = encryption.kind
         else { throw SyncError(.invalid, "a device's keys are P-256 private keys") }
-        self.signing = signing
-        self.encryption = encryption
         do {
             device = try SyncDevice(
                 signingKey: try signing.publicRepresentation(), encryptionKey: try encryption.publicRepresentation(),
@@ -71,6 +79,23 @@ public struct SyncDeviceKeys: Sendable {
         } catch {
             throw SyncError(.invalid, "a device key does not export")
         }
+        holder = .software(signing: signing, encryption: encryption)
+        signer = { message in try signing.sign(message, .ecdsa(.sha256, .message)) }
+        agreer = { peer in
+            try encryption.sharedSecret(with: try AsymmetricKey.importing(peer, kind: .ec, isPrivate: false))
+        }
+    }
+
+    /// Keys held elsewhere: `sign` makes an ECDSA (SHA-256) signature of a message, `agree` the ECDH
+    /// secret with a peer's public key (X9.63).
+    public init(
+        device: SyncDevice, signingToken: Data, encryptionToken: Data,
+        sign: @escaping @Sendable (Data) throws -> Data, agree: @escaping @Sendable (Data) throws -> SecureBytes
+    ) {
+        self.device = device
+        holder = .enclave(signingToken: signingToken, encryptionToken: encryptionToken)
+        signer = sign
+        agreer = agree
     }
 
     public static func generate(name: String) throws(SyncError) -> SyncDeviceKeys {
@@ -86,8 +111,25 @@ public struct SyncDeviceKeys: Sendable {
     }
 
     public func sign(_ message: Data) throws(SyncError) -> Data {
-        do { return try signing.sign(message, .ecdsa(.sha256, .message)) } catch {
-            throw SyncError(.server, "cannot sign: \(error)")
+        do { return try signer(message) } catch let error as SyncError { throw error } catch {
+            throw SyncError(.locked, "cannot sign with this device's key: \(error)")
+        }
+    }
+
+    /// Opens what was sealed to this device's encryption key (ECIES): `forged` when it does not open,
+    /// `locked` when the key could not be used.
+    public func decrypt(_ ciphertext: Data, _ scheme: ECIESScheme) throws(SyncError) -> SecureBytes {
+        struct Unusable: Error { let reason: String }
+        do {
+            return try AsymmetricKey.eciesDecrypt(ciphertext, curve: .p256, scheme) { ephemeral in
+                do { return try agreer(try ephemeral.publicRepresentation()) } catch {
+                    throw Unusable(reason: "\(error)")
+                }
+            }
+        } catch let unusable as Unusable {
+            throw SyncError(.locked, "cannot use this device's key: \(unusable.reason)")
+        } catch {
+            throw SyncError(.forged, "what was sealed to this device does not open with its key")
         }
     }
 }

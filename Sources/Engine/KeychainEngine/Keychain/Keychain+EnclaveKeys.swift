@@ -17,6 +17,10 @@ extension Keychain {
         try perform { try makeEnclaveKey(dictionary, client: client) }
     }
 
+    /// Whether enclave keys made now are made and used in the device root's hardware (a TPM), their
+    /// private halves never in this process; false with the software root.
+    public var enclaveKeysAreInHardware: Bool { keybag.enclaveKeyHardware != nil }
+
     /// Signs with, or agrees a secret with, the enclave key the query names (its item's persistent
     /// reference, or its token), once the key's access control is satisfied (asking the user as a
     /// read would).
