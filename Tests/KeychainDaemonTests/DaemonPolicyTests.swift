@@ -244,7 +244,7 @@ final class DaemonPolicyTests: XCTestCase {
         XCTAssertEqual(try decide(system, .restart, by: user).get(), .none)
         // Sync: what decides where every item goes, and any app's past versions, as a backup; the rest
         // the user's own.
-        for verb in ["enroll", "recover", "approve", "remove", "leave", "history"] {
+        for verb in ["enroll", "recover", "approve", "remove", "leave", "history", "reset-guesses"] {
             let bare = KeychainAdminRequest.sync(verb: verb, arguments: [], secret: nil, passcode: nil)
             let proven = KeychainAdminRequest.sync(verb: verb, arguments: [], secret: nil, passcode: passcode)
             XCTAssertEqual(refusal(decide(system, bare, by: user)), .authenticationFailed, verb)

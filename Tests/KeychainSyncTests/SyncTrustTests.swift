@@ -30,7 +30,7 @@ final class SyncTrustTests: SyncTestCase {
     }
 
     func testWrongRecoverySecretsAreCountedOnEveryServerAndTheLimitHolds() throws {
-        _ = try enrolledDevice("laptop")
+        let a = try enrolledDevice("laptop")
         let wrong = SecureBytes(copying: Array("not the secret at all".utf8))
         for attempt in 1...SyncProtocol.recoveryGuessLimit {
             let device = try TestDevice("guess\(attempt)")
@@ -49,6 +49,17 @@ final class SyncTrustTests: SyncTestCase {
                 server: try self.address(), accountName: "alice", recoverySecret: self.secret, deviceName: "late")
         }
         XCTAssertEqual(try postgres.query("SELECT count(*) FROM devices"), "1")
+        // A trusted device forgives them (a device that is not trusted cannot): the secret works again.
+        let stranger = try SyncConnection(
+            address: try address(), account: try SyncAccount.id(of: "alice"),
+            keys: try SyncDeviceKeys.generate(name: "stranger"))
+        assertSyncError(.notTrusted) { _ = try stranger.call(.resetRecoveryGuesses) }
+        XCTAssertEqual(try a.agent.resetRecoveryGuesses(), 10)
+        XCTAssertEqual(try postgres.query("SELECT recovery_failures FROM accounts"), "0")
+        XCTAssertEqual(
+            try late.agent.enroll(
+                server: try address(), accountName: "alice", recoverySecret: secret, deviceName: "late"),
+            .pending)
     }
 
     func testARemovedDeviceIsRefusedAndNothingWrittenAfterIsSealedForIt() throws {

@@ -84,6 +84,15 @@ final class SyncCommandTests: XCTestCase {
         XCTAssertEqual(version.stdout, "pw-1\n", version.stderr)
         XCTAssertNotEqual(
             try laptop.run("sync", "history", "-s", "mail.example.com", "-a", "alice", "--version", "9").status, 0)
+        // A wrong recovery secret, then forgiven by a trusted device.
+        let stranger = CommandRunner()
+        XCTAssertNotEqual(
+            try stranger.run(
+                ["sync", "enroll", "--server", server.socket, "--account", "alice"], input: "not the secret at all\n"
+            ).status, 0)
+        let forgiven = try laptop.run("sync", "reset-guesses", "--json")
+        XCTAssertEqual(forgiven.status, 0, forgiven.stderr)
+        XCTAssertEqual((try json(forgiven.stdout) as? [String: Any])?["forgiven"] as? Int, 1)
     }
 
     func testAKeychainRecoversTheAccountWhenEveryDeviceIsLost() throws {

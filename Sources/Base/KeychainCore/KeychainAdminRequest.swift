@@ -48,10 +48,10 @@ public enum KeychainAdminRequest: Sendable {
     case sync(verb: String, arguments: [String], secret: SecureBytes?, passcode: SecureBytes?)
 
     /// The `sync` verbs decided as a backup is: those that decide where every synchronizable item goes
-    /// (the account, its devices), and `history`, which reads any synchronizable item's past versions,
-    /// whatever app's it is. The others are the user's own.
+    /// (the account, its devices, the guesses its recovery secret may still take), and `history`, which
+    /// reads any synchronizable item's past versions, whatever app's it is. The others are the user's own.
     public static let syncVerbsDecidedAsABackup: Set<String> = [
-        "enroll", "recover", "approve", "remove", "leave", "history",
+        "enroll", "recover", "approve", "remove", "leave", "history", "reset-guesses",
     ]
     /// The simulated biometric sensor (`security biometry`).
     case biometry(BiometryCommand)

@@ -62,7 +62,7 @@ struct SyncVerbs {
                 }
                 values.append("version=\(number)")
             }
-        case "devices", "now", "status", "leave":
+        case "devices", "now", "status", "leave", "reset-guesses":
             guard positional.isEmpty else { throw .usage(verb: "sync", message: "unexpected \"\(positional[0])\"") }
         default:
             throw .usage(verb: "sync", message: "unknown sync command \"\(verb)\"")
@@ -150,6 +150,8 @@ struct SyncVerbs {
                 conflicts resolved: \(string("conflictsResolved"))
                 """
         case "leave": return "this keychain syncs no more (its items stay)"
+        case "reset-guesses":
+            return "\(string("forgiven")) wrong recovery secrets forgiven: the account takes 10 guesses again"
         case "history":
             return ((object["versions"] as? [[String: Any]]) ?? []).map { version in
                 let writer = (version["writerName"] as? String).map { "\($0) " } ?? ""

@@ -291,7 +291,7 @@ enum Usage {
             Usage: sync enroll --server ADDRESS --account NAME [--name DEVICE] [--ca FILE]
                    sync recover --server ADDRESS --account NAME [--name DEVICE] [--ca FILE]
                    sync history -s SERVICE [-a ACCOUNT] [--internet] [--version N]
-                   sync devices | approve DEVICE | remove DEVICE | now | status | leave   [--json]
+                   sync devices | approve DEVICE | remove DEVICE | now | status | reset-guesses | leave   [--json]
                 enroll   make this keychain a device of the account on keychain-syncd at ADDRESS (a Unix socket
                          path, HOST:PORT on loopback, or tls://HOST:PORT, whose certificate is checked against
                          the CA certificates of --ca FILE, else the system's). The first device creates the account; a later one
@@ -308,6 +308,8 @@ enum Usage {
                 history  the versions the server keeps of a synchronizable item (deleted ones too): its current
                          one and the last five before, with their dates and writers; --version N prints that
                          version's secret. -s is a generic password's service, or with --internet a server
+                reset-guesses  forgive the wrong recovery secrets the account took (after 10 the server
+                         refuses every secret, for joining and for recovering); from a trusted device
                 leave    forget the enrollment (the items stay)
             """
         ),

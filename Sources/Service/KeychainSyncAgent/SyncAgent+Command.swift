@@ -110,6 +110,9 @@ extension SyncAgent {
                     return object
                 }
             ]
+        case "reset-guesses":
+            try expect(0)
+            return ["forgiven": try resetRecoveryGuesses()]
         case "devices":
             try expect(0)
             return [

@@ -218,6 +218,21 @@ public final class SyncAgent: @unchecked Sendable {
         return views
     }
 
+    /// Forgives the wrong recovery secrets the account took (from this trusted device): after ten the
+    /// server refuses every secret, the right one too, for joining and for recovering. Returns how
+    /// many there were.
+    public func resetRecoveryGuesses() throws(SyncError) -> Int64 {
+        try step {
+            let enrollment = try transaction { local in try self.enrollment(local) }
+            let connection = try connect(enrollment)
+            defer { connection.close() }
+            var reader = SyncReader(try connection.call(.resetRecoveryGuesses), "a reset")
+            let before = try reader.signed()
+            try reader.end()
+            return before
+        }
+    }
+
     // MARK: Devices
 
     public struct DeviceEntry: Sendable {

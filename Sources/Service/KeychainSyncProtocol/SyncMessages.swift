@@ -43,6 +43,9 @@ public enum SyncOperation: UInt8, Sendable {
     case wait = 12
     /// A record's current version and the past ones the server keeps, each its ciphertext.
     case history = 13
+    /// A trusted device sets the account's count of wrong recovery secrets back to zero; answers what
+    /// it was.
+    case resetRecoveryGuesses = 14
 }
 
 /// Where a device stands in an account, as the server keeps it.

@@ -340,6 +340,18 @@ final class SyncSession {
                 }
             }
             return writer.data
+        case .resetRecoveryGuesses:
+            try requireTrusted()
+            try reader.end()
+            let before = try store.resetRecoveryFailures(account: account)
+            if before > 0 {
+                SyncLog.warning(
+                    "account \(Hex.encode(account.prefix(4))): \(before) wrong recovery secrets forgiven by device \(Hex.encode(device.id.prefix(4)))"
+                )
+            }
+            var writer = ByteWriter()
+            writer.write(before)
+            return writer.data
         case .recover:
             let key = try reader.fixed(32)
             try reader.end()

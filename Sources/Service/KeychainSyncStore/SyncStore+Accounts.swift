@@ -142,6 +142,18 @@ extension SyncStore {
         }
     }
 
+    /// Sets the account's count of wrong recovery secrets back to zero; returns what it was.
+    public func resetRecoveryFailures(account: Data) throws(SyncStoreError) -> Int64 {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                """
+                UPDATE accounts a SET recovery_failures = 0 FROM accounts b
+                WHERE a.account_id = $1 AND b.account_id = a.account_id RETURNING b.recovery_failures
+                """, [.bytes(account)])
+            return rows.values.isEmpty ? 0 : try rows.integer(0, 0)
+        }
+    }
+
     /// Adds a device that proved the recovery secret, waiting for approval (one already known keeps its
     /// status). False when the account has as many waiting as it may (`SyncLimits.waitingDevices`).
     public func addPendingDevice(account: Data, _ device: StoredDevice) throws(SyncStoreError) -> Bool {
