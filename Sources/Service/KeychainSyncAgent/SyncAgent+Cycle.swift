@@ -156,7 +156,16 @@ extension SyncAgent {
                 guard !awaiting.isEmpty, !atEnd, extensions < 3 else { break }
                 extensions += 1
             }
-            let page = try connection.pull(after: cursor, limit: 1_000)
+            let fetched = Result { () throws(SyncError) -> SyncPullPage in
+                try connection.pull(after: cursor, limit: 1_000)
+            }
+            if case .failure(let error) = fetched, error.code == .compacted, cursor == 0 {
+                // The log before the account's checkpoint is gone: a device that has read nothing yet
+                // starts there.
+                try startFromCheckpoint(connection, enrollment, view: view, report: &report, merge: &merge)
+                continue
+            }
+            let page = try fetched.get()
             if target == nil || (target ?? 0) <= cursor { target = page.lastSeq }
             guard !page.batches.isEmpty else {
                 guard page.lastSeq == cursor else {
@@ -331,7 +340,7 @@ extension SyncAgent {
     /// seen superseded is a replay; a local change not yet pushed meets the incoming one by
     /// modification date (then the smaller SHA-256 of the content); the same primary key under two
     /// record ids resolves to the smaller id.
-    private func applyRecord(
+    func applyRecord(
         _ entry: SyncBatch.Entry, _ ciphertext: Data, seq: Int64, writer: Data, trustedNow: Bool, _ local: SyncLocal,
         _ enrollment: SyncEnrollment, report: inout SyncReport, merge: inout MergeOutcome
     ) throws {
@@ -724,6 +733,8 @@ extension SyncAgent {
         var body = ByteWriter()
         body.writeBytes(head.encoded())
         _ = try connection.call(.publishHead, body.data)
+        try makeCheckpointIfDue(
+            connection, enrollment, view: view, cursor: cursor, chain: chain, newest: state.checkpointSeq)
     }
 
     // MARK: Status

@@ -15,6 +15,8 @@ public final class SyncAgent: @unchecked Sendable {
     private let lock = NSLock()
     /// How long a step waits for the server before it gives up.
     public var timeout: Duration = .seconds(30)
+    /// Log entries after the account's newest checkpoint past which a sync signs a new one (0: never).
+    public var checkpointInterval: Int64 = 4_096
 
     public init(keychain: Keychain) { self.keychain = keychain }
 

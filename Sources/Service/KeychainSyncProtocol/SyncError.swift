@@ -45,6 +45,8 @@ public struct SyncError: Error, Equatable, CustomStringConvertible, Sendable {
         case tooLarge = 20
         /// The server's limits refuse it: an account's quota, new accounts an hour, waiting devices.
         case limited = 21
+        /// The log was dropped up to a checkpoint past the position asked from: start from it.
+        case compacted = 22
     }
 
     public let code: Code

@@ -46,6 +46,12 @@ public enum SyncOperation: UInt8, Sendable {
     /// A trusted device sets the account's count of wrong recovery secrets back to zero; answers what
     /// it was.
     case resetRecoveryGuesses = 14
+    /// A trusted device's checkpoint; the server drops the log up to where every trusted device read.
+    case putCheckpoint = 15
+    /// The newest checkpoint (empty when there is none).
+    case checkpoint = 16
+    /// Records' current versions and ciphertexts, by id (a device starting from a checkpoint).
+    case records = 17
 }
 
 /// Where a device stands in an account, as the server keeps it.
@@ -75,10 +81,13 @@ public struct SyncAccountState: Sendable {
     public var shares: [Data]
     public var heads: [Data]
     public var lastSeq: Int64
+    /// Where the newest checkpoint stands (0: none), and how far the log was dropped (0: not at all).
+    public var checkpointSeq: Int64
+    public var compactedThrough: Int64
 
     public init(
         salt: Data, views: [Data], devices: [(device: SyncDevice, status: SyncDeviceStatus)], shares: [Data],
-        heads: [Data], lastSeq: Int64
+        heads: [Data], lastSeq: Int64, checkpointSeq: Int64 = 0, compactedThrough: Int64 = 0
     ) {
         self.salt = salt
         self.views = views
@@ -86,6 +95,8 @@ public struct SyncAccountState: Sendable {
         self.shares = shares
         self.heads = heads
         self.lastSeq = lastSeq
+        self.checkpointSeq = checkpointSeq
+        self.compactedThrough = compactedThrough
     }
 
     public func encoded() -> Data {
@@ -103,6 +114,8 @@ public struct SyncAccountState: Sendable {
         writer.writeCount(heads.count)
         for head in heads { writer.writeBytes(head) }
         writer.write(lastSeq)
+        writer.write(checkpointSeq)
+        writer.write(compactedThrough)
         return writer.data
     }
 
@@ -124,9 +137,15 @@ public struct SyncAccountState: Sendable {
         var heads: [Data] = []
         for _ in 0..<(try reader.count(max: 10_000)) { heads.append(try reader.bytes(max: 2048)) }
         let lastSeq = try reader.signed()
+        let checkpointSeq = try reader.signed()
+        let compactedThrough = try reader.signed()
         try reader.end()
+        guard [lastSeq, checkpointSeq, compactedThrough].allSatisfy({ $0 >= 0 && UInt64($0) < TrustView.bound }) else {
+            throw SyncError(.malformed, "an account's positions are out of bounds")
+        }
         return SyncAccountState(
-            salt: salt, views: views, devices: devices, shares: shares, heads: heads, lastSeq: lastSeq)
+            salt: salt, views: views, devices: devices, shares: shares, heads: heads, lastSeq: lastSeq,
+            checkpointSeq: checkpointSeq, compactedThrough: compactedThrough)
     }
 }
 

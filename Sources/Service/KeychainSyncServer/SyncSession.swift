@@ -177,6 +177,7 @@ final class SyncSession {
                 // A stranger learns how to stretch the secret, and nothing else.
                 return SyncAccountState(salt: salt, views: [], devices: [], shares: [], heads: [], lastSeq: 0).encoded()
             }
+            let checkpoint = try store.checkpointPosition(account: account)
             let devices = try store.devices(account: account).compactMap { stored -> (SyncDevice, SyncDeviceStatus)? in
                 guard
                     let public_ = try? SyncDevice(
@@ -189,7 +190,8 @@ final class SyncSession {
                 salt: salt, views: try store.views(account: account), devices: devices,
                 shares: status == .trusted ? try store.shares(account: account, recipient: device.id) : [],
                 heads: status == .trusted ? try store.heads(account: account) : [],
-                lastSeq: try store.lastSeq(account: account)
+                lastSeq: try store.lastSeq(account: account), checkpointSeq: checkpoint.seq,
+                compactedThrough: checkpoint.compactedThrough
             ).encoded()
         case .publishView:
             let view = try TrustView.decode(try reader.bytes(max: 64 << 10))
@@ -292,6 +294,11 @@ final class SyncSession {
             let after = try reader.signed()
             let limit = try reader.count(max: 100_000)
             try reader.end()
+            let compacted = try store.checkpointPosition(account: account).compactedThrough
+            guard after >= compacted else {
+                throw SyncError(
+                    .compacted, "the log before \(compacted) was dropped: start from the account's checkpoint")
+            }
             let (batches, records, lastSeq) = try store.pull(
                 account: account, after: after, limit: max(1, min(limit, 10_000)))
             var ciphertexts: [Data: (Int64, Data)] = [:]
@@ -337,6 +344,45 @@ final class SyncSession {
                 // The answer stays within one message.
                 guard writer.count <= SyncStore.pageBytes else {
                     throw SyncError(.tooLarge, "those records' versions do not fit in one answer: ask for fewer")
+                }
+            }
+            return writer.data
+        case .putCheckpoint:
+            try requireTrusted()
+            let checkpoint = try SyncCheckpoint.decode(try reader.bytes(max: SyncChannel.maximumFrame))
+            try reader.end()
+            guard checkpoint.account == account, checkpoint.isSigned(by: device) else {
+                throw SyncError(.forged, "the checkpoint is not signed by this device for this account")
+            }
+            guard checkpoint.seq <= (try store.lastSeq(account: account)) else {
+                throw SyncError(.invalid, "the checkpoint stands past the end of the account's log")
+            }
+            let through = try store.putCheckpoint(
+                account: account, seq: checkpoint.seq, checkpoint: checkpoint.encoded())
+            var writer = ByteWriter()
+            writer.write(through)
+            return writer.data
+        case .checkpoint:
+            try requireTrusted()
+            try reader.end()
+            var writer = ByteWriter()
+            writer.writeBytes(try store.checkpoint(account: account) ?? Data())
+            writer.write(try store.checkpointPosition(account: account).compactedThrough)
+            return writer.data
+        case .records:
+            try requireTrusted()
+            var ids: [Data] = []
+            for _ in 0..<(try reader.count(max: 1_000)) { ids.append(try reader.fixed(16)) }
+            try reader.end()
+            let records = try store.records(account: account, ids: ids)
+            var writer = ByteWriter(capacity: records.reduce(64) { $0 + $1.ciphertext.count + 40 })
+            writer.writeCount(records.count)
+            for record in records {
+                writer.writeBytes(record.recordID)
+                writer.write(record.version)
+                writer.writeBytes(record.ciphertext)
+                guard writer.count <= SyncStore.pageBytes else {
+                    throw SyncError(.tooLarge, "those records do not fit in one answer: ask for fewer")
                 }
             }
             return writer.data

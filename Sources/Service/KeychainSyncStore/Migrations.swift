@@ -120,5 +120,18 @@ enum Migrations {
                 + coalesce((SELECT sum(octet_length(ciphertext)) FROM history h WHERE h.account_id = a.account_id), 0);
             """
         ),
+        (
+            4,
+            """
+            -- The newest checkpoint a trusted device signed, and how far the log was dropped.
+            CREATE TABLE checkpoints (
+                account_id bytea NOT NULL,
+                seq bigint NOT NULL,
+                checkpoint bytea NOT NULL,
+                PRIMARY KEY (account_id, seq)
+            );
+            ALTER TABLE accounts ADD COLUMN compacted_through bigint NOT NULL DEFAULT 0;
+            """
+        ),
     ]
 }

@@ -339,3 +339,80 @@ extension SyncStore {
         }
     }
 }
+
+/// Checkpoints and compaction: the log up to where every trusted device has read, and no further
+/// than the newest checkpoint, is dropped; a device that joins later starts from that checkpoint.
+extension SyncStore {
+    /// Keeps `checkpoint` (at `seq`) as the account's newest, then drops the log up to the lowest of
+    /// `seq` and the cursors of the trusted devices. Returns where the log now starts (what was dropped).
+    public func putCheckpoint(account: Data, seq: Int64, checkpoint: Data) throws(SyncStoreError) -> Int64 {
+        try retrying { () throws(SyncStoreError) in
+            try withConnection { (connection) throws(SyncStoreError) in
+                try connection.transaction { () throws(SyncStoreError) -> Int64 in
+                    let account = PostgresConnection.Parameter.bytes(account)
+                    try connection.run("SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE", [account])
+                    try connection.run(
+                        """
+                        INSERT INTO checkpoints (account_id, seq, checkpoint) VALUES ($1, $2, $3)
+                        ON CONFLICT (account_id, seq) DO UPDATE SET checkpoint = EXCLUDED.checkpoint
+                        """, [account, .integer(seq), .bytes(checkpoint)])
+                    try connection.run(
+                        "DELETE FROM checkpoints WHERE account_id = $1 AND seq < $2", [account, .integer(seq)])
+                    // Every trusted device has read up to its cursor; one that never pulled, from 0.
+                    let lowest = try connection.run(
+                        """
+                        SELECT coalesce(min(coalesce(c.seq, 0)), 0) FROM devices d
+                        LEFT JOIN cursors c ON c.account_id = d.account_id AND c.device_id = d.device_id
+                        WHERE d.account_id = $1 AND d.status = 2
+                        """, [account])
+                    let through = min(seq, try lowest.integer(0, 0))
+                    try connection.run(
+                        "DELETE FROM batches WHERE account_id = $1 AND last_seq <= $2", [account, .integer(through)])
+                    try connection.run(
+                        "DELETE FROM changes WHERE account_id = $1 AND seq <= $2", [account, .integer(through)])
+                    let done = try connection.run(
+                        """
+                        UPDATE accounts SET compacted_through = greatest(compacted_through, $2) WHERE account_id = $1
+                        RETURNING compacted_through
+                        """, [account, .integer(through)])
+                    return try done.integer(0, 0)
+                }
+            }
+        }
+    }
+
+    /// Where the newest checkpoint stands (0: none) and how far the log was dropped.
+    public func checkpointPosition(account: Data) throws(SyncStoreError) -> (seq: Int64, compactedThrough: Int64) {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                """
+                SELECT a.compacted_through,
+                       coalesce((SELECT max(seq) FROM checkpoints c WHERE c.account_id = a.account_id), 0)
+                FROM accounts a WHERE a.account_id = $1
+                """, [.bytes(account)])
+            guard !rows.values.isEmpty else { return (0, 0) }
+            return (try rows.integer(0, 1), try rows.integer(0, 0))
+        }
+    }
+
+    /// The newest checkpoint (nil: none).
+    public func checkpoint(account: Data) throws(SyncStoreError) -> Data? {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                "SELECT checkpoint FROM checkpoints WHERE account_id = $1 ORDER BY seq DESC LIMIT 1", [.bytes(account)])
+            return rows.values.isEmpty ? nil : try rows.bytes(0, 0)
+        }
+    }
+
+    /// Records as they are now, by id (those the account has).
+    public func records(account: Data, ids: [Data]) throws(SyncStoreError) -> [SyncRecord] {
+        try withConnection { (connection) throws(SyncStoreError) in
+            try Self.records(
+                try connection.run(
+                    """
+                    SELECT record_id, version, seq, deleted, ciphertext FROM records
+                    WHERE account_id = $1 AND record_id IN (SELECT decode(unnest(string_to_array($2, ',')), 'hex'))
+                    """, [.bytes(account), .text(ids.map { Hex.encode($0) }.joined(separator: ","))]))
+        }
+    }
+}

@@ -45,35 +45,40 @@ final class SyncWakeups: @unchecked Sendable {
         thread.start()
     }
 
-    /// The listening thread: forever, with a new connection a second after one breaks.
+    /// The listening thread: forever, with a new connection a second after one breaks. (The work of
+    /// one connection is a function of its own: written inline in this endless loop, it sends the
+    /// release build's optimizer into minutes of work.)
     private func listen() {
         while true {
-            do {
-                let connection = try PostgresConnection(conninfo)
-                try connection.run("LISTEN \(SyncStore.notifyChannel)")
-                while connection.notifications(waiting: .seconds(1)) != nil {
-                    condition.lock()
-                    let accounts = Array(waiting.keys)
-                    condition.unlock()
-                    guard !accounts.isEmpty else { continue }
-                    let rows = try connection.run(
-                        """
-                        SELECT encode(account_id, 'hex'), last_seq FROM accounts
-                        WHERE account_id = ANY (SELECT decode(unnest(string_to_array($1, ',')), 'hex'))
-                        """, [.text(accounts.joined(separator: ","))])
-                    var ends: [String: Int64] = [:]
-                    for row in rows.values.indices {
-                        ends[String(decoding: try rows.bytes(row, 0), as: UTF8.self)] = try rows.integer(row, 1)
-                    }
-                    condition.lock()
-                    for (account, end) in ends where waiting[account] != nil { latest[account] = end }
-                    condition.broadcast()
-                    condition.unlock()
-                }
-            } catch {
+            do { try listenOnce() } catch {
                 SyncLog.warning("the listening connection failed: \(error.reason)")
             }
             Thread.sleep(forTimeInterval: 1)
+        }
+    }
+
+    /// One listening connection, until it breaks.
+    private func listenOnce() throws(SyncStoreError) {
+        let connection = try PostgresConnection(conninfo)
+        try connection.run("LISTEN \(SyncStore.notifyChannel)")
+        while connection.notifications(waiting: .seconds(1)) != nil {
+            condition.lock()
+            let accounts = Array(waiting.keys)
+            condition.unlock()
+            guard !accounts.isEmpty else { continue }
+            let rows = try connection.run(
+                """
+                SELECT encode(account_id, 'hex'), last_seq FROM accounts
+                WHERE account_id = ANY (SELECT decode(unnest(string_to_array($1, ',')), 'hex'))
+                """, [.text(accounts.joined(separator: ","))])
+            var ends: [String: Int64] = [:]
+            for row in rows.values.indices {
+                ends[String(decoding: try rows.bytes(row, 0), as: UTF8.self)] = try rows.integer(row, 1)
+            }
+            condition.lock()
+            for (account, end) in ends where waiting[account] != nil { latest[account] = end }
+            condition.broadcast()
+            condition.unlock()
         }
     }
 }
