@@ -129,7 +129,18 @@ final class SyncAttackTests: SyncTestCase {
     }
 
     func testABatchWrittenOnAnotherHistoryIsNoticedWithTheHeadsHidden() throws {
-        // The server keeps two copies of the account and shows each device its own.
+        try showEachDeviceItsOwnCopy()
+        // A writes again on its history; the server shows B that batch, hiding every head.
+        try a.add("later.example.com", "alice", "later")
+        _ = try a.agent.syncNow()
+        _ = try postgres.query("DELETE FROM heads")
+        try b.agent.setServer(try SyncAddress(parsing: servers[0].socket))
+        assertSyncError(.forked) { _ = try self.b.agent.syncNow() }
+        XCTAssertNil(try b.secret("later.example.com", "alice"))
+    }
+
+    /// The server keeps two copies of the account and shows each device its own; each writes one item.
+    private func showEachDeviceItsOwnCopy() throws {
         servers.forEach { $0.stop() }
         _ = try postgres.query("CREATE DATABASE fork TEMPLATE postgres")
         let forked = postgres.conninfo.replacingOccurrences(of: "dbname=postgres", with: "dbname=fork")
@@ -141,13 +152,6 @@ final class SyncAttackTests: SyncTestCase {
         _ = try a.agent.syncNow()
         try b.add("seen-by-b.example.com", "alice", "b")
         _ = try b.agent.syncNow()
-        // A writes again on its history; the server shows B that batch, hiding every head.
-        try a.add("later.example.com", "alice", "later")
-        _ = try a.agent.syncNow()
-        _ = try postgres.query("DELETE FROM heads")
-        try b.agent.setServer(try SyncAddress(parsing: servers[0].socket))
-        assertSyncError(.forked) { _ = try self.b.agent.syncNow() }
-        XCTAssertNil(try b.secret("later.example.com", "alice"))
     }
 
     func testAWithheldCurrentVersionIsNoticed() throws {
@@ -186,18 +190,7 @@ final class SyncAttackTests: SyncTestCase {
     }
 
     func testAForkedHistoryIsNoticedByTheHeadsTheDevicesSign() throws {
-        // The server keeps two copies of the account and shows each device its own.
-        servers.forEach { $0.stop() }
-        _ = try postgres.query("CREATE DATABASE fork TEMPLATE postgres")
-        let forked = postgres.conninfo.replacingOccurrences(of: "dbname=postgres", with: "dbname=fork")
-        servers = [try TestSyncServer(database: postgres.conninfo), try TestSyncServer(database: forked)]
-        for (device, server) in [(a!, 0), (b!, 1)] {
-            try device.agent.setServer(try SyncAddress(parsing: servers[server].socket))
-        }
-        try a.add("seen-by-a.example.com", "alice", "a")
-        _ = try a.agent.syncNow()
-        try b.add("seen-by-b.example.com", "alice", "b")
-        _ = try b.agent.syncNow()
+        try showEachDeviceItsOwnCopy()
         // B comes to A's copy: A signed a head over a history B never saw.
         try b.agent.setServer(try SyncAddress(parsing: servers[0].socket))
         assertSyncError(.forked) { _ = try self.b.agent.syncNow() }

@@ -108,7 +108,9 @@ final class SyncMergeTests: SyncTestCase {
         XCTAssertEqual(try a.agent.status().pendingChanges, 0)
     }
 
-    func testALosingEditIsKeptWhenThePushAfterTheMergeFails() throws {
+    /// B's earlier edit loses to A's later one in a merge whose push fails (the server stops taking
+    /// writes after B's pull): the losing edit waits in B's ledger.
+    private func aMergeWhosePushFails() throws -> (TestDevice, TestDevice) {
         let (a, b) = try pair()
         try a.add("mail.example.com", "alice", "original")
         _ = try a.agent.syncNow()
@@ -118,11 +120,15 @@ final class SyncMergeTests: SyncTestCase {
         _ = try a.agent.syncNow()
         b.clock.advance(5)
         try b.update("mail.example.com", "alice", to: "earlier-on-b")
-        // The server stops taking writes after B's pull: the merge is applied, its push fails.
         _ = try postgres.query("ALTER TABLE batches ADD CONSTRAINT frozen CHECK (first_seq < 0) NOT VALID")
         assertSyncError(.server) { _ = try b.agent.syncNow() }
         XCTAssertEqual(try b.secret("mail.example.com", "alice"), "later-on-a")
         _ = try postgres.query("ALTER TABLE batches DROP CONSTRAINT frozen")
+        return (a, b)
+    }
+
+    func testALosingEditIsKeptWhenThePushAfterTheMergeFails() throws {
+        let (a, b) = try aMergeWhosePushFails()
         // The next sync still has B's losing edit to put in the history.
         _ = try b.agent.syncNow()
         XCTAssertEqual(try postgres.query("SELECT count(*) FROM history"), "3")
@@ -132,18 +138,7 @@ final class SyncMergeTests: SyncTestCase {
     }
 
     func testALosingEditIsKeptWhenTheDeviceEnrollsAgainBeforePushingIt() throws {
-        let (a, b) = try pair()
-        try a.add("mail.example.com", "alice", "original")
-        _ = try a.agent.syncNow()
-        _ = try b.agent.syncNow()
-        a.clock.advance(30)
-        try a.update("mail.example.com", "alice", to: "later-on-a")
-        _ = try a.agent.syncNow()
-        b.clock.advance(5)
-        try b.update("mail.example.com", "alice", to: "earlier-on-b")
-        _ = try postgres.query("ALTER TABLE batches ADD CONSTRAINT frozen CHECK (first_seq < 0) NOT VALID")
-        assertSyncError(.server) { _ = try b.agent.syncNow() }
-        _ = try postgres.query("ALTER TABLE batches DROP CONSTRAINT frozen")
+        let (a, b) = try aMergeWhosePushFails()
         // B enrolls again in its account before any sync: its fresh ledger keeps the losing edit.
         XCTAssertEqual(
             try b.agent.enroll(

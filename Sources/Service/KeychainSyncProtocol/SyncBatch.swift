@@ -31,6 +31,25 @@ public struct SyncBatch: Sendable, Equatable {
             self.deleted = deleted
             self.ciphertextHash = ciphertextHash
         }
+
+        /// record id (16) ‖ version (8) ‖ deleted (1) ‖ hash (32), as batches and checkpoints carry it.
+        func encode(into writer: inout ByteWriter) {
+            writer.writeBytes(recordID)
+            writer.write(version)
+            writer.write(deleted)
+            writer.writeBytes(ciphertextHash)
+        }
+
+        static func decode(from reader: inout SyncReader, in what: String) throws(SyncError) -> Entry {
+            let id = try reader.fixed(16)
+            let version = try reader.signed()
+            let deleted = try reader.boolean()
+            let hash = try reader.fixed(32)
+            guard version > 0, UInt64(version) < TrustView.bound else {
+                throw SyncError(.malformed, "\(what) names a version out of bounds")
+            }
+            return Entry(recordID: id, version: version, deleted: deleted, ciphertextHash: hash)
+        }
     }
 
     public var account: Data
@@ -62,12 +81,7 @@ public struct SyncBatch: Sendable, Equatable {
         writer.write(base)
         writer.writeBytes(baseChain)
         writer.writeCount(entries.count)
-        for entry in entries {
-            writer.writeBytes(entry.recordID)
-            writer.write(entry.version)
-            writer.write(entry.deleted)
-            writer.writeBytes(entry.ciphertextHash)
-        }
+        for entry in entries { entry.encode(into: &writer) }
         return writer.data
     }
 
@@ -86,16 +100,7 @@ public struct SyncBatch: Sendable, Equatable {
         let count = try reader.count(max: maximumEntries)
         var entries: [Entry] = []
         entries.reserveCapacity(count)
-        for _ in 0..<count {
-            let id = try reader.fixed(16)
-            let version = try reader.signed()
-            let deleted = try reader.boolean()
-            let hash = try reader.fixed(32)
-            guard version > 0, UInt64(version) < TrustView.bound else {
-                throw SyncError(.malformed, "a signed batch names a version out of bounds")
-            }
-            entries.append(Entry(recordID: id, version: version, deleted: deleted, ciphertextHash: hash))
-        }
+        for _ in 0..<count { entries.append(try Entry.decode(from: &reader, in: "a signed batch")) }
         try reader.end()
         return SyncBatch(
             account: account, writer: writer, base: base, baseChain: baseChain, entries: entries, signature: signature)

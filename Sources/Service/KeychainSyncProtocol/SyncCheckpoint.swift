@@ -51,12 +51,7 @@ public struct SyncCheckpoint: Sendable, Equatable {
         writer.write(viewEpoch)
         writer.writeBytes(viewHash)
         writer.writeCount(entries.count)
-        for entry in entries {
-            writer.writeBytes(entry.recordID)
-            writer.write(entry.version)
-            writer.write(entry.deleted)
-            writer.writeBytes(entry.ciphertextHash)
-        }
+        for entry in entries { entry.encode(into: &writer) }
         return writer.data
     }
 
@@ -77,16 +72,7 @@ public struct SyncCheckpoint: Sendable, Equatable {
         let count = try reader.count(max: maximumEntries)
         var entries: [Entry] = []
         entries.reserveCapacity(count)
-        for _ in 0..<count {
-            let id = try reader.fixed(16)
-            let version = try reader.signed()
-            let deleted = try reader.boolean()
-            let hash = try reader.fixed(32)
-            guard version > 0, UInt64(version) < TrustView.bound else {
-                throw SyncError(.malformed, "a checkpoint names a version out of bounds")
-            }
-            entries.append(Entry(recordID: id, version: version, deleted: deleted, ciphertextHash: hash))
-        }
+        for _ in 0..<count { entries.append(try Entry.decode(from: &reader, in: "a checkpoint")) }
         try reader.end()
         return SyncCheckpoint(
             account: account, signer: signer, seq: seq, chain: chain, viewEpoch: epoch, viewHash: viewHash,
