@@ -23,20 +23,20 @@ final class SyncStoreTests: XCTestCase {
 
     func testTheSchemaIsMigratedOnceAndEveryKeyStartsWithTheAccount() throws {
         let first = try SyncStore(conninfo: postgres.conninfo)
-        XCTAssertEqual(try first.appliedMigrations(), [1, 2, 3])
+        XCTAssertEqual(try first.appliedMigrations(), [1, 2, 3, 4])
         // A second server on the same database finds it done.
         let second = try SyncStore(conninfo: postgres.conninfo)
-        XCTAssertEqual(try second.appliedMigrations(), [1, 2, 3])
+        XCTAssertEqual(try second.appliedMigrations(), [1, 2, 3, 4])
         // Every primary key and index of the sync tables leads with account_id.
         let indexes = try postgres.query(
             """
             SELECT t.relname || ':' || a.attname FROM pg_index i
             JOIN pg_class t ON t.oid = i.indrelid JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = i.indkey[0]
             WHERE t.relname IN ('accounts', 'records', 'changes', 'cursors', 'devices', 'views', 'shares', 'heads',
-                'batches', 'history') ORDER BY 1
+                'batches', 'history', 'checkpoints') ORDER BY 1
             """)
         let lines = indexes.split(separator: "\n")
-        XCTAssertEqual(lines.count, 12, indexes)
+        XCTAssertEqual(lines.count, 13, indexes)
         XCTAssertTrue(lines.allSatisfy { $0.hasSuffix(":account_id") }, indexes)
     }
 
@@ -126,47 +126,58 @@ final class SyncStoreTests: XCTestCase {
         XCTAssertEqual(try store.lastSeq(account: account), 1, "the log did not move")
     }
 
-    func testAnAccountsQuotaCountsItsRecordsAndHistoryAndRefusesWhatGoesPast() throws {
-        let store = try SyncStore(conninfo: postgres.conninfo, limits: SyncLimits(accountBytes: 4096))
-        try store.createAccount(account)
+    func testAnAccountsQuotaCountsItsRecordsHistoryAndLogAndRefusesWhatGoesPast() throws {
+        let store = try SyncStore(conninfo: postgres.conninfo, limits: SyncLimits(accountBytes: 8192))
         let writer = Data(repeating: 7, count: 16)
-        _ = try postgres.query(
-            """
-            INSERT INTO devices (account_id, device_id, signing_key, encryption_key, name, status)
-            VALUES (decode('\(Hex.encode(account))', 'hex'), decode('\(Hex.encode(writer))', 'hex'), '', '', 'w', 2)
-            """)
+        XCTAssertEqual(
+            try store.createAccount(
+                account, salt: Data(count: 16), verifier: Data(count: 32), escrow: Data(), genesis: Data([1]),
+                founder: StoredDevice(
+                    id: writer, signingKey: Data([1]), encryptionKey: Data([2]), name: "w", status: SyncStore.trusted)),
+            .made)
         func push(_ id: UInt8, replacing: Int64, size: Int) throws -> SyncStore.PushOutcome {
             try store.push(
-                account: account, writer: writer, batch: Data([id]),
+                account: account, writer: writer, batch: Data(count: 100),
                 records: [
                     PushedRecord(
                         recordID: Data([id]), replacing: replacing, deleted: false, ciphertext: Data(count: size))
                 ])
         }
-        guard case .written = try push(1, replacing: 0, size: 1024) else { return XCTFail("under the quota") }
-        // Each replaced version stays, in the history: 1 KiB, then 2, 3, 4 KiB stored.
-        for version in 1...3 {
-            guard case .written = try push(1, replacing: Int64(version), size: 1024) else {
+        // What the tables hold, counted as the quota counts it: the ciphertexts, the log (a change row
+        // as 64 bytes) and the views.
+        let truth = """
+            SELECT (SELECT coalesce(sum(padded_size), 0) FROM records) + (SELECT coalesce(sum(octet_length(ciphertext)), 0) FROM history)
+                 + (SELECT coalesce(sum(octet_length(batch)), 0) FROM batches) + 64 * (SELECT count(*) FROM changes)
+                 + (SELECT coalesce(sum(octet_length(view)), 0) FROM views)
+            """
+        for version in 0...8 {
+            guard case .written = try push(1, replacing: Int64(version), size: 512) else {
                 return XCTFail("version \(version + 1) fits")
             }
+            XCTAssertEqual(String(try store.storedBytes(account: account)), try postgres.query(truth), "\(version)")
         }
-        XCTAssertEqual(try store.storedBytes(account: account), 4096)
-        guard case .overQuota(let limit) = try push(2, replacing: 0, size: 256) else {
+        let before = try store.storedBytes(account: account)
+        guard case .overQuota(let limit) = try push(2, replacing: 0, size: 4096) else {
             return XCTFail("past the quota")
         }
-        XCTAssertEqual(limit, 4096)
+        XCTAssertEqual(limit, 8192)
         XCTAssertNil(try store.record(account: account, recordID: Data([2])), "nothing of the refused batch")
-        XCTAssertEqual(try store.storedBytes(account: account), 4096)
-        // The history keeps 5 versions: what falls out of it is counted out.
-        let roomy = try SyncStore(conninfo: postgres.conninfo, limits: SyncLimits(accountBytes: 0))
-        for version in 4...9 {
-            _ = try roomy.write(
-                account: account, recordID: Data([1]), replacing: Int64(version), ciphertext: Data(count: 256))
-        }
-        let expected = try postgres.query(
-            "SELECT (SELECT sum(padded_size) FROM records) + (SELECT sum(octet_length(ciphertext)) FROM history)")
-        XCTAssertEqual(String(try store.storedBytes(account: account)), expected)
+        XCTAssertEqual(try store.storedBytes(account: account), before)
+        // A record with no ciphertext is refused: every record counts.
+        XCTAssertThrowsError(try push(3, replacing: 0, size: 0))
+        // Compaction frees what the log held.
+        _ = try postgres.query(
+            "INSERT INTO cursors (account_id, device_id, seq) SELECT account_id, \(Self.hex(writer)), last_seq FROM accounts"
+        )
+        _ = try store.putCheckpoint(account: account, seq: 9, checkpoint: Data([1]))
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM batches"), "0")
+        XCTAssertEqual(String(try store.storedBytes(account: account)), try postgres.query(truth))
+        // One checkpoint an account: an older one is refused.
+        XCTAssertThrowsError(try store.putCheckpoint(account: account, seq: 5, checkpoint: Data([2])))
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM checkpoints"), "1")
     }
+
+    static func hex(_ data: Data) -> String { "decode('\(Hex.encode(data))', 'hex')" }
 
     func testNewAccountsAnHourAndWaitingDevicesAreLimited() throws {
         let store = try SyncStore(

@@ -1,10 +1,11 @@
 import Foundation
 import KeychainBytes
 import KeychainCore
-import KeychainSyncAgent
 import KeychainSyncProtocol
 import KeychainTestSupport
 import XCTest
+
+@testable import KeychainSyncAgent
 
 /// The log does not grow without end: trusted devices sign checkpoints, the server drops what every
 /// trusted device has read, and a device that joins later starts from the newest checkpoint.
@@ -69,6 +70,44 @@ final class SyncCompactionTests: SyncTestCase {
         // A checkpoint whose signature does not hold: refused too.
         _ = try postgres.query("UPDATE checkpoints SET checkpoint = overlay(checkpoint placing '\\x00' from 60 for 1)")
         assertSyncError(.forged) { _ = try c.agent.syncNow() }
+    }
+
+    func testAServerThatHidesARecordBehindANewerVersionIsNoticedByADeviceStartingFromACheckpoint() throws {
+        let (a, _) = try compactingPair()
+        // The server says a record moved on after the checkpoint, and never brings the newer version.
+        _ = try postgres.query(
+            "UPDATE records SET version = version + 1 WHERE record_id = (SELECT record_id FROM records WHERE NOT deleted ORDER BY record_id LIMIT 1)"
+        )
+        let c = try enrolledDevice("tablet", approver: a)
+        assertSyncError(.withheld) { _ = try c.agent.syncNow() }
+    }
+
+    func testADeviceStartsFromACheckpointSignedByADeviceRemovedSince() throws {
+        let (a, b) = try compactingPair()
+        // B signs the newest checkpoint, then is removed (A signs none meanwhile).
+        a.agent.checkpointInterval = 0
+        for number in 0..<5 { try b.add("late\(number).example.com", "alice", "late \(number)") }
+        _ = try b.agent.syncNow()
+        _ = try a.agent.syncNow()
+        _ = try b.agent.syncNow()
+        try a.agent.remove(device: try b.deviceID)
+        let c = try enrolledDevice("tablet", approver: a)
+        _ = try c.agent.syncNow()
+        XCTAssertEqual(try c.secret("late4.example.com", "alice"), "late 4")
+        XCTAssertEqual(try c.secret("site0-0.example.com", "alice"), "changed")
+    }
+
+    func testARecoveryAfterACompactionStartsFromTheCheckpointTheLostDevicesSigned() throws {
+        _ = try compactingPair()
+        XCTAssertGreaterThan(try XCTUnwrap(Int(try postgres.query("SELECT compacted_through FROM accounts"))), 0)
+        let r = try TestDevice("new phone")
+        let report = try r.agent.recover(
+            server: try address(), accountName: "alice", recoverySecret: secret,
+            newSecret: SecureBytes(copying: Array("a brand new recovery secret".utf8)), deviceName: "new phone")
+        XCTAssertEqual(report.sync.notTrusted, 0)
+        XCTAssertEqual(try r.secret("site0-0.example.com", "alice"), "changed")
+        XCTAssertEqual(try r.secret("site3-2.example.com", "alice"), "secret 3 2")
+        XCTAssertNil(try r.secret("site1-1.example.com", "alice"))
     }
 
     func testNothingIsDroppedPastADeviceThatHasNotReadIt() throws {

@@ -51,6 +51,7 @@ final class SyncRunner: Sendable {
     }
 
     private func syncLoop() {
+        var failures = 0
         while true {
             condition.lock()
             if !state.withLock({ $0.wanted }) {
@@ -63,8 +64,13 @@ final class SyncRunner: Sendable {
             do {
                 _ = try agent.syncNow()
                 state.withLock { $0.lastProblem = nil }
+                failures = 0
             } catch {
                 report(error)
+                // A sync that keeps failing (the server away, or refusing) is tried less and less
+                // often, up to once a minute: a wake-up each time the log moves must not spin.
+                failures = min(failures + 1, 6)
+                Thread.sleep(forTimeInterval: Double(1 << failures))
             }
         }
     }

@@ -156,13 +156,15 @@ extension SyncAgent {
                 guard !awaiting.isEmpty, !atEnd, extensions < 3 else { break }
                 extensions += 1
             }
+            // (A `Result`, not a `catch`: the compiler cannot take a catch among these inout arguments.)
             let fetched = Result { () throws(SyncError) -> SyncPullPage in
                 try connection.pull(after: cursor, limit: 1_000)
             }
             if case .failure(let error) = fetched, error.code == .compacted, cursor == 0 {
                 // The log before the account's checkpoint is gone: a device that has read nothing yet
                 // starts there.
-                try startFromCheckpoint(connection, enrollment, view: view, report: &report, merge: &merge)
+                try startFromCheckpoint(
+                    connection, enrollment, view: view, report: &report, merge: &merge, awaiting: &awaiting)
                 continue
             }
             let page = try fetched.get()
@@ -192,7 +194,7 @@ extension SyncAgent {
 
     /// Each losing version sealed under this keychain's `ThisDeviceOnly` key of its own item's class
     /// (a class A item's only while the keychain is unlocked).
-    private static func saveMerge(_ local: SyncLocal, _ merge: MergeOutcome) throws {
+    static func saveMerge(_ local: SyncLocal, _ merge: MergeOutcome) throws {
         for (id, payload) in merge.losers where try local.ledger.value(loserPrefix + Hex.encode(id)) == nil {
             let protection = SyncLocal.describe(payload)?.protection ?? .afterFirstUnlock
             try local.seal(payload, as: loserPrefix + Hex.encode(id), protection: thisDeviceOnly(protection))
@@ -266,7 +268,7 @@ extension SyncAgent {
         return result
     }
 
-    private static func saveAwaiting(_ local: SyncLocal, _ awaiting: [Data: Int64]) throws {
+    static func saveAwaiting(_ local: SyncLocal, _ awaiting: [Data: Int64]) throws {
         var writer = ByteWriter()
         writer.writeCount(awaiting.count)
         for (id, version) in awaiting {

@@ -5,9 +5,9 @@ import KeychainBytes
 /// request is an operation byte and its body, and each answer is a status byte (0 done, 1 failed)
 /// and its body; a failure's body is its code (2), its reason and the details some codes carry.
 public enum SyncProtocol {
-    /// 2: trust views with a recovery identity, batches with their writer's base (2026-12-03). A
-    /// server and a device of different versions refuse each other at the hello.
-    public static let version: UInt8 = 2
+    /// 3: trust views with a recovery identity, batches with their writer's base, checkpoints
+    /// (2026-12-03). A server and a device of different versions refuse each other at the hello.
+    public static let version: UInt8 = 3
     static let authenticationDomain = Data("swift-keychain sync auth v1\u{0}".utf8)
     /// Wrong recovery secrets an account takes before its server refuses every further one.
     public static let recoveryGuessLimit = 10

@@ -45,6 +45,11 @@ final class SyncSession {
                     answer = SyncAnswer.failed(failure.error, details: failure.details)
                 } catch let error as SyncError {
                     answer = SyncAnswer.failed(error)
+                } catch let error as SyncStoreError where error.code == .overQuota {
+                    answer = SyncAnswer.failed(
+                        SyncError(.limited, "the account would store more than its quota on this server"))
+                } catch let error as SyncStoreError where error.code == .refused {
+                    answer = SyncAnswer.failed(SyncError(.invalid, error.reason))
                 } catch let error as SyncStoreError {
                     SyncLog.error("a request failed in the database: \(error.reason)")
                     answer = SyncAnswer.failed(SyncError(.server, "the database failed; try again"))
@@ -307,7 +312,7 @@ final class SyncSession {
             for stored in batches {
                 decoded.append(SyncPullPage.Batch(firstSeq: stored.firstSeq, batch: try SyncBatch.decode(stored.batch)))
             }
-            try store.advanceCursor(account: account, device: device.id, to: after)
+            try store.setCursor(account: account, device: device.id, to: after)
             return SyncPullPage(batches: decoded, ciphertexts: ciphertexts, lastSeq: lastSeq).encoded()
         case .publishHead:
             try requireTrusted()
@@ -372,7 +377,7 @@ final class SyncSession {
         case .records:
             try requireTrusted()
             var ids: [Data] = []
-            for _ in 0..<(try reader.count(max: 1_000)) { ids.append(try reader.fixed(16)) }
+            for _ in 0..<(try reader.count(max: 500)) { ids.append(try reader.fixed(16)) }
             try reader.end()
             let records = try store.records(account: account, ids: ids)
             var writer = ByteWriter(capacity: records.reduce(64) { $0 + $1.ciphertext.count + 40 })
@@ -476,7 +481,7 @@ final class SyncSession {
         do { return try TrustView.decode(latest) } catch {
             throw SyncError(
                 .malformed,
-                "the account's trust view is not of this protocol's format (an account made by protocol 1 is made again)"
+                "the account's trust view is not of this protocol's format (an account made by an earlier protocol is made again)"
             )
         }
     }

@@ -113,11 +113,15 @@ enum Migrations {
         (
             3,
             """
-            -- What each account stores, records and history: its quota is checked against this.
+            -- What each account stores (records, history, the log, views): its quota is checked against
+            -- this. A change row counts for 64 bytes.
             ALTER TABLE accounts ADD COLUMN stored_bytes bigint NOT NULL DEFAULT 0;
             UPDATE accounts a SET stored_bytes =
                 coalesce((SELECT sum(padded_size) FROM records r WHERE r.account_id = a.account_id), 0)
-                + coalesce((SELECT sum(octet_length(ciphertext)) FROM history h WHERE h.account_id = a.account_id), 0);
+                + coalesce((SELECT sum(octet_length(ciphertext)) FROM history h WHERE h.account_id = a.account_id), 0)
+                + coalesce((SELECT sum(octet_length(batch)) FROM batches b WHERE b.account_id = a.account_id), 0)
+                + 64 * (SELECT count(*) FROM changes c WHERE c.account_id = a.account_id)
+                + coalesce((SELECT sum(octet_length(view)) FROM views v WHERE v.account_id = a.account_id), 0);
             """
         ),
         (

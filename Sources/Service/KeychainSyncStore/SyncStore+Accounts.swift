@@ -69,6 +69,7 @@ extension SyncStore {
                     try connection.run(
                         "INSERT INTO views (account_id, epoch, view) VALUES ($1, 1, $2)",
                         [.bytes(account), .bytes(genesis)])
+                    try checkQuota(account: account, adding: Int64(genesis.count), connection)
                     try Self.upsert(founder, account: account, connection)
                     return .made
                 }
@@ -220,6 +221,9 @@ extension SyncStore {
                     try connection.run(
                         "INSERT INTO views (account_id, epoch, view) VALUES ($1, $2, $3)",
                         [.bytes(account), .integer(epoch), .bytes(view)])
+                    // Views count in the account's quota: a device of its own account cannot grow it
+                    // without end by publishing.
+                    try checkQuota(account: account, adding: Int64(view.count), connection)
                     try connection.run(
                         "UPDATE devices SET status = 3 WHERE account_id = $1 AND status = 2", [.bytes(account)])
                     for member in members {
@@ -314,6 +318,9 @@ extension SyncStore {
                     try connection.run(
                         "INSERT INTO views (account_id, epoch, view) VALUES ($1, $2, $3)",
                         [.bytes(account), .integer(epoch), .bytes(view)])
+                    // Views count in the account's quota: a device of its own account cannot grow it
+                    // without end by publishing.
+                    try checkQuota(account: account, adding: Int64(view.count), connection)
                     // Every device trusted or waiting is out: those waiting proved the spent secret.
                     try connection.run(
                         "UPDATE devices SET status = 3 WHERE account_id = $1 AND status IN (1, 2)", [.bytes(account)])
@@ -356,8 +363,15 @@ extension SyncStore {
                         INSERT INTO checkpoints (account_id, seq, checkpoint) VALUES ($1, $2, $3)
                         ON CONFLICT (account_id, seq) DO UPDATE SET checkpoint = EXCLUDED.checkpoint
                         """, [account, .integer(seq), .bytes(checkpoint)])
+                    // One checkpoint an account: a newer one replaces it, an older one is refused.
+                    let newest = try connection.run(
+                        "SELECT coalesce(max(seq), 0) FROM checkpoints WHERE account_id = $1 AND seq <> $2",
+                        [account, .integer(seq)])
+                    guard try newest.integer(0, 0) <= seq else {
+                        throw SyncStoreError(.refused, "a checkpoint older than the account's newest")
+                    }
                     try connection.run(
-                        "DELETE FROM checkpoints WHERE account_id = $1 AND seq < $2", [account, .integer(seq)])
+                        "DELETE FROM checkpoints WHERE account_id = $1 AND seq <> $2", [account, .integer(seq)])
                     // Every trusted device has read up to its cursor; one that never pulled, from 0.
                     let lowest = try connection.run(
                         """
@@ -366,10 +380,19 @@ extension SyncStore {
                         WHERE d.account_id = $1 AND d.status = 2
                         """, [account])
                     let through = min(seq, try lowest.integer(0, 0))
-                    try connection.run(
-                        "DELETE FROM batches WHERE account_id = $1 AND last_seq <= $2", [account, .integer(through)])
-                    try connection.run(
+                    // What the log stops storing stops counting in the quota.
+                    let droppedBatches = try connection.run(
+                        """
+                        DELETE FROM batches WHERE account_id = $1 AND last_seq <= $2
+                        RETURNING octet_length(batch)::bigint
+                        """, [account, .integer(through)])
+                    let droppedChanges = try connection.run(
                         "DELETE FROM changes WHERE account_id = $1 AND seq <= $2", [account, .integer(through)])
+                    var freed = Self.changeRowBytes * Int64(droppedChanges.affected)
+                    for row in droppedBatches.values.indices { freed += try droppedBatches.integer(row, 0) }
+                    try connection.run(
+                        "UPDATE accounts SET stored_bytes = stored_bytes - $2 WHERE account_id = $1",
+                        [account, .integer(freed)])
                     let done = try connection.run(
                         """
                         UPDATE accounts SET compacted_through = greatest(compacted_through, $2) WHERE account_id = $1

@@ -67,7 +67,9 @@ extension SyncStore {
                             throw SyncStoreError(.refused, "the writer is not trusted in the account")
                         }
                         let first = try sequence.integer(0, 0) - Int64(records.count) + 1
-                        var stored: Int64 = 0
+                        // The log counts too, until compaction drops it: the batch, and a change row
+                        // of each record.
+                        var stored = Int64(batch.count) + Self.changeRowBytes * Int64(records.count)
                         for (offset, record) in records.enumerated() {
                             stored += try writeRecord(record, seq: first + Int64(offset), account: account, connection)
                         }
@@ -106,7 +108,7 @@ extension SyncStore {
         guard !recordID.isEmpty, recordID.count <= 64 else {
             throw SyncStoreError(.statement, "a record id is 1 to 64 bytes")
         }
-        guard ciphertext.count % sizeBucket == 0, ciphertext.count <= maximumCiphertext else {
+        guard !ciphertext.isEmpty, ciphertext.count % sizeBucket == 0, ciphertext.count <= maximumCiphertext else {
             throw SyncStoreError(
                 .statement, "a ciphertext must be padded to a multiple of \(sizeBucket) bytes, at most 2 MiB")
         }
@@ -172,6 +174,9 @@ extension SyncStore {
             [.bytes(account), .integer(seq), .bytes(record.recordID), .integer(version)])
         return stored
     }
+
+    /// What a change row counts for in an account's quota.
+    static let changeRowBytes: Int64 = 64
 
     /// Counts what a write adds to the account, and refuses, in the caller's transaction, what takes it
     /// past its quota.

@@ -159,7 +159,7 @@ public final class SyncStore: Sendable {
                             PushedRecord(
                                 recordID: recordID, replacing: expected, deleted: deleted, ciphertext: ciphertext),
                             seq: seq, account: account, connection)
-                        try checkQuota(account: account, adding: stored, connection)
+                        try checkQuota(account: account, adding: stored + Self.changeRowBytes, connection)
                         try connection.run(
                             "SELECT pg_notify($1, $2)", [.text(Self.notifyChannel), .text(Hex.encode(account))])
                         return SyncRecord(
@@ -210,6 +210,19 @@ public final class SyncStore: Sendable {
     }
 
     /// Records that a device has read up to `seq` (a cursor only moves forward).
+    /// Sets how far a device has read to where it asks from now: a device that starts again (enrolled
+    /// anew) reads from further back, and compaction must not pass it.
+    public func setCursor(account: Data, device: Data, to seq: Int64) throws(SyncStoreError) {
+        _ = try withConnection { (connection) throws(SyncStoreError) in
+            try connection.run(
+                """
+                INSERT INTO cursors (account_id, device_id, seq) VALUES ($1, $2, $3)
+                ON CONFLICT (account_id, device_id) DO UPDATE SET seq = EXCLUDED.seq
+                """,
+                [.bytes(account), .bytes(device), .integer(seq)])
+        }
+    }
+
     public func advanceCursor(account: Data, device: Data, to seq: Int64) throws(SyncStoreError) {
         _ = try withConnection { (connection) throws(SyncStoreError) in
             try connection.run(
