@@ -160,6 +160,8 @@ final class SyncAttackTests: SyncTestCase {
         // The log is whole, but the record's current version is never handed out.
         _ = try postgres.query("UPDATE records SET seq = seq + 1000")
         assertSyncError(.withheld) { _ = try self.b.agent.syncNow() }
+        // And at the next pull, though the log has nothing new to say about it.
+        assertSyncError(.withheld) { _ = try self.b.agent.syncNow() }
         XCTAssertNil(try b.secret("one.example.com", "alice"))
     }
 

@@ -46,11 +46,14 @@ final class SyncFaultTests: SyncTestCase {
         // The server A talks to dies while A pushes: whatever batch was in flight is all or nothing.
         let victim = servers[0]
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { victim.stop() }
-        _ = try? a.agent.syncNow()
+        XCTAssertThrowsError(try a.agent.syncNow(), "the push was cut short")
+        XCTAssertLessThan(
+            try XCTUnwrap(Int(try postgres.query("SELECT count(*) FROM records"))), 3000, "the push was cut short")
         try a.agent.setServer(try SyncAddress(parsing: servers[1].socket))
         _ = try a.agent.syncNow()
         XCTAssertEqual(try postgres.query("SELECT count(*) FROM records"), "3000")
-        XCTAssertEqual(try postgres.query("SELECT count(DISTINCT record_id) FROM changes"), "3000")
+        // Each record written once: a change row a write.
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM changes"), "3000")
         // B's server dies while B pulls: the page in flight is not applied, the next pull finishes.
         servers[0] = try TestSyncServer(database: postgres.conninfo)
         let pulling = servers[1]
@@ -68,7 +71,7 @@ final class SyncFaultTests: SyncTestCase {
         let b = try enrolledDevice("phone", server: 1, approver: a)
         _ = try b.agent.syncNow()
         let done = expectation(description: "writes")
-        let failures = Atomic(0)
+        let failures = Mutex<[SyncError.Code]>([])
         let agent = a.agent
         let keychain = a.keychain
         Thread.detachNewThread {
@@ -79,7 +82,9 @@ final class SyncFaultTests: SyncTestCase {
                         "sync": .bool(true), "labl": .string("load"), "v_Data": .data(Data("v\(round)".utf8)),
                     ],
                     client: TestDevice.client)
-                if (try? agent.syncNow()) == nil { failures.add(1, ordering: .relaxed) }
+                do { _ = try agent.syncNow() } catch let error as SyncError {
+                    failures.withLock { $0.append(error.code) }
+                } catch {}
             }
             done.fulfill()
         }
@@ -87,6 +92,9 @@ final class SyncFaultTests: SyncTestCase {
         try postgres.restart()
         wait(for: [done], timeout: 120)
         // Syncs during the restart failed with a clear status; the next ones carry everything.
+        for code in failures.withLock({ $0 }) {
+            XCTAssertTrue([.server, .unavailable].contains(code), "a sync failed with \(code)")
+        }
         _ = try a.agent.syncNow()
         _ = try b.agent.syncNow()
         XCTAssertEqual(try items(b, prefix: "load"), 40)

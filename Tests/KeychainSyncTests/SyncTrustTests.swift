@@ -1,6 +1,7 @@
 import Foundation
 import KeychainBytes
 import KeychainCore
+import KeychainCrypto
 import KeychainEngine
 import KeychainSyncProtocol
 import KeychainTestSupport
@@ -139,6 +140,63 @@ final class SyncTrustTests: SyncTestCase {
         assertSyncError(.invalid) { try a.agent.approve(device: String(Hex.encode(keys.device.id).prefix(8))) }
         try a.agent.approve(device: Hex.encode(keys.device.id))
         XCTAssertEqual(try postgres.query("SELECT count(*) FROM devices WHERE status = 2"), "2")
+    }
+
+    func testAWaitingDeviceWhoseKeyTheServerSwappedIsNotApproved() throws {
+        let a = try enrolledDevice("laptop")
+        let b = try TestDevice("phone")
+        XCTAssertEqual(
+            try b.agent.enroll(
+                server: try address(), accountName: "alice", recoverySecret: secret, deviceName: "phone"),
+            .pending)
+        // The server shows A the waiting device with an encryption key of its own making.
+        let attacker = try SyncDeviceKeys.generate(name: "phone")
+        _ = try postgres.query(
+            "UPDATE devices SET encryption_key = decode('\(Hex.encode(attacker.device.encryptionKey))', 'hex') WHERE status = 1"
+        )
+        // The id B showed its user names B's own key: A finds no such device, and shares nothing.
+        assertSyncError(.invalid) { try a.agent.approve(device: try b.deviceID) }
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM views"), "1")
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM devices WHERE status = 2"), "1")
+        // The id the server's entry would have is another one.
+        let listed = try XCTUnwrap(try a.agent.devices().first { $0.status == .pending })
+        XCTAssertNotEqual(Hex.encode(listed.device.id), try b.deviceID)
+    }
+
+    func testAPushSealedUnderKeysARemovalReplacedIsRefused() throws {
+        let a = try enrolledDevice("laptop")
+        let b = try enrolledDevice("phone", approver: a)
+        let c = try enrolledDevice("tablet", approver: a)
+        for device in [a, b, c] { _ = try device.agent.syncNow() }
+        try a.agent.remove(device: try c.deviceID)
+        // B, which has not read the new view, pushes a record sealed under generation 1.
+        let keys = try XCTUnwrap(
+            try b.keychain.syncTransaction { local in try SyncEnrollment.load(local, keychain: b.keychain) }
+        ).keys
+        let account = try SyncAccount.id(of: "alice")
+        let connection = try SyncConnection(address: try address(), account: account, keys: keys)
+        defer { connection.close() }
+        func push(generation: UInt8) throws(SyncFailure) -> Int64 {
+            var ciphertext = Data(count: 256)
+            ciphertext[0] = 1
+            ciphertext[1] = UInt8(ascii: "C")
+            ciphertext[2] = generation
+            let entry = SyncBatch.Entry(
+                recordID: Data(repeating: generation, count: 16), version: 1, deleted: false,
+                ciphertextHash: (try? Digest.sha256(ciphertext)) ?? Data())
+            let batch: SyncBatch
+            do {
+                batch = try SyncBatch(account: account, writer: keys.device.id, entries: [entry]).signed(by: keys)
+            } catch {
+                throw SyncFailure(error)
+            }
+            return try connection.push(SyncPush(batch: batch, ciphertexts: [ciphertext], replacing: [0]))
+        }
+        XCTAssertThrowsError(try push(generation: 1)) {
+            XCTAssertEqual(($0 as? SyncFailure)?.error.code, .staleView, "\($0)")
+        }
+        // Under the newest generation, the same push is taken (the server checks the header only).
+        XCTAssertGreaterThan(try push(generation: 2), 0)
     }
 
     func testADeviceApprovedAfterARemovalSyncsEverything() throws {

@@ -64,6 +64,12 @@ struct Outgoing {
 extension SyncAgent {
     /// Pushes and pulls until this keychain and the account are both current.
     public func syncNow() throws(SyncError) -> SyncReport {
+        // A push refused because the keys changed under it (a removal meanwhile) is made again once,
+        // after reading the new view and keys.
+        do { return try syncOnce() } catch  where error.code == .staleView { return try syncOnce() }
+    }
+
+    private func syncOnce() throws(SyncError) -> SyncReport {
         try step {
             let first = try transaction { local in try self.enrollment(local) }
             guard try transaction({ local in try local.ledger.value(SyncEnrollment.Name.pendingRecovery) }) == nil

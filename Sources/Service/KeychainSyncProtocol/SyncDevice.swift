@@ -4,7 +4,10 @@ import KeychainCrypto
 
 /// A device's public identity in an account: its id, its signing key (P-256, ECDSA with SHA-256)
 /// and its encryption key (P-256, ECIES), each an uncompressed X9.63 point, and a name for people.
-/// The id is the first 16 bytes of SHA-256 of the signing key, so no device can claim another's id.
+/// The id is the first 16 bytes of SHA-256 of both keys, so no device can claim another's id, and the
+/// id a user carries from the waiting device to the approving one (`sync approve ID`) names its
+/// encryption key too: a server that put a key of its own in the waiting device's place would change
+/// the id, and the approval would find no such device.
 public struct SyncDevice: Sendable, Equatable {
     public static let idSize = 16
     public static let maximumName = 128
@@ -20,11 +23,14 @@ public struct SyncDevice: Sendable, Equatable {
         self.signingKey = signingKey
         self.encryptionKey = encryptionKey
         self.name = name
-        id = try Self.id(of: signingKey)
+        id = try Self.id(signingKey: signingKey, encryptionKey: encryptionKey)
     }
 
-    public static func id(of signingKey: Data) throws(SyncError) -> Data {
-        do { return try Digest.sha256(Data("swift-keychain sync device".utf8) + signingKey).prefix(idSize) } catch {
+    public static func id(signingKey: Data, encryptionKey: Data) throws(SyncError) -> Data {
+        do {
+            return try Digest.sha256(Data("swift-keychain sync device v2".utf8) + signingKey + encryptionKey)
+                .prefix(idSize)
+        } catch {
             throw SyncError(.server, "SHA-256 failed")
         }
     }

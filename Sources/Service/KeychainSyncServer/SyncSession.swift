@@ -264,6 +264,23 @@ final class SyncSession {
             guard push.ciphertexts.reduce(0, { $0 + $1.count }) <= SyncStore.pageBytes else {
                 throw SyncError(.invalid, "a push carries at most 24 MiB of ciphertext")
             }
+            // Every record is sealed under the account's newest key generation (its header says which,
+            // in the clear): a push made before a removal changed the keys (its device had not read the
+            // new view yet) would leave a record the removed device can open.
+            let latest = try latestView()
+            for ciphertext in push.ciphertexts {
+                guard ciphertext.count >= 10 else { throw SyncError(.invalid, "a record's ciphertext has no header") }
+                var generation: UInt64 = 0
+                for (shift, byte) in ciphertext[ciphertext.startIndex + 2..<ciphertext.startIndex + 10].enumerated() {
+                    generation |= UInt64(byte) << (8 * UInt64(shift))
+                }
+                guard generation >= latest.generation else {
+                    throw SyncError(
+                        .staleView,
+                        "the account's keys changed (generation \(latest.generation)): read the account again and seal anew"
+                    )
+                }
+            }
             var records: [PushedRecord] = []
             for (index, entry) in batch.entries.enumerated() {
                 let ciphertext = push.ciphertexts[index]
@@ -278,13 +295,18 @@ final class SyncSession {
                         recordID: entry.recordID, replacing: push.replacing[index], deleted: entry.deleted,
                         ciphertext: ciphertext))
             }
-            switch try store.push(account: account, writer: device.id, batch: batch.encoded(), records: records) {
+            switch try store.push(
+                account: account, writer: device.id, batch: batch.encoded(), records: records,
+                viewEpoch: Int64(latest.epoch))
+            {
             case .written(let first):
                 var writer = ByteWriter()
                 writer.write(first)
                 return writer.data
             case .writerNotTrusted:
                 throw SyncError(.removed, "this device was removed from the account while it pushed")
+            case .viewChanged:
+                throw SyncError(.staleView, "the account's trusted set changed while this push waited: read it again")
             case .overQuota(let limit):
                 throw SyncError(
                     .limited, "the account would store more than its quota of \(limit >> 20) MiB on this server")

@@ -21,6 +21,8 @@ public struct SyncStoreError: Error, CustomStringConvertible, Sendable {
         case refused
         /// The write would take the account past its quota.
         case overQuota
+        /// What the write was checked against changed before it could be made.
+        case stale
     }
 
     public let code: Code

@@ -41,14 +41,19 @@ extension SyncStore {
         case writerNotTrusted
         /// Nothing written: the account would store more than its quota.
         case overQuota(limit: Int64)
+        /// Nothing written: a trust view came after the one the push was checked against.
+        case viewChanged
     }
 
     /// Writes every record of a batch by compare-and-set, in one transaction: when any record is no
     /// longer at the version it replaces, nothing is written and the conflicts are returned. The
     /// version a record leaves goes into its history; the batch takes consecutive sequence numbers.
-    public func push(account: Data, writer: Data, batch: Data, records: [PushedRecord]) throws(SyncStoreError)
-        -> PushOutcome
-    {
+    ///
+    /// - Parameter viewEpoch: the newest trust view's epoch as the caller checked the records against
+    ///   it (nil: not checked); a newer view by the time the account row is locked refuses the push.
+    public func push(
+        account: Data, writer: Data, batch: Data, records: [PushedRecord], viewEpoch: Int64? = nil
+    ) throws(SyncStoreError) -> PushOutcome {
         for record in records { try Self.check(recordID: record.recordID, ciphertext: record.ciphertext) }
         let outcome = try retrying { () throws(SyncStoreError) -> PushOutcome? in
             try withConnection { (connection) throws(SyncStoreError) -> PushOutcome? in
@@ -65,6 +70,13 @@ extension SyncStore {
                             [.bytes(account), .bytes(writer)])
                         guard !standing.values.isEmpty, try standing.integer(0, 0) == Self.trusted else {
                             throw SyncStoreError(.refused, "the writer is not trusted in the account")
+                        }
+                        if let viewEpoch {
+                            let newest = try connection.run(
+                                "SELECT coalesce(max(epoch), 0) FROM views WHERE account_id = $1", [.bytes(account)])
+                            guard try newest.integer(0, 0) == viewEpoch else {
+                                throw SyncStoreError(.stale, "a trust view came after the push was checked")
+                            }
                         }
                         let first = try sequence.integer(0, 0) - Int64(records.count) + 1
                         // The log counts too, until compaction drops it: the batch, and a change row
@@ -90,6 +102,8 @@ extension SyncStore {
                     return .writerNotTrusted
                 } catch  where error.code == .overQuota {
                     return .overQuota(limit: limits.accountBytes)
+                } catch  where error.code == .stale {
+                    return .viewChanged
                 }
             }
         }
