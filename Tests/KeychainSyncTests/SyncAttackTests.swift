@@ -56,6 +56,60 @@ final class SyncAttackTests: SyncTestCase {
         XCTAssertNil(try b.secret("one.example.com", "alice"))
     }
 
+    func testARecordWhoseKeyIDIsSwappedIsRefused() throws {
+        try a.add("one.example.com", "alice", "one")
+        _ = try a.agent.syncNow()
+        // The header names the key a record is sealed under (class letter, generation): the server
+        // names another class's key (the item is of class A; the header says C).
+        _ = try postgres.query("UPDATE records SET ciphertext = overlay(ciphertext placing '\\x43' from 2 for 1)")
+        try assertNoticed(.forged)
+        XCTAssertNil(try b.secret("one.example.com", "alice"))
+    }
+
+    func testMalformedMessagesAndNumbersOutOfRangeAreRefusedOnBothEnds() throws {
+        // The server: a request that is not the protocol ends with `malformed`, and the server serves on.
+        let keys = try SyncDeviceKeys.generate(name: "prober")
+        let connection = try SyncConnection(
+            address: try address(),
+            account: try XCTUnwrap(Hex.decode(postgres.query("SELECT encode(account_id, 'hex') FROM accounts"))),
+            keys: keys)
+        assertSyncError(.malformed) { _ = try connection.call(.join, Data([0xFF, 0xFF, 0xFF, 0xFF, 1, 2])) }
+        connection.close()
+        XCTAssertNoThrow(try b.agent.syncNow())
+        // A device: numbers at the ends of their range are refused as they are decoded.
+        var page = ByteWriter()
+        page.writeCount(1)
+        page.write(Int64(1) << 62)
+        page.writeBytes(Data(count: 8))
+        page.writeCount(0)
+        page.write(Int64(0))
+        assertSyncError(.malformed) { _ = try SyncPullPage.decode(page.data) }
+        var state = ByteWriter()
+        state.writeBytes(Data(count: 16))
+        for _ in 0..<4 { state.writeCount(0) }
+        state.write(Int64.max)
+        state.write(Int64(0))
+        state.write(Int64(0))
+        assertSyncError(.malformed) { _ = try SyncAccountState.decode(state.data) }
+        assertSyncError(.malformed) { _ = try SyncBatch.decode(Data(repeating: 0xAB, count: 300)) }
+        assertSyncError(.malformed) { _ = try SyncCheckpoint.decode(Data([1, 0, 0, 0, 9])) }
+    }
+
+    func testADeviceKeyThatIsNoKeyIsRefusedAtTheHandshake() throws {
+        // A point that is not on the curve, and a signature it cannot have made.
+        var point = Data([4])
+        point.append(Data(repeating: 0x11, count: 64))
+        let device = try SyncDevice(signingKey: point, encryptionKey: point, name: "not a key")
+        let keys = SyncDeviceKeys(
+            device: device, signingToken: Data(), encryptionToken: Data(),
+            sign: { _ in Data(repeating: 0x30, count: 70) },
+            agree: { _ in SecureBytes(copying: [UInt8](repeating: 0, count: 32)) })
+        assertSyncError(.unauthenticated) {
+            _ = try SyncConnection(address: try self.address(), account: Data(count: 16), keys: keys)
+        }
+        XCTAssertEqual(try postgres.query("SELECT count(*) FROM devices"), "2")
+    }
+
     func testAnOldVersionReplayedAsNewIsRefused() throws {
         try a.add("one.example.com", "alice", "version-1")
         _ = try a.agent.syncNow()
