@@ -15,7 +15,7 @@ import KeychainCrypto
 ///
 ///     domain ‖ account (16) ‖ writer id (16) ‖ base (8) ‖ base chain (32)
 ///            ‖ entries: record id (16) ‖ version (8) ‖ deleted (1) ‖ hash (32)
-public struct SyncBatch: Sendable, Equatable {
+public struct SyncBatch: SignedSyncStatement, Equatable {
     public static let maximumEntries = 2_000
     static let domain = Data("swift-keychain sync batch v2\u{0}".utf8)
 
@@ -54,6 +54,7 @@ public struct SyncBatch: Sendable, Equatable {
 
     public var account: Data
     public var writer: Data
+    public var signerID: Data { writer }
     /// The last sequence number the writer had read when it wrote this batch (0: none).
     public var base: Int64
     /// The writer's hash chain at `base` (`SyncHead.origin` at 0).
@@ -85,8 +86,6 @@ public struct SyncBatch: Sendable, Equatable {
         return writer.data
     }
 
-    public func encoded() -> Data { SignedStatement.encode(body: body, signature: signature) }
-
     public static func decode(_ data: Data) throws(SyncError) -> SyncBatch {
         var (reader, _, signature) = try SignedStatement.open(
             data, domain: domain, maximumBody: 1 << 20, what: "a signed batch")
@@ -106,15 +105,6 @@ public struct SyncBatch: Sendable, Equatable {
             account: account, writer: writer, base: base, baseChain: baseChain, entries: entries, signature: signature)
     }
 
-    public func signed(by keys: SyncDeviceKeys) throws(SyncError) -> SyncBatch {
-        var batch = self
-        batch.signature = try keys.sign(body)
-        return batch
-    }
-
-    public func isSigned(by device: SyncDevice) -> Bool {
-        device.id == writer && device.verifies(signature, over: body)
-    }
 }
 
 /// A device's signed position in the account's log: the hash chain over every entry up to `seq`,
@@ -123,12 +113,13 @@ public struct SyncBatch: Sendable, Equatable {
 /// record withheld from one of them).
 ///
 ///     chain(n) = SHA-256("swift-keychain sync chain v1" ‖ chain(n-1) ‖ n ‖ writer ‖ record id ‖ version ‖ deleted ‖ hash)
-public struct SyncHead: Sendable, Equatable {
+public struct SyncHead: SignedSyncStatement, Equatable {
     static let domain = Data("swift-keychain sync head v1\u{0}".utf8)
     public static let origin = Data(count: 32)
 
     public var account: Data
     public var device: Data
+    public var signerID: Data { device }
     public var seq: Int64
     public var chain: Data
     public var viewEpoch: UInt64
@@ -173,8 +164,6 @@ public struct SyncHead: Sendable, Equatable {
         return writer.data
     }
 
-    public func encoded() -> Data { SignedStatement.encode(body: body, signature: signature) }
-
     public static func decode(_ data: Data) throws(SyncError) -> SyncHead {
         var (reader, _, signature) = try SignedStatement.open(
             data, domain: domain, maximumBody: 1024, what: "a device head")
@@ -189,28 +178,20 @@ public struct SyncHead: Sendable, Equatable {
         return head
     }
 
-    public func signed(by keys: SyncDeviceKeys) throws(SyncError) -> SyncHead {
-        var head = self
-        head.signature = try keys.sign(body)
-        return head
-    }
-
-    public func isSigned(by device: SyncDevice) -> Bool {
-        device.id == self.device && device.verifies(signature, over: body)
-    }
 }
 
 /// A zone key of one generation, sealed to one device's encryption key (ECIES, X9.63 SHA-256,
 /// AES-GCM) and signed by the device that shared it, as CKKS's TLK shares are.
 ///
 ///     domain ‖ account (16) ‖ recipient (16) ‖ sender (16) ‖ generation (8) ‖ sealed key
-public struct ZoneKeyShare: Sendable, Equatable {
+public struct ZoneKeyShare: SignedSyncStatement, Equatable {
     static let domain = Data("swift-keychain sync zone key share v1\u{0}".utf8)
     static let scheme = ECIESScheme(hash: .sha256, variableIV: true)
 
     public var account: Data
     public var recipient: Data
     public var sender: Data
+    public var signerID: Data { sender }
     public var generation: UInt64
     public var sealed: Data
     public var signature: Data
@@ -236,16 +217,15 @@ public struct ZoneKeyShare: Sendable, Equatable {
         } catch {
             throw SyncError(.invalid, "cannot seal a zone key to device \(Hex.encode(recipient.id))")
         }
-        var share = ZoneKeyShare(
+        let share = ZoneKeyShare(
             account: account, recipient: recipient.id, sender: keys.device.id, generation: generation, sealed: sealed,
             signature: Data())
-        share.signature = try keys.sign(share.body)
-        return share
+        return try share.signed(by: keys)
     }
 
     /// The zone key, when `sender` signed the share and it opens with `keys`.
     public func open(with keys: SyncDeviceKeys, sender device: SyncDevice) throws(SyncError) -> SecureBytes {
-        guard device.id == sender, recipient == keys.device.id, device.verifies(signature, over: body) else {
+        guard recipient == keys.device.id, isSigned(by: device) else {
             throw SyncError(.forged, "a zone key share is not signed by the device it names")
         }
         let key: SecureBytes
@@ -255,8 +235,6 @@ public struct ZoneKeyShare: Sendable, Equatable {
         guard key.count == 32 else { throw SyncError(.forged, "a zone key share holds no 32-byte key") }
         return key
     }
-
-    public func encoded() -> Data { SignedStatement.encode(body: body, signature: signature) }
 
     public static func decode(_ data: Data) throws(SyncError) -> ZoneKeyShare {
         var (reader, _, signature) = try SignedStatement.open(

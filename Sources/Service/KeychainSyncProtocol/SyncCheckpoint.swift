@@ -11,7 +11,7 @@ import KeychainBytes
 ///            ‖ entries: record id (16) ‖ version (8) ‖ deleted (1) ‖ hash (32)
 ///
 /// (A record's writer is in its ciphertext, which the hash covers.)
-public struct SyncCheckpoint: Sendable, Equatable {
+public struct SyncCheckpoint: SignedSyncStatement, Equatable {
     /// So that a checkpoint (about 75 bytes an entry) fits in one message.
     public static let maximumEntries = 300_000
     static let domain = Data("swift-keychain sync checkpoint v1\u{0}".utf8)
@@ -20,6 +20,7 @@ public struct SyncCheckpoint: Sendable, Equatable {
 
     public var account: Data
     public var signer: Data
+    public var signerID: Data { signer }
     public var seq: Int64
     public var chain: Data
     public var viewEpoch: UInt64
@@ -55,8 +56,6 @@ public struct SyncCheckpoint: Sendable, Equatable {
         return writer.data
     }
 
-    public func encoded() -> Data { SignedStatement.encode(body: body, signature: signature) }
-
     public static func decode(_ data: Data) throws(SyncError) -> SyncCheckpoint {
         var (reader, _, signature) = try SignedStatement.open(
             data, domain: domain, maximumBody: SyncChannel.maximumFrame, what: "a checkpoint")
@@ -79,13 +78,4 @@ public struct SyncCheckpoint: Sendable, Equatable {
             entries: entries, signature: signature)
     }
 
-    public func signed(by keys: SyncDeviceKeys) throws(SyncError) -> SyncCheckpoint {
-        var checkpoint = self
-        checkpoint.signature = try keys.sign(body)
-        return checkpoint
-    }
-
-    public func isSigned(by device: SyncDevice) -> Bool {
-        device.id == signer && device.verifies(signature, over: body)
-    }
 }

@@ -89,8 +89,34 @@ extension ByteWriter {
     public mutating func writeCount(_ value: Int) { write(UInt32(value)) }
 }
 
-/// A statement signed once as it travels (a batch, a head, a zone key share): its body, which starts
-/// with its domain, and the signature over it.
+/// A statement a device signs (a batch, a head, a checkpoint, a zone key share): its body, which starts
+/// with its domain, the id of the device that signs it, and the signature over the body.
+public protocol SignedSyncStatement: Sendable {
+    /// What the signature covers: the domain, then the statement's fields.
+    var body: Data { get }
+    /// The id of the device the statement names as its signer (a batch's writer, a head's device, a
+    /// checkpoint's signer, a share's sender).
+    var signerID: Data { get }
+    var signature: Data { get set }
+}
+
+extension SignedSyncStatement {
+    /// The statement signed by `keys`'s device.
+    public func signed(by keys: SyncDeviceKeys) throws(SyncError) -> Self {
+        var statement = self
+        statement.signature = try keys.sign(body)
+        return statement
+    }
+
+    /// Whether `device` is the one the statement names, and signed it.
+    public func isSigned(by device: SyncDevice) -> Bool {
+        device.id == signerID && device.verifies(signature, over: body)
+    }
+
+    public func encoded() -> Data { SignedStatement.encode(body: body, signature: signature) }
+}
+
+/// The envelope of a signed statement, and its opening.
 enum SignedStatement {
     static func encode(body: Data, signature: Data) -> Data {
         var writer = ByteWriter()

@@ -233,10 +233,9 @@ final class SyncSession {
             for share in shares {
                 // To a member; or to the recovery identity, of the newest generation only (the one the
                 // device that made it shares).
-                guard share.account == account, share.sender == device.id,
+                guard share.account == account, share.isSigned(by: device),
                     latest.member(share.recipient) != nil
-                        || (share.recipient == latest.recovery.id && share.generation == latest.generation),
-                    device.verifies(share.signature, over: share.body)
+                        || (share.recipient == latest.recovery.id && share.generation == latest.generation)
                 else { throw SyncError(.forged, "a zone key share not signed by this device, or to no member") }
             }
             for share in shares {
@@ -468,8 +467,7 @@ final class SyncSession {
                 throw SyncError(.invalid, "a recovery shares its new zone key with its device and recovery identity")
             }
             for share in shares {
-                guard share.account == account, share.sender == device.id, share.generation == view.generation,
-                    device.verifies(share.signature, over: share.body)
+                guard share.account == account, share.isSigned(by: device), share.generation == view.generation
                 else {
                     throw SyncError(.forged, "a zone key share not signed by this device, or of another generation")
                 }
