@@ -320,13 +320,12 @@ final class SyncSession {
             let after = try reader.signed()
             let limit = try reader.count(max: 100_000)
             try reader.end()
-            let compacted = try store.checkpointPosition(account: account).compactedThrough
+            let (batches, records, lastSeq, compacted) = try store.pull(
+                account: account, after: after, limit: max(1, min(limit, 10_000)))
             guard after >= compacted else {
                 throw SyncError(
                     .compacted, "the log before \(compacted) was dropped: start from the account's checkpoint")
             }
-            let (batches, records, lastSeq) = try store.pull(
-                account: account, after: after, limit: max(1, min(limit, 10_000)))
             var ciphertexts: [Data: (Int64, Data)] = [:]
             for record in records { ciphertexts[record.recordID] = (record.version, record.ciphertext) }
             var decoded: [SyncPullPage.Batch] = []
@@ -495,7 +494,7 @@ final class SyncSession {
 
     /// The account's newest trust view.
     private func latestView() throws -> TrustView {
-        guard let latest = try store.views(account: account).last else {
+        guard let latest = try store.newestView(account: account) else {
             throw SyncError(.noAccount, "the account has no trust view")
         }
         do { return try TrustView.decode(latest) } catch {

@@ -206,6 +206,15 @@ extension SyncStore {
         }
     }
 
+    /// The account's newest trust view (nil: none), without reading the others.
+    public func newestView(account: Data) throws(SyncStoreError) -> Data? {
+        try withConnection { (connection) throws(SyncStoreError) in
+            let rows = try connection.run(
+                "SELECT view FROM views WHERE account_id = $1 ORDER BY epoch DESC LIMIT 1", [.bytes(account)])
+            return rows.values.isEmpty ? nil : try rows.bytes(0, 0)
+        }
+    }
+
     /// Appends a view at `epoch` (false when another took that epoch first) and sets the devices'
     /// status from it: its members trusted (added when new), every other trusted device removed.
     public func appendView(account: Data, epoch: Int64, view: Data, members: [StoredDevice]) throws(SyncStoreError)

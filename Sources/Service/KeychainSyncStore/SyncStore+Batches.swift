@@ -218,13 +218,18 @@ extension SyncStore {
     /// The page also says where the log ends, read in the same snapshot (a push committed meanwhile is
     /// in neither).
     public func pull(account: Data, after seq: Int64, limit: Int) throws(SyncStoreError) -> (
-        batches: [StoredBatch], records: [SyncRecord], lastSeq: Int64
+        batches: [StoredBatch], records: [SyncRecord], lastSeq: Int64, compactedThrough: Int64
     ) {
         try withConnection { (connection) throws(SyncStoreError) in
             try connection.transaction { () throws(SyncStoreError) in
                 try connection.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                let end = try connection.run("SELECT last_seq FROM accounts WHERE account_id = $1", [.bytes(account)])
+                // Where the log ends, and where it was dropped up to (a pull from before that has no
+                // whole log to read: the caller refuses it), in the same snapshot as the log.
+                let end = try connection.run(
+                    "SELECT last_seq, compacted_through FROM accounts WHERE account_id = $1", [.bytes(account)])
                 let lastSeq = end.values.isEmpty ? 0 : try end.integer(0, 0)
+                let compacted = end.values.isEmpty ? 0 : try end.integer(0, 1)
+                guard seq >= compacted else { return ([], [], lastSeq, compacted) }
                 let rows = try connection.run(
                     """
                     SELECT first_seq, last_seq, batch FROM batches WHERE account_id = $1 AND last_seq > $2
@@ -241,7 +246,7 @@ extension SyncStore {
                     entries += Int(end - first + 1)
                     last = end
                 }
-                guard !batches.isEmpty else { return ([], [], lastSeq) }
+                guard !batches.isEmpty else { return ([], [], lastSeq, compacted) }
                 // No more than about 24 MiB of ciphertext a page (a message is at most 32 MiB): batches
                 // are left for the next page until it fits, down to one (which a device keeps under it).
                 while true {
@@ -252,9 +257,11 @@ extension SyncStore {
                             WHERE account_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq
                             """, [.bytes(account), .integer(seq), .integer(last)]))
                     let bytes = records.reduce(0) { $0 + $1.ciphertext.count }
-                    guard bytes > Self.pageBytes, batches.count > 1 else { return (batches, records, lastSeq) }
+                    guard bytes > Self.pageBytes, batches.count > 1 else {
+                        return (batches, records, lastSeq, compacted)
+                    }
                     batches.removeLast()
-                    guard let previous = batches.last else { return (batches, records, lastSeq) }
+                    guard let previous = batches.last else { return (batches, records, lastSeq, compacted) }
                     last = previous.lastSeq
                 }
             }
