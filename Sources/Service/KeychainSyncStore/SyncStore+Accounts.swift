@@ -66,10 +66,7 @@ extension SyncStore {
                         ON CONFLICT (account_id) DO NOTHING
                         """, [.bytes(account), .bytes(salt), .bytes(verifier), .bytes(escrow)])
                     guard made.affected == 1 else { return .exists }
-                    try connection.run(
-                        "INSERT INTO views (account_id, epoch, view) VALUES ($1, 1, $2)",
-                        [.bytes(account), .bytes(genesis)])
-                    try checkQuota(account: account, adding: Int64(genesis.count), connection)
+                    _ = try insertView(account: account, epoch: 1, view: genesis, connection)
                     try Self.upsert(founder, account: account, connection)
                     return .made
                 }
@@ -224,15 +221,7 @@ extension SyncStore {
             try withConnection { (connection) throws(SyncStoreError) in
                 try connection.transaction { () throws(SyncStoreError) -> Bool in
                     try connection.run("SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE", [.bytes(account)])
-                    let latest = try connection.run(
-                        "SELECT coalesce(max(epoch), 0) FROM views WHERE account_id = $1", [.bytes(account)])
-                    guard try latest.integer(0, 0) == epoch - 1 else { return false }
-                    try connection.run(
-                        "INSERT INTO views (account_id, epoch, view) VALUES ($1, $2, $3)",
-                        [.bytes(account), .integer(epoch), .bytes(view)])
-                    // Views count in the account's quota: a device of its own account cannot grow it
-                    // without end by publishing.
-                    try checkQuota(account: account, adding: Int64(view.count), connection)
+                    guard try insertView(account: account, epoch: epoch, view: view, connection) else { return false }
                     try connection.run(
                         "UPDATE devices SET status = 3 WHERE account_id = $1 AND status = 2", [.bytes(account)])
                     for member in members {
@@ -247,13 +236,38 @@ extension SyncStore {
     }
 
     public func putShare(account: Data, recipient: Data, generation: Int64, share: Data) throws(SyncStoreError) {
-        _ = try withConnection { (connection) throws(SyncStoreError) in
-            try connection.run(
-                """
-                INSERT INTO shares (account_id, recipient, generation, share) VALUES ($1, $2, $3, $4)
-                ON CONFLICT (account_id, recipient, generation) DO UPDATE SET share = EXCLUDED.share
-                """, [.bytes(account), .bytes(recipient), .integer(generation), .bytes(share)])
+        try withConnection { (connection) throws(SyncStoreError) in
+            try Self.insertShare(
+                account: account, recipient: recipient, generation: generation, share: share, connection)
         }
+    }
+
+    /// A zone key share, in the caller's transaction (a newer one for the same recipient and generation
+    /// replaces it).
+    static func insertShare(
+        account: Data, recipient: Data, generation: Int64, share: Data, _ connection: PostgresConnection
+    ) throws(SyncStoreError) {
+        try connection.run(
+            """
+            INSERT INTO shares (account_id, recipient, generation, share) VALUES ($1, $2, $3, $4)
+            ON CONFLICT (account_id, recipient, generation) DO UPDATE SET share = EXCLUDED.share
+            """, [.bytes(account), .bytes(recipient), .integer(generation), .bytes(share)])
+    }
+
+    /// The view at `epoch`, in the caller's transaction (which holds the account row's lock): false
+    /// when the account's newest view is not the one before it. Views count in the account's quota, so
+    /// a device of its own account cannot grow it without end by publishing.
+    func insertView(account: Data, epoch: Int64, view: Data, _ connection: PostgresConnection)
+        throws(SyncStoreError) -> Bool
+    {
+        let latest = try connection.run(
+            "SELECT coalesce(max(epoch), 0) FROM views WHERE account_id = $1", [.bytes(account)])
+        guard try latest.integer(0, 0) == epoch - 1 else { return false }
+        try connection.run(
+            "INSERT INTO views (account_id, epoch, view) VALUES ($1, $2, $3)",
+            [.bytes(account), .integer(epoch), .bytes(view)])
+        try checkQuota(account: account, adding: Int64(view.count), connection)
+        return true
     }
 
     public func shares(account: Data, recipient: Data) throws(SyncStoreError) -> [Data] {
@@ -321,25 +335,16 @@ extension SyncStore {
                     let now = try connection.run(
                         "SELECT last_seq FROM accounts WHERE account_id = $1 FOR UPDATE", [.bytes(account)])
                     guard !now.values.isEmpty, try now.integer(0, 0) == lastSeq else { return .logMoved }
-                    let latest = try connection.run(
-                        "SELECT coalesce(max(epoch), 0) FROM views WHERE account_id = $1", [.bytes(account)])
-                    guard try latest.integer(0, 0) == epoch - 1 else { return .staleView }
-                    try connection.run(
-                        "INSERT INTO views (account_id, epoch, view) VALUES ($1, $2, $3)",
-                        [.bytes(account), .integer(epoch), .bytes(view)])
-                    // Views count in the account's quota: a device of its own account cannot grow it
-                    // without end by publishing.
-                    try checkQuota(account: account, adding: Int64(view.count), connection)
+                    guard try insertView(account: account, epoch: epoch, view: view, connection) else {
+                        return .staleView
+                    }
                     // Every device trusted or waiting is out: those waiting proved the spent secret.
                     try connection.run(
                         "UPDATE devices SET status = 3 WHERE account_id = $1 AND status IN (1, 2)", [.bytes(account)])
                     for share in shares {
-                        try connection.run(
-                            """
-                            INSERT INTO shares (account_id, recipient, generation, share) VALUES ($1, $2, $3, $4)
-                            ON CONFLICT (account_id, recipient, generation) DO UPDATE SET share = EXCLUDED.share
-                            """,
-                            [.bytes(account), .bytes(share.recipient), .integer(share.generation), .bytes(share.share)])
+                        try Self.insertShare(
+                            account: account, recipient: share.recipient, generation: share.generation,
+                            share: share.share, connection)
                     }
                     var member = device
                     member.status = Self.trusted
