@@ -73,7 +73,8 @@ final class SyncMergeTests: SyncTestCase {
         assertSyncError(.forged) { _ = try b.agent.history(matching: matching) }
     }
 
-    func testAnEarlierOfflineEditLosesEvenWhenItArrivesLast() throws {
+    /// A's later edit is on the server; B's earlier one, made apart, is not yet.
+    private func anEarlierEditOnBAfterALaterOneOnA() throws -> (TestDevice, TestDevice) {
         let (a, b) = try pair()
         try a.add("mail.example.com", "alice", "original")
         _ = try a.agent.syncNow()
@@ -83,6 +84,11 @@ final class SyncMergeTests: SyncTestCase {
         _ = try a.agent.syncNow()
         b.clock.advance(5)
         try b.update("mail.example.com", "alice", to: "earlier-on-b")
+        return (a, b)
+    }
+
+    func testAnEarlierOfflineEditLosesEvenWhenItArrivesLast() throws {
+        let (a, b) = try anEarlierEditOnBAfterALaterOneOnA()
         _ = try b.agent.syncNow()
         _ = try a.agent.syncNow()
         XCTAssertEqual(try a.secret("mail.example.com", "alice"), "later-on-a")
@@ -111,15 +117,7 @@ final class SyncMergeTests: SyncTestCase {
     /// B's earlier edit loses to A's later one in a merge whose push fails (the server stops taking
     /// writes after B's pull): the losing edit waits in B's ledger.
     private func aMergeWhosePushFails() throws -> (TestDevice, TestDevice) {
-        let (a, b) = try pair()
-        try a.add("mail.example.com", "alice", "original")
-        _ = try a.agent.syncNow()
-        _ = try b.agent.syncNow()
-        a.clock.advance(30)
-        try a.update("mail.example.com", "alice", to: "later-on-a")
-        _ = try a.agent.syncNow()
-        b.clock.advance(5)
-        try b.update("mail.example.com", "alice", to: "earlier-on-b")
+        let (a, b) = try anEarlierEditOnBAfterALaterOneOnA()
         _ = try postgres.query("ALTER TABLE batches ADD CONSTRAINT frozen CHECK (first_seq < 0) NOT VALID")
         assertSyncError(.server) { _ = try b.agent.syncNow() }
         XCTAssertEqual(try b.secret("mail.example.com", "alice"), "later-on-a")
