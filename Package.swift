@@ -118,7 +118,7 @@ let package = Package(
             path: "Sources/Engine/KeychainAuthenticators"
         ),
         .target(
-            name: "KeychainWire", dependencies: ["CProcessControl", "KeychainBytes", "KeychainCore", "KeychainCrypto"],
+            name: "KeychainWire", dependencies: ["CProcessControl", "KeychainBytes", "KeychainCore"],
             path: "Sources/Service/KeychainWire"),
         .target(
             name: "KeychainDaemon",

@@ -107,6 +107,34 @@ final class PasscodePromptTests: EngineTestCase {
         XCTAssertEqual(pinentry.transcript, "", "nobody was asked for a passcode")
     }
 
+    /// A prompt answered by the sensor's standing answer changes nothing in its state, so the state file
+    /// is not written again (a write and a sync of the disk on every prompt); a queued answer is taken,
+    /// and that is written.
+    func testAStandingAnswerLeavesTheSensorFileAsItWas() throws {
+        let service = try service(nil)
+        _ = try service.biometry(.enroll)
+        _ = try service.biometry(.standingAnswer(.match))
+        var item = password("s", "guarded")
+        item["accc"] = .accessControl(
+            AccessControlPolicy(protection: .whenUnlocked, flags: AccessControlPolicy.Flag.biometryAny))
+        _ = try service.add(item)
+        var query = password("s", "guarded", secret: nil)
+        query["r_Data"] = .bool(true)
+        // The inode and the change time to the nanosecond: a rewrite renames a new file into place.
+        func fileIdentity() throws -> [Int] {
+            var info = stat()
+            guard stat(directory + "/biometry", &info) == 0 else { throw CocoaError(.fileNoSuchFile) }
+            return [Int(info.st_ino), info.st_ctim.tv_sec, info.st_ctim.tv_nsec]
+        }
+        let before = try fileIdentity()
+        for _ in 0..<3 { XCTAssertNotNil(try service.copyMatching(query), "the standing answer matches") }
+        XCTAssertEqual(try fileIdentity(), before, "no prompt rewrote the sensor's state")
+        _ = try service.biometry(.answer(.nomatch))
+        XCTAssertEqual(code { try service.copyMatching(query) }, .authenticationFailed, "the queued answer first")
+        XCTAssertNotEqual(try fileIdentity(), before, "taking a queued answer is written")
+        XCTAssertEqual(try service.biometry(.status).pendingAnswers, [])
+    }
+
     func testAContextThatEnteredThePasscodeIsNotAskedAgain() throws {
         let pinentry = try FakePinentry(.passcode("2468"))
         let service = try service(pinentry)

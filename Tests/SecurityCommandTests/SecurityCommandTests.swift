@@ -133,6 +133,53 @@ final class SecurityCommandTests: XCTestCase {
         XCTAssertEqual(try cli.run("add-internet-password", "-s", "x", "-r", "toolong").status, 2)
     }
 
+    /// `-w` alone asks the keychain service directly, without the Security API's objects: every flag must
+    /// match there as it does in the attribute search, and a miss must fail alike.
+    func testThePasswordAloneMatchesEveryFlagAsTheAttributeSearchDoes() throws {
+        // Items go to the first group; the second is one this process may search.
+        cli.accessGroups = "TEAM.cli,TEAM.shared"
+        XCTAssertEqual(
+            try cli.run(
+                "add-internet-password", "-a", "me", "-s", "example.com", "-r", "htps", "-P", "8443", "-p", "/login",
+                "-d", "realm", "-t", "dflt", "-l", "label", "-j", "note", "-D", "kind", "-c", "abcd", "-C", "wxyz",
+                "-w", "web-pw"
+            ).status, 0)
+        XCTAssertEqual(
+            try cli.run("add-generic-password", "-a", "me", "-s", "svc", "-G", "gen", "-w", "generic-pw").status, 0)
+        let internetMatches: [[String]] = [
+            ["-a", "me"], ["-s", "example.com"], ["-r", "htps"], ["-P", "8443"], ["-p", "/login"], ["-d", "realm"],
+            ["-t", "dflt"], ["-l", "label"], ["-j", "note"], ["-D", "kind"], ["-c", "abcd"], ["-C", "wxyz"],
+            ["--synchronizable", "no"], ["--synchronizable", "any"], ["--access-group", "TEAM.cli"],
+        ]
+        let internetMisses: [[String]] = [
+            ["-a", "you"], ["-r", "http"], ["-P", "80"], ["-p", "/"], ["-d", "other"], ["-t", "ntlm"], ["-l", "x"],
+            ["-c", "dcba"], ["--synchronizable", "yes"], ["--access-group", "TEAM.shared"],
+        ]
+        for flags in internetMatches {
+            let alone = try cli.run(["find-internet-password"] + flags + ["-w"])
+            XCTAssertEqual(alone.stdout, "web-pw\n", "\(flags): \(alone.stderr)")
+            XCTAssertEqual(alone.status, 0)
+            XCTAssertEqual(try cli.run(["find-internet-password"] + flags).status, 0, "\(flags)")
+        }
+        for flags in internetMisses {
+            let alone = try cli.run(["find-internet-password"] + flags + ["-w"])
+            let block = try cli.run(["find-internet-password"] + flags)
+            XCTAssertEqual(alone.status, 44, "\(flags)")
+            XCTAssertEqual(alone.stderr, notFound, "\(flags)")
+            XCTAssertEqual(alone.stdout, "")
+            XCTAssertEqual(block.status, 44, "\(flags)")
+            XCTAssertEqual(block.stderr, notFound, "\(flags)")
+        }
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "svc", "-G", "gen", "-w").stdout, "generic-pw\n")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "svc", "-G", "other", "-w").status, 44)
+        // The classes stay apart: a generic search does not find the internet item by its account.
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "example.com", "-w").status, 44)
+        // Bad values are usage errors before anything is asked, as in the attribute search.
+        for flags in [["-P", "port"], ["-r", "toolong"], ["--synchronizable", "maybe"]] {
+            XCTAssertEqual(try cli.run(["find-internet-password"] + flags + ["-w"]).status, 2, "\(flags)")
+        }
+    }
+
     func testAccessibilityGroupAndJSON() throws {
         cli.accessGroups = "TEAM.cli,TEAM.shared"
         XCTAssertEqual(

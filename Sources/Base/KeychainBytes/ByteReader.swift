@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Reads what `ByteWriter` wrote. Every read checks bounds and throws `ByteReader.Truncated` rather than
 /// trapping, because the bytes may come from a damaged or hostile file.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Writes the length-prefixed little-endian records of the keychain's binary formats (keybag, sealed
 /// item contents). Shared here, at the bottom layer, so every format reads back with the same checks.

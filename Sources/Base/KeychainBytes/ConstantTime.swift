@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Comparisons of MACs, tags and secrets whose time does not depend on where the inputs first differ:
 /// every byte is read and the differences are gathered with OR, so there is no early exit to time.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Bytes as lowercase hexadecimal and back. Decoding is checked: an odd length or a character that is
 /// not a hex digit (either case) gives nil, never a guess.

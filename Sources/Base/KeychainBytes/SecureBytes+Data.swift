@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension SecureBytes {
     /// The bytes as a `Data` that views them where they are, with no copy made, for APIs that read

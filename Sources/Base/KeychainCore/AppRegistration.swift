@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// One executable the daemon knows: who it is (its application identifier) and which access groups its

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What a backup file says of itself (`security backup info`): its header and its summary, which hold
 /// counts and dates, never an attribute, a group or a secret. Read without the password, so nothing

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// The token ID of keys the device root holds: Apple's `kSecAttrTokenIDSecureEnclave`.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// A value in a query or an item, independent of Foundation's bridged object types, so the same

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Why a keychain operation failed: a code, which callers compare and the `Security` facade turns into
 /// Apple's OSStatus, and a reason for logs and messages, which never contains a secret.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
     import Glibc
@@ -18,16 +18,24 @@ public enum KeychainLocations {
     public static var userDirectory: String {
         if let home = variable("KEYCHAIN_HOME"), !home.isEmpty { return home }
         if let data = variable("XDG_DATA_HOME"), !data.isEmpty {
-            return (data as NSString).appendingPathComponent("keychain")
+            return joined(data, "keychain")
         }
-        let home = variable("HOME") ?? NSHomeDirectory()
-        return (home as NSString).appendingPathComponent(".local/share/keychain")
+        let home = variable("HOME") ?? homeDirectory(of: getuid()) ?? "/"
+        return joined(home, ".local/share/keychain")
     }
 
     /// A user's daemon socket: `$XDG_RUNTIME_DIR/keychain/securityd.sock`; nil without that variable.
     public static var userSocket: String? {
         guard let runtime = variable("XDG_RUNTIME_DIR"), !runtime.isEmpty else { return nil }
-        return (runtime as NSString).appendingPathComponent("keychain/securityd.sock")
+        return joined(runtime, "keychain/securityd.sock")
+    }
+
+    /// `directory` and `name` joined by one slash, as a path is built from a variable that may end in one.
+    static func joined(_ directory: String, _ name: String) -> String {
+        var base = Substring(directory)
+        while base.count > 1, base.hasSuffix("/") { base = base.dropLast() }
+        if base.isEmpty { return name }
+        return base == "/" ? "/" + name : base + "/" + name
     }
 
     private static func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
@@ -35,12 +43,17 @@ public enum KeychainLocations {
 
 extension KeychainLocations {
     /// The user name of `uid` (getpwuid_r: the daemon looks users up from several threads at once).
-    public static func userName(of uid: uid_t) -> String? {
+    public static func userName(of uid: uid_t) -> String? { passwordEntry(of: uid) { $0.pw_name } }
+
+    /// The home directory the user database gives `uid`, for a process started without `HOME`.
+    public static func homeDirectory(of uid: uid_t) -> String? { passwordEntry(of: uid) { $0.pw_dir } }
+
+    private static func passwordEntry(of uid: uid_t, _ field: (passwd) -> UnsafeMutablePointer<CChar>?) -> String? {
         var entry = passwd()
         var found: UnsafeMutablePointer<passwd>?
         var buffer = [CChar](repeating: 0, count: 16_384)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let name = entry.pw_name
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let text = field(entry)
         else { return nil }
-        return String(cString: name)
+        return String(cString: text)
     }
 }

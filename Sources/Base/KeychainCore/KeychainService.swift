@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// What an app asks of its keychain: its items and keys, the lock state it sees, and the evaluations

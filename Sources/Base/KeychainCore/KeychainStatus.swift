@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The lock state of a keychain, as an app sees it.
 public enum LockState: String, Sendable, Equatable {

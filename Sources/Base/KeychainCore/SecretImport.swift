@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// One secret read from another store (a gnome-keyring keyring, a KWallet export) by the `security`

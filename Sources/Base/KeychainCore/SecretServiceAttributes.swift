@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The lookup attributes of a freedesktop Secret Service item (`a{ss}`: `xdg:schema`, `application`,
 /// `username`, …), kept with a keychain item as one value: the attribute `ssat`, whose bytes are this

@@ -44,7 +44,7 @@ final class SimulatedBiometry: BiometricSensor, Sendable {
         self.answerWait = answerWait
     }
 
-    private struct State: Codable {
+    private struct State: Codable, Equatable {
         var enrolled = false
         var sealedEnrollment: Data?
         var pending: [SensorAnswer] = []
@@ -184,11 +184,11 @@ final class SimulatedBiometry: BiometricSensor, Sendable {
     private func modify(_ change: (inout State) throws -> Void) throws -> State {
         do {
             return try SecureFiles.withDirectoryLock(directory) {
-                var state = try read()
-                let before = try JSONEncoder().encode(state)
+                let before = try read()
+                var state = before
                 try change(&state)
-                let after = try JSONEncoder().encode(state)
-                if after != before { try SecureFiles.writeAtomically(after, to: path) }
+                // Compared as values: the encoder's key order differs from one encoding to the next.
+                if state != before { try SecureFiles.writeAtomically(try JSONEncoder().encode(state), to: path) }
                 return state
             }
         } catch let error as KeychainError {

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainCore
 
 /// One command-line argument as the kernel passed it: bytes, which need not be UTF-8. macOS's command
 /// stores an attribute given as bytes that are not text as those bytes, so two different byte strings
@@ -109,9 +110,9 @@ struct Arguments {
     func bytes(_ letter: Character) -> [UInt8]? { values[letter]?.bytes }
 
     /// The flag's value for an attribute: a string when it is text, else its bytes as data.
-    func attribute(_ letter: Character) -> Any? {
+    func attribute(_ letter: Character) -> ItemValue? {
         guard let value = values[letter] else { return nil }
-        return value.isText ? value.text : Data(value.bytes)
+        return value.isText ? .string(value.text) : .data(Data(value.bytes))
     }
 
     func has(_ letter: Character) -> Bool { values[letter] != nil || withoutValue.contains(letter) }

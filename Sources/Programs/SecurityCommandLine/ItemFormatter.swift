@@ -114,19 +114,19 @@ enum ItemFormatter {
     /// DEL or C1 (U+0080–U+009F, which some terminals take as escape sequences: U+009B is CSI).
     static func isPrintable(_ data: Data) -> Bool { data.withUnsafeBytes { isPrintable($0) } }
 
-    private static func isPrintable(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    static func isPrintable(_ bytes: UnsafeRawBufferPointer) -> Bool {
         if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) { return true }
         guard let string = String(validating: bytes, as: UTF8.self) else { return false }
         return string.unicodeScalars.allSatisfy { $0.value >= 0x20 && !(0x7f...0x9f).contains($0.value) }
     }
 
-    static func hex(_ data: Data) -> String {
-        data.withUnsafeBytes { bytes in
-            var out: [UInt8] = []
-            out.reserveCapacity(bytes.count * 2)
-            appendHex(bytes, to: &out)
-            return String(decoding: out, as: UTF8.self)
-        }
+    static func hex(_ data: Data) -> String { data.withUnsafeBytes { hex($0) } }
+
+    static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        appendHex(bytes, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
     private static let hexDigits = Array("0123456789ABCDEF".utf8)

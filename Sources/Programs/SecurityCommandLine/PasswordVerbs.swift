@@ -1,5 +1,6 @@
 import Foundation
 import KeychainBytes
+import KeychainCore
 import Security
 
 /// add-, find- and delete-generic-password and -internet-password, and dump-keychain.
@@ -21,35 +22,41 @@ struct PasswordVerbs {
             ? ["a", "s", "l", "j", "D", "G", "c", "C"] : ["a", "s", "l", "j", "D", "c", "C", "d", "p", "P", "r", "t"]
     }
 
-    /// The attributes a verb's match flags name.
+    /// The attributes a verb's match flags name, as the Security API takes them.
     private func attributes(from arguments: Arguments, verb: String) throws(Failure) -> [String: Any] {
-        var query: [String: Any] = [kSecClass as String: kind.itemClass]
-        let strings: [(Character, CFString)] = [
-            ("a", kSecAttrAccount), ("s", kind == .generic ? kSecAttrService : kSecAttrServer), ("l", kSecAttrLabel),
-            ("j", kSecAttrComment), ("D", kSecAttrDescription),
+        try itemAttributes(from: arguments, verb: verb).mapValues(\.bridged)
+    }
+
+    /// The attributes a verb's match flags name, as the keychain service takes them: Apple's raw keys
+    /// and values (kSecAttrAccount is "acct"), so that a lookup can go to the service without the
+    /// Core Foundation facade.
+    private func itemAttributes(from arguments: Arguments, verb: String) throws(Failure) -> [String: ItemValue] {
+        var query: [String: ItemValue] = ["class": .string(kind.className)]
+        let strings: [(Character, String)] = [
+            ("a", "acct"), ("s", kind == .generic ? "svce" : "srvr"), ("l", "labl"), ("j", "icmt"), ("D", "desc"),
         ]
-        for (flag, key) in strings { if let value = arguments.attribute(flag) { query[key as String] = value } }
-        if kind == .generic, let generic = arguments.bytes("G") { query[kSecAttrGeneric as String] = Data(generic) }
-        for (flag, key) in [(Character("c"), kSecAttrCreator), (Character("C"), kSecAttrType)] {
+        for (flag, key) in strings { if let value = arguments.attribute(flag) { query[key] = value } }
+        if kind == .generic, let generic = arguments.bytes("G") { query["gena"] = .data(Data(generic)) }
+        for (flag, key) in [(Character("c"), "crtr"), (Character("C"), "type")] {
             guard let code = arguments[flag] else { continue }
             guard let number = Self.fourCharacterCode(code) else {
                 throw .usage(verb: verb, message: "-\(flag) needs a four-character code, not \"\(code)\"")
             }
-            query[key as String] = number
+            query[key] = .integer(Int64(number))
         }
         if kind == .internet {
-            if let domain = arguments.attribute("d") { query[kSecAttrSecurityDomain as String] = domain }
-            if let path = arguments.attribute("p") { query[kSecAttrPath as String] = path }
+            if let domain = arguments.attribute("d") { query["sdmn"] = domain }
+            if let path = arguments.attribute("p") { query["path"] = path }
             if let port = arguments["P"] {
                 guard let number = UInt16(port) else { throw .usage(verb: verb, message: "-P needs a port number") }
-                query[kSecAttrPort as String] = Int(number)
+                query["port"] = .integer(Int64(number))
             }
-            for (flag, key) in [(Character("r"), kSecAttrProtocol), (Character("t"), kSecAttrAuthenticationType)] {
+            for (flag, key) in [(Character("r"), "ptcl"), (Character("t"), "atyp")] {
                 guard let code = arguments[flag] else { continue }
                 guard code.utf8.count == 4 else {
                     throw .usage(verb: verb, message: "-\(flag) needs a four-character code, not \"\(code)\"")
                 }
-                query[key as String] = code
+                query[key] = .string(code)
             }
         }
         return query
@@ -59,11 +66,16 @@ struct PasswordVerbs {
     /// kSecAttrSynchronizableAny). Without it a find or delete matches only items that do not sync,
     /// as SecItemCopyMatching does.
     static func synchronizable(_ arguments: Arguments, verb: String) throws(Failure) -> Any? {
+        try synchronizableValue(arguments, verb: verb)?.bridged
+    }
+
+    /// The same as the keychain service takes it.
+    static func synchronizableValue(_ arguments: Arguments, verb: String) throws(Failure) -> ItemValue? {
         guard let value = arguments.value(long: "synchronizable") else { return nil }
         switch value {
-        case "yes": return true
-        case "no": return false
-        case "any": return kSecAttrSynchronizableAny
+        case "yes": return .bool(true)
+        case "no": return .bool(false)
+        case "any": return .string("syna")
         default: throw .usage(verb: verb, message: "--synchronizable takes yes, no or any, not \"\(value)\"")
         }
     }
@@ -90,7 +102,7 @@ struct PasswordVerbs {
         var item = try attributes(from: arguments, verb: verb)
         if item[kSecAttrLabel as String] == nil {
             // The service (generic) or server (internet) names the item when no label is given.
-            if let name = arguments.attribute("s") { item[kSecAttrLabel as String] = name }
+            if let name = arguments.attribute("s") { item[kSecAttrLabel as String] = name.bridged }
         }
         if let name = arguments["A"] {
             guard let protection = Self.accessibility[name.replacingOccurrences(of: "kSecAttrAccessible", with: "")]
@@ -176,20 +188,26 @@ struct PasswordVerbs {
             throw .usage(verb: verb, message: error.message)
         }
         try session.checkKeychainNames(arguments.positional, function: Function.search)
+        if arguments.has("w"), !arguments.has(long: "json") {
+            // Only the password is printed (with -g too: -w prints it alone), so only the data is asked for:
+            // an exact lookup then opens the secret alone and skips decoding the attributes. It goes to
+            // the keychain service as it is, without the Security API's Core Foundation objects: the
+            // lookup a script makes most, in a process that starts for it.
+            var query = try itemAttributes(from: arguments, verb: verb)
+            if let group = arguments.value(long: "access-group") { query["agrp"] = .string(group) }
+            if let sync = try Self.synchronizableValue(arguments, verb: verb) { query["sync"] = sync }
+            query["r_Data"] = .bool(true)
+            query["m_Limit"] = .string("m_LimitOne")
+            try session.findSecret(query, function: Function.search).withUnsafeBytes { secret in
+                print(
+                    ItemFormatter.isPrintable(secret)
+                        ? String(decoding: secret, as: UTF8.self) : ItemFormatter.hex(secret))
+            }
+            return
+        }
         var query = try attributes(from: arguments, verb: verb)
         if let group = arguments.value(long: "access-group") { query[kSecAttrAccessGroup as String] = group }
         if let sync = try Self.synchronizable(arguments, verb: verb) { query[kSecAttrSynchronizable as String] = sync }
-        if arguments.has("w"), !arguments.has(long: "json") {
-            // Only the password is printed (with -g too: -w prints it alone), so only the data is asked for:
-            // an exact lookup then opens the secret alone and skips decoding the attributes.
-            query[kSecReturnData as String] = true
-            let found = try copyMatching(query, as: NSData.self)
-            let data = Data(bytes: found.bytes, count: found.length)
-            print(
-                ItemFormatter.isPrintable(data)
-                    ? data.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } : ItemFormatter.hex(data))
-            return
-        }
         let wantsPassword = arguments.has("g") || arguments.has("w")
         query[kSecReturnAttributes as String] = true
         query[kSecReturnPersistentRef as String] = wantsPassword
@@ -297,4 +315,9 @@ struct DumpVerb {
             print(blocks.joined(separator: "\n"))
         }
     }
+}
+
+extension ItemValue {
+    /// The object the Security API takes for this value.
+    var bridged: Any { ValueBridging.object(self) ?? NSNull() }
 }

@@ -68,6 +68,31 @@ final class Session {
         return unlocked ? call() : status
     }
 
+    /// The secret alone that `query` (data, one match) finds, asked of the keychain service without the
+    /// Security API's objects, with the statuses and reasons SecItemCopyMatching would give (recorded
+    /// for `withServiceReason` as it records them). A locked class asks for the passcode on a terminal,
+    /// as `retryingWhenLocked` does; a match without data is not found, as for a search that asked for it.
+    func findSecret(_ query: [String: ItemValue], function: String) throws(Failure) -> SecureBytes {
+        var found = Result { try KeychainServices.current().copyMatching(query) }
+        if case .failure(let error as KeychainError) = found, error.code == .interactionNotAllowed,
+            Terminal.inputIsTerminal, let keychain = try? keychain(), (try? keychain.status())?.passcodeSet == true
+        {
+            let unlocked = try tryTerminalPasscodes(
+                prompt: "password to unlock default: ", function: Function.unlock
+            ) { try keychain.unlock(passcode: $0) }
+            if unlocked { found = Result { try keychain.copyMatching(query) } }
+        }
+        switch found {
+        case .success(.secret(let secret)?): return secret
+        case .success(.data(let data)?): return SecureBytes(copying: data)
+        case .success: throw .keychain(errSecItemNotFound, function: function)
+        case .failure(let error as KeychainError):
+            SecItemFailure.record(error)
+            throw .keychain(error.osStatus, function: function)
+        case .failure: throw .keychain(errSecInternalComponent, function: function)
+        }
+    }
+
     /// How many wrong passcodes typed on a terminal end a command, as sudo ends after three.
     static let terminalAttempts = 3
 

@@ -1,5 +1,5 @@
 import CProcessControl
-import Foundation
+import FoundationEssentials
 import KeychainCore
 import KeychainWire
 import Synchronization
@@ -99,6 +99,7 @@ public final class DaemonKeychainService: KeychainService {
             if case .failure(let error) = decoded.answer { throw error }
             throw KeychainError.notAvailable("the keychain daemon answered another request")
         }
+        connection.answered()
         giveBack(connection)
         return try decoded.answer.get()
     }
@@ -170,8 +171,13 @@ final class DaemonConnection: @unchecked Sendable {
             _ = try Self.checkServer(descriptor, path: path)
         }
         stream = FrameStream(descriptor: descriptor)
-        // Most answers (a lookup) come within tens of microseconds: polling for them is cheaper than
-        // being woken.
+    }
+
+    /// Most answers (a lookup) come within tens of microseconds: polling for them is cheaper than
+    /// being woken. Not on a connection's first request: the daemon identifies the process before it
+    /// answers, which takes longer than a poll, and a command that makes one request and exits would
+    /// only pay for finding how many processors it may poll on.
+    func answered() {
         stream.pollBeforeSleeping = .microseconds(100)
     }
 

@@ -1,7 +1,7 @@
 import CProcessControl
-import Foundation
+import Dispatch
+import FoundationEssentials
 import KeychainBytes
-import KeychainCrypto
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,7 +1,6 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 import KeychainCore
-import KeychainCrypto
 
 /// Requests and answers as frames, and back. Decoding checks every tag, length, count, nesting and
 /// string before anything is used, and refuses trailing bytes: a frame decodes completely or not at all.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// The daemon protocol's frames: a fixed header, then a payload of at most `maximumPayload` bytes.

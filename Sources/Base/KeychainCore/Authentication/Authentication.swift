@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// `LAPolicy`, as the service sees it (Apple's raw values).
 public enum AuthenticationPolicy: Int, Sendable, CaseIterable {

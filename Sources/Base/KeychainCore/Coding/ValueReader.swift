@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// Reads what `ValueWriter` wrote. Every read checks its bounds, every tag and flag is one this build

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// The one binary encoding of the keychain's vocabulary (values, dictionaries, results, access

@@ -3,7 +3,7 @@ import KeychainBytes
 import KeychainCore
 
 /// Conversion between Foundation's bridged objects and the engine's `ItemValue`.
-enum ValueBridging {
+package enum ValueBridging {
     struct InvalidKey: Error {
         let typeName: String
     }
@@ -88,7 +88,7 @@ enum ValueBridging {
         }
     }
 
-    static func object(_ value: ItemValue) -> AnyObject? {
+    package static func object(_ value: ItemValue) -> AnyObject? {
         switch value {
         case .string(let string): return string as NSString
         case .data(let data): return data as NSData

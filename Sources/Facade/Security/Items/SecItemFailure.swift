@@ -27,7 +27,7 @@ package enum SecItemFailure {
         return (record.status, record.reason)
     }
 
-    static func record(_ error: KeychainError) {
+    package static func record(_ error: KeychainError) {
         Thread.current.threadDictionary[key] = Record(status: error.osStatus, reason: error.reason)
     }
 }

@@ -105,7 +105,7 @@ final class PeerProcess: @unchecked Sendable {
     /// The terminal session the process runs in (its session id and controlling terminal, from `stat`),
     /// which a tool's approval is kept for, as `sudo` keeps one per terminal; nil without a terminal.
     var terminalSession: String? {
-        guard let fields = read("stat").flatMap(Self.statFields), fields.count > 4 else { return nil }
+        guard let fields = statFields(), fields.count > 4 else { return nil }
         let session = fields[3]
         let terminal = fields[4]
         // The session leader's start time too, as sudo keeps it: a later session given the same leader
@@ -120,7 +120,7 @@ final class PeerProcess: @unchecked Sendable {
     /// it belongs to the process's user: where a prompt for this person can ask when no graphical
     /// session can show one (a user on SSH).
     var controllingTerminal: String? {
-        guard let fields = read("stat").flatMap(Self.statFields), fields.count > 4,
+        guard let fields = statFields(), fields.count > 4,
             let number = Int(fields[4]), number > 0
         else { return nil }
         let major = (number >> 8) & 0xfff
@@ -212,7 +212,7 @@ final class PeerProcess: @unchecked Sendable {
     /// Where the environment lies in the process's memory (`env_start`, `env_end` in `stat`, shown only
     /// to those who may look into the process).
     private func environmentBounds() -> (start: UInt, length: Int)? {
-        guard let fields = read("stat").flatMap(Self.statFields), fields.count > 48,
+        guard let fields = statFields(), fields.count > 48,
             let start = UInt(fields[47]), let finish = UInt(fields[48]),
             start > 0, finish >= start, finish - start <= Self.environmentLimit
         else { return nil }
@@ -297,11 +297,11 @@ final class PeerProcess: @unchecked Sendable {
     func foreignCode(executable: ExecutableKey) -> String? {
         guard let maps = read("maps") else { return "its memory map, which cannot be read" }
         var checked = Set<String>()
-        for line in String(decoding: maps, as: UTF8.self).split(separator: "\n") {
+        for line in ProcText.lines(Array(maps)) {
             // start-end perms offset device inode path
-            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
-            guard fields.count >= 5, fields[1].contains("x") else { continue }
-            let path = fields.count == 6 ? fields[5].trimmingCharacters(in: .whitespaces) : ""
+            let fields = line.split(separator: ProcText.space, maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count >= 5, fields[1].contains(UInt8(ascii: "x")) else { continue }
+            let path = fields.count == 6 ? ProcText.text(ProcText.trimmed(fields[5])) : ""
             if !path.hasPrefix("/") {
                 // Executable memory that no file backs: code written at run time. A preloaded library
                 // can copy itself there and unmap its file, so that no path names it; ordinary programs
@@ -311,7 +311,7 @@ final class PeerProcess: @unchecked Sendable {
             }
             guard !checked.contains(path) else { continue }
             checked.insert(path)
-            guard let inode = UInt64(fields[4]), !path.hasSuffix(" (deleted)") else { return path }
+            guard let inode = UInt64(ProcText.text(fields[4])), !path.hasSuffix(" (deleted)") else { return path }
             var info = stat()
             guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
                 UInt64(info.st_ino) == inode || Self.isOverlay(path)
@@ -403,54 +403,35 @@ final class PeerProcess: @unchecked Sendable {
     }
 
     /// The `name: value` lines of an fdinfo file.
-    private static func fields(ofDescriptorInfo info: Data) -> [String: String] {
-        var fields: [String: String] = [:]
-        for line in String(decoding: info, as: UTF8.self).split(separator: "\n") {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            let name = String(line[..<colon])
-            if fields[name] == nil {
-                fields[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            }
-        }
-        return fields
-    }
+    private static func fields(ofDescriptorInfo info: Data) -> [String: String] { ProcText.fields(Array(info)) }
 
     /// The mount of a descriptor of this process (for a socket: the kernel's socket filesystem), so
     /// that an inode number found in another process is known to be a socket's, not a file's that
     /// happens to have the same number on another filesystem.
     private static func mountID(ofOwnDescriptor descriptor: Int32) -> String? {
-        guard let handle = FileHandle(forReadingAtPath: "/proc/self/fdinfo/\(descriptor)") else { return nil }
-        defer { try? handle.close() }
-        return fields(ofDescriptorInfo: handle.readDataToEndOfFile())["mnt_id"]
+        ProcFiles.read("/proc/self/fdinfo/\(descriptor)").flatMap { fields(ofDescriptorInfo: $0)["mnt_id"] }
     }
 
     /// Whether a debugger is attached (another process may be steering this one).
     /// Fails closed: a status that cannot be read, or names no tracer field, counts as traced.
     func isTraced() -> Bool {
-        guard let status = read("status") else { return true }
-        let text = String(decoding: status, as: UTF8.self)
-        for line in text.split(separator: "\n") where line.hasPrefix("TracerPid:") {
-            return line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces) != "0"
+        guard let status = read("status"), let tracer = ProcText.field("TracerPid", in: Array(status)) else {
+            return true
         }
-        return true
+        return !tracer.elementsEqual([UInt8(ascii: "0")])
     }
 
     /// A whole file of the process's `/proc` directory.
     private func read(_ name: String) -> Data? { ProcFiles.read(name, in: procDirectory) }
 
+    /// The fields of the process's `stat` from the third on (see `ProcText.statFields`).
+    private func statFields() -> [String]? { read("stat").flatMap { ProcText.statFields(Array($0)) } }
+
     /// When the process started, in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
     private static func startTicks(pid: Int32) -> UInt64? {
-        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/stat") else { return nil }
-        defer { try? handle.close() }
-        guard let fields = statFields(handle.readDataToEndOfFile()), fields.count > 19 else { return nil }
+        guard let stat = ProcFiles.read("/proc/\(pid)/stat"), let fields = ProcText.statFields(Array(stat)),
+            fields.count > 19
+        else { return nil }
         return UInt64(fields[19])
-    }
-
-    /// The fields of a `/proc/<pid>/stat` from the third on (`fields[0]` is field 3, the state). The
-    /// command name (field 2) may hold spaces and parentheses: the fields start after its last ')'.
-    private static func statFields(_ stat: Data) -> [Substring]? {
-        let text = String(decoding: stat, as: UTF8.self)
-        guard let end = text.lastIndex(of: ")") else { return nil }
-        return text[text.index(after: end)...].split(whereSeparator: { $0 == " " || $0 == "\n" })
     }
 }

@@ -1,0 +1,25 @@
+import XCTest
+
+@testable import KeychainCore
+
+/// Default locations are built from variables that may end in a slash (or be one), without Foundation's
+/// path objects: a joined path has exactly one slash between its parts.
+final class KeychainLocationsTests: XCTestCase {
+    func testAPartIsJoinedWithOneSlash() {
+        XCTAssertEqual(
+            KeychainLocations.joined("/run/user/1000", "keychain/securityd.sock"),
+            "/run/user/1000/keychain/securityd.sock")
+        XCTAssertEqual(KeychainLocations.joined("/home/me/", ".local/share/keychain"), "/home/me/.local/share/keychain")
+        XCTAssertEqual(KeychainLocations.joined("/data//", "keychain"), "/data/keychain")
+        XCTAssertEqual(KeychainLocations.joined("/", "keychain"), "/keychain")
+        XCTAssertEqual(KeychainLocations.joined("//", "keychain"), "/keychain")
+        XCTAssertEqual(KeychainLocations.joined("relative", "keychain"), "relative/keychain")
+        XCTAssertEqual(KeychainLocations.joined("", "keychain"), "keychain")
+    }
+
+    func testTheHomeDirectoryComesFromTheUserDatabase() throws {
+        let home = try XCTUnwrap(KeychainLocations.homeDirectory(of: 0))
+        XCTAssertTrue(home.hasPrefix("/"), home)
+        XCTAssertEqual(KeychainLocations.userName(of: 0), "root")
+    }
+}
