@@ -46,6 +46,8 @@ let package = Package(
         .library(name: "KeychainEngine", targets: ["KeychainEngine"]),
         .executable(name: "keychain-bench", targets: ["keychain-bench"]),
         .executable(name: "keychain-bench-floor", targets: ["keychain-bench-floor"]),
+        .executable(name: "keychain-bench-crypto-floor", targets: ["keychain-bench-crypto-floor"]),
+        .executable(name: "keychain-bench-lean-client", targets: ["keychain-bench-lean-client"]),
         .executable(name: "security", targets: ["SecurityCommand"]),
         .executable(name: "securityd", targets: ["securityd"]),
         .executable(name: "keychain-syncd", targets: ["keychain-syncd"]),
@@ -187,6 +189,24 @@ let package = Package(
             name: "keychain-bench-floor", path: "Sources/Programs/keychain-bench-floor",
             linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))]
         ),
+        // The floor for an embedded lookup's start: the static Swift floor with libcrypto loaded and the
+        // lookup's algorithms fetched.
+        .executableTarget(
+            name: "keychain-bench-crypto-floor", dependencies: ["COpenSSL"],
+            path: "Sources/Programs/keychain-bench-crypto-floor",
+            linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))]
+        ),
+        // A client without the facade, Foundation or libcrypto: the same lookup through securityd, measured
+        // beside the command. FoundationEssentials' static library needs its C parts named, as above.
+        .executableTarget(
+            name: "keychain-bench-lean-client", dependencies: ["KeychainBytes", "KeychainCore", "KeychainClient"],
+            path: "Sources/Programs/keychain-bench-lean-client",
+            linkerSettings: [
+                .unsafeFlags(
+                    ["-static-stdlib", "-use-ld=lld", "-l_FoundationCShims", "-l_FoundationCollections"],
+                    .when(platforms: [.linux], configuration: .release))
+            ]
+        ),
         .target(
             name: "SecurityCommandLine",
             dependencies: [
@@ -259,6 +279,7 @@ let package = Package(
                 "Security",
                 "KeychainDBus", "KeychainEngine",
                 "KeychainTestSupport", "securityd", "SecurityCommand", "keychain-test-helper",
+                "keychain-bench-lean-client",
             ]),
         .testTarget(
             name: "SecurityTests",

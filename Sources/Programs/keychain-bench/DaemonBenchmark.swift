@@ -52,6 +52,13 @@ struct DaemonBenchmark {
                         executablePath: path, applicationIdentifier: "TEAM.bench", accessGroups: groups,
                         trustPathOnly: false, passcode: nil))
             }
+            // A general-purpose tool as the command is, so the daemon does the same work for both.
+            if let lean = benchmarkProgram("keychain-bench-lean-client") {
+                try service.registerApp(
+                    AppRegistrationRequest(
+                        executablePath: lean, applicationIdentifier: "TEAM.bench.lean", accessGroups: groups,
+                        trustPathOnly: false, passcode: nil, generalPurposeTool: true))
+            }
             for index in 0..<1_000 { _ = try service.add(password(index)) }
             // The daemon knows `security` as a general-purpose tool: each of its reads asks the user.
             // The simulated sensor, enrolled and set to match, answers for them (its cost is measured).
@@ -155,13 +162,21 @@ struct DaemonBenchmark {
         if FileManager.default.isExecutableFile(atPath: security), let embeddedCommandMedian {
             let environment = ["KEYCHAIN_SOCKET=" + socket, "HOME=" + root, "PATH=/usr/bin:/bin"]
             var command = Latencies()
+            var leanClient = Latencies()
+            let lean = benchmarkProgram("keychain-bench-lean-client")
             for sample in 0..<commandSamples {
-                let arguments = [
-                    "find-generic-password", "-s", "bench.example.com", "-a", "user-\((sample &* 7919) % 1_000)", "-w",
-                ]
+                let account = "user-\((sample &* 7919) % 1_000)"
+                let arguments = ["find-generic-password", "-s", "bench.example.com", "-a", account, "-w"]
                 command.measure {
                     if !spawn(security, arguments, environment: environment) {
                         fail("security find-generic-password through the daemon failed")
+                    }
+                }
+                if let lean {
+                    leanClient.measure {
+                        if !spawn(lean, ["bench.example.com", account], environment: environment) {
+                            fail("keychain-bench-lean-client through the daemon failed")
+                        }
                     }
                 }
             }
@@ -172,6 +187,12 @@ struct DaemonBenchmark {
                 line += String(format: ", %.2f× the static Swift floor (target ≤ 2×)", command.median / floor)
             }
             print(line)
+            if lean != nil, let floor = commandFloorMedian {
+                print(
+                    "the same lookup by a client without Foundation or libcrypto (keychain-bench-lean-client): "
+                        + "\(format(leanClient.median)) median, "
+                        + String(format: "%.2f× the static Swift floor", leanClient.median / floor))
+            }
         }
         // The daemon reports its writes and commits when it stops; the lone writer's went one per commit.
         daemon.terminate()

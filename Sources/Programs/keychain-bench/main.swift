@@ -489,12 +489,15 @@ func measureCommand(samples: Int) -> Double? {
     }
     let environment = ["KEYCHAIN_HOME=" + directory, "KEYCHAIN_SOCKET=", "HOME=" + root, "PATH=/usr/bin:/bin"]
     let swiftFloor = commandFloor()
+    let cryptoFloor = benchmarkProgram("keychain-bench-crypto-floor")
     var floor = Latencies()
     var plainSwift = Latencies()
+    var withCrypto = Latencies()
     var command = Latencies()
     for sample in 0..<samples {
         floor.measure { _ = spawn("/bin/true", [], environment: environment) }
         if let swiftFloor { plainSwift.measure { _ = spawn(swiftFloor, [], environment: environment) } }
+        if let cryptoFloor { withCrypto.measure { _ = spawn(cryptoFloor, [], environment: environment) } }
         let arguments = [
             "find-generic-password", "-s", "bench.example.com", "-a", "user-\((sample &* 7919) % 10_000)", "-w",
         ]
@@ -508,6 +511,8 @@ func measureCommand(samples: Int) -> Double? {
     var table = TimingTable()
     var rows = [("spawn /bin/true", floor)]
     if swiftFloor != nil { rows.append(("floor (a static Swift binary printing a line)", plainSwift)) }
+    // What OpenSSL 3 takes before a first decryption, which no embedded lookup can skip.
+    if cryptoFloor != nil { rows.append(("floor + libcrypto loaded, 4 algorithms fetched", withCrypto)) }
     rows.append(("security find-generic-password -w", command))
     let base = swiftFloor != nil ? plainSwift.median : floor.median
     for (name, latencies) in rows { table.add(name, latencies, ratios: [latencies.median / base]) }
@@ -520,13 +525,18 @@ func measureCommand(samples: Int) -> Double? {
 
 /// `keychain-bench-floor` beside this program, or nil (with a note) when it was not built.
 func commandFloor() -> String? {
-    let path = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-        .appendingPathComponent("keychain-bench-floor").path
-    guard FileManager.default.isExecutableFile(atPath: path) else {
+    guard let path = benchmarkProgram("keychain-bench-floor") else {
         print("keychain-bench-floor: not built beside the benchmark (swift build -c release); /bin/true is the floor")
         return nil
     }
     return path
+}
+
+/// A program built beside this one (`swift build -c release` builds them all), or nil.
+func benchmarkProgram(_ name: String) -> String? {
+    let path = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent(name).path
+    return FileManager.default.isExecutableFile(atPath: path) ? path : nil
 }
 
 /// The static Swift floor's median start, for the command through the daemon.

@@ -2,6 +2,7 @@ import CProcessControl
 import Foundation
 import KeychainCrypto
 import KeychainSystem
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -183,9 +184,11 @@ final class PeerProcess: @unchecked Sendable {
     /// Whether a loader variable is set in the process's environment.
     func environmentCheck() -> EnvironmentCheck {
         guard let environment = readEnvironment() else { return .unreadable }
-        for entry in environment.split(separator: 0) {
-            for variable in Self.injectingVariables where entry.starts(with: Data(variable.utf8)) {
-                if entry.count > variable.utf8.count { return .injecting(String(variable.dropLast())) }
+        let prefixes = Self.injectingVariables.map { Array($0.utf8) }
+        for entry in [UInt8](environment).split(separator: 0) {
+            for (index, prefix) in prefixes.enumerated() where entry.count > prefix.count && entry.starts(with: prefix)
+            {
+                return .injecting(String(Self.injectingVariables[index].dropLast()))
             }
         }
         return .clean
@@ -409,6 +412,16 @@ final class PeerProcess: @unchecked Sendable {
     /// that an inode number found in another process is known to be a socket's, not a file's that
     /// happens to have the same number on another filesystem.
     private static func mountID(ofOwnDescriptor descriptor: Int32) -> String? {
+        // Every socket lives on the kernel's one socket filesystem: asked once.
+        if let known = socketMount.withLock({ $0 }) { return known }
+        let found = readMountID(ofOwnDescriptor: descriptor)
+        if found != nil { socketMount.withLock { $0 = found } }
+        return found
+    }
+
+    private static let socketMount = Mutex<String?>(nil)
+
+    private static func readMountID(ofOwnDescriptor descriptor: Int32) -> String? {
         ProcFiles.read("/proc/self/fdinfo/\(descriptor)").flatMap { fields(ofDescriptorInfo: $0)["mnt_id"] }
     }
 
