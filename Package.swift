@@ -83,7 +83,9 @@ let package = Package(
         .target(
             name: "KeychainCrypto", dependencies: ["KeychainBytes", "COpenSSL"], path: "Sources/Platform/KeychainCrypto"
         ),
-        .target(name: "KeychainStorage", dependencies: ["CSQLite"], path: "Sources/Platform/KeychainStorage"),
+        .target(
+            name: "KeychainStorage", dependencies: ["CSQLite", "KeychainSystem"],
+            path: "Sources/Platform/KeychainStorage"),
         .target(
             name: "KeychainSystem", dependencies: ["KeychainBytes", "KeychainCore", "CProcessControl"],
             path: "Sources/Platform/KeychainSystem"),

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import KeychainBytes
 
 #if canImport(Glibc)
     import Glibc
@@ -31,12 +32,7 @@ public enum KeychainLocations {
     }
 
     /// `directory` and `name` joined by one slash, as a path is built from a variable that may end in one.
-    static func joined(_ directory: String, _ name: String) -> String {
-        var base = Substring(directory)
-        while base.count > 1, base.hasSuffix("/") { base = base.dropLast() }
-        if base.isEmpty { return name }
-        return base == "/" ? "/" + name : base + "/" + name
-    }
+    static func joined(_ directory: String, _ name: String) -> String { PathText.join(directory, name) }
 
     private static func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
 }

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
@@ -46,7 +47,7 @@ public final class Keybag: Sendable {
         directory: String, root: any DeviceRoot, clock: any KeychainClock = SystemClock(),
         passcodeFunction: PasscodeFunction? = nil, deleteItems: @escaping @Sendable () throws -> Void = {}
     ) throws {
-        path = (directory as NSString).appendingPathComponent("keybag")
+        path = PathText.join(directory, "keybag")
         self.directory = directory
         self.root = root
         self.clock = clock

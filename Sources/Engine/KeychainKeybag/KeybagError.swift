@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// Why the keybag refused. The engine maps these to Apple's status codes.

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// AES-128-CBC with PKCS#7 padding: what the freedesktop Secret Service's

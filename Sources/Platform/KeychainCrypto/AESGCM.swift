@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// AES-256-GCM with a random 96-bit nonce and a 128-bit tag.

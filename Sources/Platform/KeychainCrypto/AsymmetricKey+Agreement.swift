@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 extension AsymmetricKey {

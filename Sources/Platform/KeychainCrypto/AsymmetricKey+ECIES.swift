@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// Apple's ECIES (`SecKeyAlgorithm.ecies…`): an ephemeral key on the recipient's curve, ECDH with the

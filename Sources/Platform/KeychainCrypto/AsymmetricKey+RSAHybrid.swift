@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// Apple's RSA-OAEP-AES-GCM (`SecKeyAlgorithm.rsaEncryptionOAEP…AESGCM`): a random AES session key

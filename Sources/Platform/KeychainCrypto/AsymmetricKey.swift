@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// An RSA or elliptic-curve key pair (or its public half) held by OpenSSL: generated, exported and

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// Plain message digests. The keychain never stores one of these of a secret or an attribute value;

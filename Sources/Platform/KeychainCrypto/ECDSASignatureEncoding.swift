@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// The two encodings of an ECDSA signature: DER `Ecdsa-Sig-Value` (SEQUENCE of two INTEGERs, ANSI
 /// X9.62) and r ‖ s, each big-endian and as long as the curve's coordinates (RFC 4754; what CryptoKit

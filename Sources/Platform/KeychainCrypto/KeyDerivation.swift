@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// Key derivation: scrypt for passcodes (the deliberately slow and memory-hungry step; PBKDF2 for keybags

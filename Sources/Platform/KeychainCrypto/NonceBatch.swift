@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Random 96-bit nonces drawn from one batch of the random generator's output, for the many sealed
 /// boxes of one operation (a backup seals every item under one key): one call into OpenSSL's DRBG per

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// A Diffie-Hellman key pair in RFC 2409's Second Oakley Group (the 1024-bit MODP group, generator 2):

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// The contents of a PKCS#12 (`.p12`) file: a private key, its certificate and the chain, decrypted with
 /// the file's password by OpenSSL.

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// The cryptographically secure random source (OpenSSL's DRBG, seeded from the kernel).
 public enum Random {

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// An X.509 certificate parsed by OpenSSL from its DER encoding: what `SecCertificate` reads of it.
 public final class X509Certificate: @unchecked Sendable {

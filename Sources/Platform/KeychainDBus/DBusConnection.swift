@@ -1,5 +1,5 @@
 import CSystemdBus
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 #if canImport(Glibc)

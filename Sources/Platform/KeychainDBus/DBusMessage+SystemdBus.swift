@@ -1,5 +1,5 @@
 import CSystemdBus
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
     import Glibc

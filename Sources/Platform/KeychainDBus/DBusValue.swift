@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A value in D-Bus's wire format, with the type it travels as. Only what the daemon needs from the
 /// system bus (logind's session signals and properties) is used, but every type decodes, so that a

@@ -1,5 +1,10 @@
 import CSQLite
-import Foundation
+import Dispatch
+import FoundationEssentials
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// One SQLite connection with its cache of prepared statements.
 ///

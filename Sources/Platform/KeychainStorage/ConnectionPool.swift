@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Hands out connections to one database file, one thread per connection at a time, and runs this

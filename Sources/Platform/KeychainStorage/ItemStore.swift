@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The item table's operations over one connection. Callers own the transaction around them.
 public struct ItemStore {

@@ -1,5 +1,5 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
 
 /// A prepared statement, reused across calls: the connection keeps one per SQL text.
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One row of the `items` table, exactly as stored: every attribute value is inside the sealed
 /// `metadata` and `secret` blobs, and the searchable columns hold keyed digests only.

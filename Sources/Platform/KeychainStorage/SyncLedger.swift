@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What a keychain remembers of its sync, in its own database so that applying what a pull brought
 /// and remembering it are one transaction: nothing is applied twice or half.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import KeychainSystem
 
 /// Group commit: the write transactions of one process, run on one writer connection, many to a SQLite
 /// transaction. A writer queues its work; whichever writer finds no batch running takes everything
@@ -11,7 +12,7 @@ import Foundation
 final class WriteBatcher: @unchecked Sendable {
     // Everything below is touched only while `condition` is locked, except the writer connection,
     // which only the thread running a batch (`running` true) uses.
-    private let condition = NSCondition()
+    private let condition = ConditionLock()
     private var queue: [Job] = []
     private var running = false
     private var connection: Connection?

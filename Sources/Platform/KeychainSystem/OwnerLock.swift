@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import KeychainBytes
 import KeychainCore
 
 #if canImport(Glibc)
@@ -74,7 +75,7 @@ public final class OwnerLock: Sendable {
     }
 
     private static func openLockFile(in directory: String) throws -> Int32 {
-        let path = (directory as NSString).appendingPathComponent(fileName)
+        let path = PathText.join(directory, fileName)
         let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw KeychainError.notAvailable("cannot open \(path): \(String(cString: strerror(errno)))")
@@ -94,7 +95,7 @@ public final class OwnerLock: Sendable {
         var buffer = [UInt8](repeating: 0, count: 256)
         let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
         guard count > 0 else { return nil }
-        let text = String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: buffer[..<count], as: UTF8.self).trimmingWhitespace
         guard !text.isEmpty, text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7f }) else {
             return nil
         }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 import KeychainCore
 
@@ -52,7 +52,7 @@ public enum SecureFiles {
         let path = try trustedPath(given)
         var info = stat()
         if lstat(path, &info) != 0 {
-            let parent = (path as NSString).deletingLastPathComponent
+            let parent = PathText.parent(path)
             if !parent.isEmpty, parent != path, stat(parent, &info) != 0 {
                 try ensureParent(parent)
             }
@@ -160,7 +160,7 @@ public enum SecureFiles {
     private static func ensureParent(_ path: String) throws(Failure) {
         var info = stat()
         if stat(path, &info) == 0 { return }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = PathText.parent(path)
         if !parent.isEmpty, parent != path { try ensureParent(parent) }
         if mkdir(path, 0o755) != 0, errno != EEXIST { throw Failure(operation: "mkdir", path: path, errno: errno) }
     }
@@ -364,17 +364,17 @@ public enum SecureFiles {
     /// nothing else would). Only where no write in progress can be hurt: under the lock that orders the
     /// writes (the keybag), or once the file exists for good (the device root).
     public static func removeStaleTemporaries(of path: String) {
-        let directory = (path as NSString).deletingLastPathComponent
-        let prefix = (path as NSString).lastPathComponent + ".tmp-"
+        let directory = PathText.parent(path)
+        let prefix = PathText.lastComponent(path) + ".tmp-"
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(prefix)
         {
-            unlink((directory as NSString).appendingPathComponent(name))
+            unlink(PathText.join(directory, name))
         }
     }
 
     /// Makes a rename or create in the directory durable.
     public static func syncDirectory(of path: String) {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = PathText.parent(path)
         let descriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { return }
         _ = fsync(descriptor)

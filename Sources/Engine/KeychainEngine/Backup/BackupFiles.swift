@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
@@ -27,10 +27,10 @@ public final class BackupTarget {
         if lstat(given, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
             throw KeychainError.invalidParameter("\(given) is a directory: name the backup file")
         }
-        let directory = (given as NSString).deletingLastPathComponent
+        let directory = PathText.parent(given)
         // The name's start only (a name may be up to 255 bytes, and the suffix needs room), then random
         // bytes that nobody can guess to plant a file in the way.
-        let name = String(decoding: Array((given as NSString).lastPathComponent.utf8.prefix(200)), as: UTF8.self)
+        let name = String(decoding: Array(PathText.lastComponent(given).utf8.prefix(200)), as: UTF8.self)
         let random = Hex.encode(try Random.bytes(8))
         temporary = (directory.isEmpty ? "" : directory + "/") + ".\(name).partial-\(random)"
         descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)

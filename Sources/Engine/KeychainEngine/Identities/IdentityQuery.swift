@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// A `kSecClassIdentity` query, split into the certificate query and the private-key query it joins

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 import KeychainCore
 import KeychainKeybag
@@ -125,7 +125,7 @@ extension Keychain {
 
     /// Where the new root's file and keybag are written before they are renamed into place.
     static func migrationStaging(directory: String, rootPath: String) -> (root: String, keybag: String) {
-        (rootPath + ".migrating", (directory as NSString).appendingPathComponent("keybag") + ".migrating")
+        (rootPath + ".migrating", PathText.join(directory, "keybag") + ".migrating")
     }
 
     /// Every row's item keys re-wrapped for the new class keys, and the mark set, in the caller's
@@ -163,7 +163,7 @@ extension Keychain {
     private static func finishMigration(
         _ staging: (root: String, keybag: String), rootPath: String, directory: String
     ) throws {
-        let keybagPath = (directory as NSString).appendingPathComponent("keybag")
+        let keybagPath = PathText.join(directory, "keybag")
         for (from, to) in [(staging.root, rootPath), (staging.keybag, keybagPath)] {
             guard SecureFiles.identity(of: from) != nil else { continue }
             guard rename(from, to) == 0 else {
@@ -189,7 +189,7 @@ extension Keychain {
         _ staging: (root: String, keybag: String), directory: String, rootPath: String,
         deviceRoots: any DeviceRootProvider
     ) throws {
-        let databasePath = (directory as NSString).appendingPathComponent(databaseName)
+        let databasePath = PathText.join(directory, databaseName)
         let connection = try Connection(path: databasePath, create: false)
         let marked = try connection.writeTransaction { try ItemStore(connection: connection).mark(.itemsMigrated) }
         if marked != nil {

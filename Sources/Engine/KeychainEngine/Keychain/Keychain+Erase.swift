@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import KeychainBytes
 import KeychainCore
 import KeychainStorage
 
@@ -38,7 +39,7 @@ extension Keychain {
         retired.store(true, ordering: .releasing)
         keybag.retire()
         sessionUnlock?.remove()
-        for path in [(directory as NSString).appendingPathComponent("keybag"), deviceRootPath] {
+        for path in [PathText.join(directory, "keybag"), deviceRootPath] {
             guard unlink(path) == 0 || errno == ENOENT else {
                 throw KeychainError.ioError("cannot remove \(path): \(String(cString: strerror(errno)))")
             }

@@ -1,7 +1,11 @@
-import Foundation
+import FoundationEssentials
 import KeychainKeybag
 import KeychainStorage
 import KeychainSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Failures of the layers below, as the engine reports them: Apple's status families (the SQLite and
 /// keystore mappings of SecItem.m), with the cause logged where the caller can do nothing about it.

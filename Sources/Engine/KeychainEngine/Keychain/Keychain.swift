@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 import KeychainCrypto
 import KeychainKeybag
@@ -101,9 +101,9 @@ public final class Keychain: Sendable {
         case .sharedWithOtherProcesses: ownerLock = Mutex(try OwnerLock.share(directory: directory))
         case .daemon(let holder): ownerLock = Mutex(try OwnerLock.claim(directory: directory, holder: holder))
         }
-        databasePath = (directory as NSString).appendingPathComponent(Self.databaseName)
+        databasePath = PathText.join(directory, Self.databaseName)
         clock = options.clock
-        deviceRootPath = options.deviceRootPath ?? (directory as NSString).appendingPathComponent("device-root")
+        deviceRootPath = options.deviceRootPath ?? PathText.join(directory, "device-root")
         deviceRoots = options.deviceRoots
         keybag = try Self.openKeybag(directory: directory, options: options)
         let host = AuthenticatorHost(directory: directory, keybag: keybag)
@@ -125,13 +125,13 @@ public final class Keychain: Sendable {
     }
 
     private static func openKeybag(directory: String, options: KeychainOptions) throws -> Keybag {
-        let rootPath = options.deviceRootPath ?? (directory as NSString).appendingPathComponent("device-root")
-        let databasePath = (directory as NSString).appendingPathComponent(databaseName)
+        let rootPath = options.deviceRootPath ?? PathText.join(directory, "device-root")
+        let databasePath = PathText.join(directory, databaseName)
         do {
             // A new root only for a new keychain: a copy of a keychain whose root is missing (kept
             // elsewhere) is refused as it is, with nothing written into it.
             try recoverMigration(directory: directory, rootPath: rootPath, deviceRoots: options.deviceRoots)
-            let isNew = SecureFiles.identity(of: (directory as NSString).appendingPathComponent("keybag")) == nil
+            let isNew = SecureFiles.identity(of: PathText.join(directory, "keybag")) == nil
             let root = try options.deviceRoots.openRoot(path: rootPath, create: isNew)
             return try Keybag(
                 directory: directory, root: root, clock: options.clock, passcodeFunction: options.passcodeFunction,

@@ -1,5 +1,9 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Where the keychain reports problems an operator must see: a damaged database, a keybag from
 /// another device, a tampered item. Messages never contain secrets or attribute values.
@@ -20,6 +24,7 @@ public enum KeychainLog {
             return
         }
         if let setting = getenv("KEYCHAIN_LOG"), strcmp(setting, "off") == 0 { return }
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     }
 }

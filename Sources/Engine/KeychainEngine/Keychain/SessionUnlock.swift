@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
@@ -29,8 +29,7 @@ struct SessionUnlock: Sendable {
             let digest = try? Digest.sha256(Data(keychainDirectory.utf8))
         else { return nil }
         let name = "session-" + Hex.encode(digest.prefix(12))
-        path = ((runtimeDirectory as NSString).appendingPathComponent("keychain") as NSString)
-            .appendingPathComponent(name)
+        path = PathText.join(PathText.join(runtimeDirectory, "keychain"), name)
     }
 
     /// The token, if one is held (a file that is not a private file of this user is not read).
@@ -38,7 +37,7 @@ struct SessionUnlock: Sendable {
 
     func write(_ token: Data) throws {
         do {
-            try SecureFiles.ensureDirectory((path as NSString).deletingLastPathComponent)
+            try SecureFiles.ensureDirectory(PathText.parent(path))
             try SecureFiles.writeAtomically(token, to: path)
         } catch {
             throw KeychainError.ioError("cannot hold the unlock for the session in \(path): \(error)")

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// What a `SecItemAdd` dictionary asks for, decided by the parser rather than by its callers: a new

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// Coerces caller values to an attribute's kind, and gives the canonical bytes that digests and

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// How an attribute's values are typed, compared and indexed (after Apple's SecDb attribute kinds).

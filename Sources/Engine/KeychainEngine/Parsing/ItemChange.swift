@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainKeybag
 
 /// The `attributesToUpdate` dictionary of `SecItemUpdate`, validated: only attributes of the class and

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// Shapes found items into what SecItemCopyMatching (and SecItemAdd's result) returns on iOS:

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
@@ -28,8 +28,8 @@ public final class SoftwareDeviceRoot: DeviceRoot {
     /// was linked into place first.
     public static func load(path given: String, create: Bool) throws -> SoftwareDeviceRoot {
         // The directory is resolved (its links checked); the file itself must not be a link.
-        let directory = try SecureFiles.trustedPath((given as NSString).deletingLastPathComponent)
-        let path = (directory as NSString).appendingPathComponent((given as NSString).lastPathComponent)
+        let directory = try SecureFiles.trustedPath(PathText.parent(given))
+        let path = PathText.join(directory, PathText.lastComponent(given))
         if let contents = try SecureFiles.readSecret(path) {
             // A process killed while creating the root leaves a temporary holding a root key. With the
             // root in place, any temporary is such a leftover, or a creation that has lost its race
@@ -158,8 +158,8 @@ public enum DeviceRootFile {
 
     /// The first four bytes of the root file at `path`; nil when there is none.
     public static func magic(at path: String) throws -> Data? {
-        let directory = try SecureFiles.trustedPath((path as NSString).deletingLastPathComponent)
-        let file = (directory as NSString).appendingPathComponent((path as NSString).lastPathComponent)
+        let directory = try SecureFiles.trustedPath(PathText.parent(path))
+        let file = PathText.join(directory, PathText.lastComponent(path))
         guard let contents = try SecureFiles.readSecret(file) else { return nil }
         return contents.withUnsafeBytes { Data($0.prefix(4)) }
     }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 
 /// When a passcode attempt was counted, on both clocks. Each clock can be moved by someone: the wall

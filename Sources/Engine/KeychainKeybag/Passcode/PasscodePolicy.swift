@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// How long to wait after consecutive failed passcode attempts, as iOS does:
