@@ -48,6 +48,7 @@ let package = Package(
         .executable(name: "keychain-bench-floor", targets: ["keychain-bench-floor"]),
         .executable(name: "keychain-bench-crypto-floor", targets: ["keychain-bench-crypto-floor"]),
         .executable(name: "keychain-bench-lean-client", targets: ["keychain-bench-lean-client"]),
+        .executable(name: "keychain-bench-lean-embedded", targets: ["keychain-bench-lean-embedded"]),
         .executable(name: "security", targets: ["SecurityCommand"]),
         .executable(name: "securityd", targets: ["securityd"]),
         .executable(name: "keychain-syncd", targets: ["keychain-syncd"]),
@@ -203,6 +204,18 @@ let package = Package(
         .executableTarget(
             name: "keychain-bench-lean-client", dependencies: ["KeychainBytes", "KeychainCore", "KeychainClient"],
             path: "Sources/Programs/keychain-bench-lean-client",
+            linkerSettings: [
+                .unsafeFlags(
+                    ["-static-stdlib", "-use-ld=lld", "-l_FoundationCShims", "-l_FoundationCollections"],
+                    .when(platforms: [.linux], configuration: .release))
+            ]
+        ),
+        // An embedded lookup by a program with the engine and without the facade or Foundation, measured
+        // beside the command.
+        .executableTarget(
+            name: "keychain-bench-lean-embedded",
+            dependencies: ["KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainEngine", "KeychainSystem"],
+            path: "Sources/Programs/keychain-bench-lean-embedded",
             linkerSettings: [
                 .unsafeFlags(
                     ["-static-stdlib", "-use-ld=lld", "-l_FoundationCShims", "-l_FoundationCollections"],

@@ -490,9 +490,11 @@ func measureCommand(samples: Int) -> Double? {
     let environment = ["KEYCHAIN_HOME=" + directory, "KEYCHAIN_SOCKET=", "HOME=" + root, "PATH=/usr/bin:/bin"]
     let swiftFloor = commandFloor()
     let cryptoFloor = benchmarkProgram("keychain-bench-crypto-floor")
+    let leanEmbedded = benchmarkProgram("keychain-bench-lean-embedded")
     var floor = Latencies()
     var plainSwift = Latencies()
     var withCrypto = Latencies()
+    var lean = Latencies()
     var command = Latencies()
     for sample in 0..<samples {
         floor.measure { _ = spawn("/bin/true", [], environment: environment) }
@@ -506,6 +508,13 @@ func measureCommand(samples: Int) -> Double? {
                 fail("security find-generic-password failed")
             }
         }
+        if let leanEmbedded {
+            lean.measure {
+                if !spawn(leanEmbedded, ["bench.example.com", arguments[4]], environment: environment) {
+                    fail("keychain-bench-lean-embedded failed")
+                }
+            }
+        }
     }
     print("security find-generic-password -w, whole process, 10,000 items stored (\(samples) runs)")
     var table = TimingTable()
@@ -514,6 +523,9 @@ func measureCommand(samples: Int) -> Double? {
     // What OpenSSL 3 takes before a first decryption, which no embedded lookup can skip.
     if cryptoFloor != nil { rows.append(("floor + libcrypto loaded, 4 algorithms fetched", withCrypto)) }
     rows.append(("security find-generic-password -w", command))
+    // The same lookup by the engine in a program without the facade or Foundation: what is left is the
+    // engine's own start.
+    if leanEmbedded != nil { rows.append(("the same, engine alone (keychain-bench-lean-embedded)", lean)) }
     let base = swiftFloor != nil ? plainSwift.median : floor.median
     for (name, latencies) in rows { table.add(name, latencies, ratios: [latencies.median / base]) }
     table.print()
