@@ -12,7 +12,8 @@ import PackageDescription
 //              KeychainSystem       the operating system: safe files, the owner lock, process protection
 //              KeychainDBus         D-Bus over sd-bus, loaded on first use (systemd-logind's session lock, fprintd)
 //              KeychainTPM          tpm2-tss ESYS (libtss2-dev): salted sessions, sealing, NV counters, lockout
-//              KeychainTLS          TLS 1.3 through libssl (libssl-dev): the sync server's listener and its clients
+//              KeychainTLS          TLS 1.3 through libssl (libssl-dev), loaded on first use: the sync server's
+//                                   listener and its clients
 //   Engine/    KeychainKeybag       device root, class keys, passcode, lock state
 //              KeychainEngine       item semantics: parsing, search, sealing, access groups; the in-process service
 //              KeychainTPMRoot      the device root in a TPM (the daemon's; embedded processes do not link it)
@@ -76,7 +77,7 @@ let package = Package(
             name: "CPostgreSQL", path: "Sources/Platform/CPostgreSQL", pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]),
         .systemLibrary(
-            name: "CTLS", path: "Sources/Platform/CTLS", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
+            name: "CTLS", path: "Sources/Platform/CTLS", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // Header-only: fixed-argument forms of prctl, which Swift cannot call (it is variadic).
         .systemLibrary(name: "CProcessControl", path: "Sources/Platform/CProcessControl"),
         .target(name: "KeychainBytes", path: "Sources/Base/KeychainBytes"),
