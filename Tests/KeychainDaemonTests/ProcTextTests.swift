@@ -24,11 +24,27 @@ final class ProcTextTests: XCTestCase {
         XCTAssertEqual(info["ino"], "123456")
     }
 
-    func testAMapLineKeepsItsPathWithSpacesAndRepairsBytesThatAreNotText() {
-        let line = Array("7f00-7f10 r-xp 00000000 fe:00 1234                       /opt/my app/lib.so".utf8)
-        let fields = ArraySlice(line).split(separator: ProcText.space, maxSplits: 5, omittingEmptySubsequences: true)
-        XCTAssertEqual(ProcText.text(ProcText.trimmed(fields[5])), "/opt/my app/lib.so")
-        XCTAssertEqual(ProcText.text(ProcText.trimmed(ArraySlice([0x20, 0x2f, 0xff, 0x61, 0x09]))), "/\u{FFFD}a")
-        XCTAssertEqual(ProcText.lines(Array("a\n\nb\n".utf8)).map(ProcText.text), ["a", "b"])
+    func testAMapLineKeepsItsPathAsTheKernelWroteIt() throws {
+        let padded = ArraySlice(
+            Array("7f00-7f10 r-xp 00000000 fe:00 1234                       /opt/my app/lib.so ".utf8))
+        let mapping = try XCTUnwrap(ProcText.executableMapping(padded))
+        // The padding before the path is the kernel's; the space it ends with is the file's name.
+        XCTAssertEqual(mapping.text, "/opt/my app/lib.so ")
+        XCTAssertEqual(mapping.inode, 1234)
+        // A path that is not UTF-8 keeps its bytes (the file is looked up by them); only the text is repaired.
+        let raw = ArraySlice(Array("7f00-7f10 r-xp 00000000 fe:00 99 /tmp/".utf8) + [0xff, 0x61])
+        let odd = try XCTUnwrap(ProcText.executableMapping(raw))
+        XCTAssertEqual(odd.path, Array("/tmp/".utf8) + [0xff, 0x61])
+        XCTAssertEqual(odd.text, "/tmp/\u{FFFD}a")
+        // Anonymous executable memory has no path; a mapping without x is not code; a short line is nothing.
+        XCTAssertEqual(
+            ProcText.executableMapping(ArraySlice(Array("7f00-7f10 rwxp 00000000 00:00 0".utf8))),
+            ProcText.ExecutableMapping(path: [], inode: 0))
+        XCTAssertNil(ProcText.executableMapping(ArraySlice(Array("7f00-7f10 r--p 00000000 fe:00 1234 /lib/a.so".utf8))))
+        XCTAssertNil(ProcText.executableMapping(ArraySlice(Array("7f00-7f10 r-xp 0".utf8))))
+        XCTAssertNil(
+            ProcText.executableMapping(ArraySlice(Array("7f00-7f10 r-xp 00000000 fe:00 notanumber /lib/a.so".utf8)))?
+                .inode)
+        XCTAssertEqual(ProcText.lines(Array("a\n\nb\n".utf8)).map { ProcText.text($0) }, ["a", "b"])
     }
 }

@@ -121,10 +121,10 @@ final class PasscodePromptTests: EngineTestCase {
         var query = password("s", "guarded", secret: nil)
         query["r_Data"] = .bool(true)
         // The inode and the change time to the nanosecond: a rewrite renames a new file into place.
-        func fileIdentity() throws -> [Int] {
+        func fileIdentity() throws -> [UInt64] {
             var info = stat()
             guard stat(directory + "/biometry", &info) == 0 else { throw CocoaError(.fileNoSuchFile) }
-            return [Int(info.st_ino), info.st_ctim.tv_sec, info.st_ctim.tv_nsec]
+            return [UInt64(info.st_ino), UInt64(info.st_ctim.tv_sec), UInt64(info.st_ctim.tv_nsec)]
         }
         let before = try fileIdentity()
         for _ in 0..<3 { XCTAssertNotNil(try service.copyMatching(query), "the standing answer matches") }

@@ -23,10 +23,13 @@ final class NewUserTests: XCTestCase {
     func testTheDaemonsRefusalReasonIsShown() throws {
         let daemon = try TestDaemon()
         cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
-        let unknown = try cli.run("find-generic-password", "-s", "refused")
-        XCTAssertEqual(unknown.status, Self.missingEntitlementExit, unknown.stderr)
-        XCTAssertTrue(
-            unknown.stderr.contains("\(cli.executable) is not registered with the keychain daemon"), unknown.stderr)
+        // The attribute search goes through the Security API, `-w` to the service directly: the same reason.
+        for password in [[], ["-w"]] {
+            let unknown = try cli.run(["find-generic-password", "-s", "refused"] + password)
+            XCTAssertEqual(unknown.status, Self.missingEntitlementExit, unknown.stderr)
+            XCTAssertTrue(
+                unknown.stderr.contains("\(cli.executable) is not registered with the keychain daemon"), unknown.stderr)
+        }
 
         let registered = try cli.run(
             "app", "register", cli.executable, "--application-identifier", "security", "--access-group", "security")
@@ -38,11 +41,13 @@ final class NewUserTests: XCTestCase {
 
         // Registered, but run with a loader variable: refused for that, and the message says so.
         cli.extraEnvironment["LD_LIBRARY_PATH"] = cli.home + "/no-libraries-here"
-        let loader = try cli.run("find-generic-password", "-s", "refused")
-        XCTAssertEqual(loader.status, Self.missingEntitlementExit, loader.stderr)
-        XCTAssertTrue(loader.stderr.contains("runs with LD_LIBRARY_PATH set"), loader.stderr)
-        XCTAssertFalse(loader.stderr.contains("not registered"), loader.stderr)
-        XCTAssertFalse(loader.stderr.contains("does not know this executable"), loader.stderr)
+        for password in [[], ["-w"]] {
+            let loader = try cli.run(["find-generic-password", "-s", "refused"] + password)
+            XCTAssertEqual(loader.status, Self.missingEntitlementExit, loader.stderr)
+            XCTAssertTrue(loader.stderr.contains("runs with LD_LIBRARY_PATH set"), loader.stderr)
+            XCTAssertFalse(loader.stderr.contains("not registered"), loader.stderr)
+            XCTAssertFalse(loader.stderr.contains("does not know this executable"), loader.stderr)
+        }
     }
 
     /// A socket left behind by a daemon that stopped: item verbs said only "No keychain is available.

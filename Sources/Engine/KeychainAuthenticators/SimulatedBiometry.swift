@@ -5,7 +5,6 @@ import KeychainCrypto
 import KeychainEngine
 import KeychainKeybag
 import KeychainSystem
-import Synchronization
 
 /// A biometric sensor simulated the way the iOS Simulator's Face ID menu simulates one: enrolled or
 /// not, and answered by whoever drives it (`security biometry match | nomatch | cancel`, or a standing
@@ -33,12 +32,6 @@ final class SimulatedBiometry: BiometricSensor, Sendable {
     }
 
     let device: Device
-
-    /// The state last read, and the file it was read from: the sensor is asked on every approval, which
-    /// reads the state twice; the file is parsed again only when a write has replaced or touched it.
-    private let lastRead = Mutex<(file: [Int], state: State)?>(nil)
-    /// The domain state of the last enrollment seen, by its sealed secret (it costs two MACs and an open).
-    private let lastDomainState = Mutex<(sealed: Data, domainState: Data)?>(nil)
 
     /// Face ID, as the iOS Simulator's default device has.
     var biometryType: Int { 2 }
@@ -164,38 +157,16 @@ final class SimulatedBiometry: BiometricSensor, Sendable {
     }
 
     /// A digest of the enrolled set that changes with every enrollment and reveals nothing of its secret.
-    private func domainState(of state: State, key: @autoclosure () throws -> SecureBytes) throws -> Data? {
+    private func domainState(of state: State, key: SecureBytes) throws -> Data? {
         guard state.enrolled, let sealed = state.sealedEnrollment else { return nil }
-        if let last = lastDomainState.withLock({ $0 }), last.sealed == sealed { return last.domainState }
-        let secret = try AESGCM.openSecure(sealed, key: try key(), authenticating: enrollmentAAD)
-        let domainState = try HMACKey(key: secret, pinned: false).authenticationCode(Data("domain state".utf8))
-        lastDomainState.withLock { $0 = (sealed, domainState) }
-        return domainState
+        let secret = try AESGCM.openSecure(sealed, key: key, authenticating: enrollmentAAD)
+        return try HMACKey(key: secret, pinned: false).authenticationCode(Data("domain state".utf8))
     }
 
+    /// The state as the file holds it now, read afresh every time: another process (the user's
+    /// `security biometry`, or another keychain process) may have changed it, and a cache validated by
+    /// the file's identity can be fooled by a reused inode or a network file system's attribute cache.
     private func read() throws -> State {
-        let file = fileIdentity()
-        if let file, let last = lastRead.withLock({ $0 }), last.file == file { return last.state }
-        let state = try readFile()
-        // Kept only if the file is still the one identified before it was read: a write in between is
-        // read on the next call.
-        if let file, fileIdentity() == file { lastRead.withLock { $0 = (file, state) } }
-        return state
-    }
-
-    /// The state file's device, inode, size, and modification and change times to the nanosecond: an
-    /// atomic write renames a new file into place, a write in place or a change of owner or mode moves
-    /// the times. Nil when it is missing.
-    private func fileIdentity() -> [Int]? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
-        return [
-            Int(info.st_dev), Int(info.st_ino), Int(info.st_size), info.st_mtim.tv_sec, info.st_mtim.tv_nsec,
-            info.st_ctim.tv_sec, info.st_ctim.tv_nsec,
-        ]
-    }
-
-    private func readFile() throws -> State {
         let data: Data?
         do {
             data = try SecureFiles.read(path)

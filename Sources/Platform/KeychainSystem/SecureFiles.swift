@@ -364,7 +364,8 @@ public enum SecureFiles {
     /// nothing else would). Only where no write in progress can be hurt: under the lock that orders the
     /// writes (the keybag), or once the file exists for good (the device root).
     public static func removeStaleTemporaries(of path: String) {
-        let directory = PathText.parent(path)
+        // A bare name is in the working directory.
+        let directory = PathText.parent(path).isEmpty ? "." : PathText.parent(path)
         let prefix = PathText.lastComponent(path) + ".tmp-"
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(prefix)
         {

@@ -68,7 +68,11 @@ public final class TLSContext: @unchecked Sendable {
     /// A client's context: it trusts the CA certificates of `authorities` (PEM), else the system's.
     public static func client(authorities: String?) throws(TLSError) -> TLSContext {
         let made = try TLSContext(server: false)
-        made.ssl.SSL_CTX_set_verify?(made.context, SSL_VERIFY_PEER, nil)
+        // Fails closed: without this call the peer's certificate would not be checked.
+        guard let requirePeerCertificate = made.ssl.SSL_CTX_set_verify else {
+            throw TLSError("libssl has no SSL_CTX_set_verify")
+        }
+        requirePeerCertificate(made.context, SSL_VERIFY_PEER, nil)
         if let authorities {
             guard made.ssl.SSL_CTX_load_verify_locations?(made.context, authorities, nil) == 1 else {
                 throw .library("cannot read the CA certificates \(authorities)")

@@ -299,25 +299,28 @@ final class PeerProcess: @unchecked Sendable {
     /// (replaced, or deleted: a memfd too). Nil when all its code is the system's.
     func foreignCode(executable: ExecutableKey) -> String? {
         guard let maps = read("maps") else { return "its memory map, which cannot be read" }
-        var checked = Set<String>()
+        var checked = Set<[UInt8]>()
         for line in ProcText.lines(Array(maps)) {
-            // start-end perms offset device inode path
-            let fields = line.split(separator: ProcText.space, maxSplits: 5, omittingEmptySubsequences: true)
-            guard fields.count >= 5, fields[1].contains(UInt8(ascii: "x")) else { continue }
-            let path = fields.count == 6 ? ProcText.text(ProcText.trimmed(fields[5])) : ""
-            if !path.hasPrefix("/") {
+            guard let mapping = ProcText.executableMapping(line) else { continue }
+            let path = mapping.text
+            if mapping.path.first != UInt8(ascii: "/") {
                 // Executable memory that no file backs: code written at run time. A preloaded library
                 // can copy itself there and unmap its file, so that no path names it; ordinary programs
                 // have none (the kernel's own pages excepted). A program with a JIT cannot be an app.
                 if Self.kernelCode.contains(path) { continue }
                 return path.isEmpty ? "executable memory that no file backs (code written at run time)" : path
             }
-            guard !checked.contains(path) else { continue }
-            checked.insert(path)
-            guard let inode = UInt64(ProcText.text(fields[4])), !path.hasSuffix(" (deleted)") else { return path }
+            guard checked.insert(mapping.path).inserted else { continue }
+            guard let inode = mapping.inode, !mapping.path.reversed().starts(with: Self.deleted.reversed()) else {
+                return path
+            }
+            // The file is looked up by the bytes the kernel gave, not by their repaired text.
             var info = stat()
-            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
-                UInt64(info.st_ino) == inode || Self.isOverlay(path)
+            let found = (mapping.path + [0]).withUnsafeBufferPointer { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { name in name.baseAddress.map { lstat($0, &info) } ?? -1 }
+            }
+            guard found == 0, info.st_mode & S_IFMT == S_IFREG,
+                UInt64(info.st_ino) == inode || Self.isOverlay(mapping.path)
             else { return path }
             if UInt64(info.st_ino) == executable.inode, UInt64(info.st_dev) == executable.device { continue }
             if info.st_uid != 0 || info.st_mode & 0o022 != 0 { return path }
@@ -325,13 +328,20 @@ final class PeerProcess: @unchecked Sendable {
         return nil
     }
 
+    /// What the kernel appends to the path of a mapped file that was deleted.
+    private static let deleted = Array(" (deleted)".utf8)
+
     /// Executable mappings the kernel itself provides.
     private static let kernelCode: Set<String> = ["[vdso]", "[vsyscall]", "[vectors]", "[uprobes]", "[sigpage]"]
 
     /// overlayfs shows a mapped file's underlying inode in `maps` and its own in `stat`: there the
     /// comparison cannot be made, and ownership alone is checked.
-    private static func isOverlay(_ path: String) -> Bool {
-        process_control_filesystem_type(path) == 0x794c_7630
+    private static func isOverlay(_ path: [UInt8]) -> Bool {
+        (path + [0]).withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { name in
+                name.baseAddress.map { process_control_filesystem_type($0) == 0x794c_7630 } ?? false
+            }
+        }
     }
 
     /// How the process holds the client end of this connection.

@@ -52,4 +52,25 @@ enum ProcText {
         guard let end = stat.lastIndex(of: UInt8(ascii: ")")) else { return nil }
         return stat[(end + 1)...].split(whereSeparator: { $0 == space || $0 == newline }).map(text)
     }
+
+    /// An executable mapping of a `/proc/<pid>/maps` line: the mapped file's path as the kernel wrote
+    /// it (bytes, since a path need not be UTF-8; empty for memory no file backs, `[vdso]` and the like
+    /// for the kernel's own), and the inode the kernel names (nil when that field is not a number).
+    struct ExecutableMapping: Equatable {
+        let path: [UInt8]
+        let inode: UInt64?
+
+        /// The path as text, for messages (bytes that are not UTF-8 repaired).
+        var text: String { ProcText.text(path[...]) }
+    }
+
+    /// The line's executable mapping; nil for a mapping that is not executable, or a line with fewer
+    /// than the five fields before the path (`start-end perms offset device inode path`). The kernel
+    /// pads before the path: the spaces there are its; a space the path ends with is the file's name.
+    static func executableMapping(_ line: ArraySlice<UInt8>) -> ExecutableMapping? {
+        let fields = line.split(separator: space, maxSplits: 5, omittingEmptySubsequences: true)
+        guard fields.count >= 5, fields[1].contains(UInt8(ascii: "x")) else { return nil }
+        let path = fields.count == 6 ? Array(fields[5].drop { $0 == space }) : []
+        return ExecutableMapping(path: path, inode: UInt64(text(fields[4])))
+    }
 }
