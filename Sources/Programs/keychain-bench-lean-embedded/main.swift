@@ -1,7 +1,8 @@
 // The benchmark's measure of what an embedded lookup costs a program that links the engine without
 // the Core Foundation facade or Foundation (FoundationEssentials alone): `keychain-bench-lean-embedded
 // SERVICE ACCOUNT` protects itself as the `security` command does (no core file, not dumpable, the work
-// in a child forked after that), opens the keychain at KEYCHAIN_HOME in the command's own access group
+// in a child forked after that), opens the keychain at KEYCHAIN_HOME with the engine's default options
+// (no authenticator is set up, as none is needed for an item without access control) in the command's own access group
 // (`security`), and prints the generic password's secret as `find-generic-password -w` does; exit 1
 // with the reason when there is none.
 import KeychainBytes
