@@ -8,7 +8,7 @@ import PackageDescription
 //              CTSS2, CSystemdBus,  libsystemd-dev's sd-bus header); prctl for Swift
 //              CProcessControl
 //              KeychainCrypto       OpenSSL: AES-GCM, HMAC, HKDF, scrypt, keys, certificates, randomness
-//              KeychainStorage      SQLite: connections, cached statements, the item schema
+//              KeychainStorage      SQLite (loaded on first use): connections, cached statements, the item schema
 //              KeychainSystem       the operating system: safe files, the owner lock, process protection
 //              KeychainDBus         D-Bus over sd-bus, loaded on first use (systemd-logind's session lock, fprintd)
 //              KeychainTPM          tpm2-tss ESYS (libtss2-dev): salted sessions, sealing, NV counters, lockout
@@ -55,11 +55,9 @@ let package = Package(
         .executable(name: "keychain-syncd", targets: ["keychain-syncd"]),
     ],
     targets: [
-        .systemLibrary(
-            name: "CSQLite", path: "Sources/Platform/CSQLite",
-            pkgConfig: "sqlite3",
-            providers: [.apt(["libsqlite3-dev"])]
-        ),
+        // Header-only: libsqlite3 (libsqlite3-dev) is loaded when a database is first opened, not linked
+        // (see its shim); tests that read a database directly link it themselves.
+        .systemLibrary(name: "CSQLite", path: "Sources/Platform/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(
             name: "COpenSSL", path: "Sources/Platform/COpenSSL",
             pkgConfig: "libcrypto",
@@ -264,7 +262,8 @@ let package = Package(
             dependencies: [
                 "KeychainTPM", "KeychainTPMRoot", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainKeybag",
                 "KeychainEngine", "KeychainTestSupport", "KeychainSyncAgent", "KeychainSyncProtocol", "keychain-syncd",
-            ]),
+            ],
+            linkerSettings: [.linkedLibrary("sqlite3")]),
         .testTarget(
             name: "KeychainWireTests",
             dependencies: ["KeychainWire", "KeychainBytes", "KeychainCore", "KeychainCrypto"]),
@@ -279,7 +278,8 @@ let package = Package(
                 "KeychainStorage",
                 "KeychainCrypto", "KeychainSystem",
                 "keychain-test-helper", "KeychainTestSupport", "KeychainDBus",
-            ]
+            ],
+            linkerSettings: [.linkedLibrary("sqlite3")]
         ),
         .testTarget(
             name: "SecurityCommandTests",

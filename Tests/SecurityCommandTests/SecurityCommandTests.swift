@@ -419,11 +419,11 @@ final class SecurityCommandTests: XCTestCase {
     }
 }
 
-/// What the command's binary loads at every start: libssl only when sync opens a TLS connection (it is
-/// loaded then, by name), never at start, directly or through another library; libcrypto and SQLite as
-/// linked libraries.
+/// What the command's binary loads at every start: libssl only when sync opens a TLS connection and
+/// libsqlite3 only when a database is opened (each loaded then, by name), never at start, directly or
+/// through another library; libcrypto as a linked library.
 final class CommandLinkTests: XCTestCase {
-    func testTheCommandDoesNotLoadLibsslAtStart() throws {
+    func testTheCommandLoadsNeitherLibsslNorSQLiteAtStart() throws {
         let ldd = Process()
         ldd.executableURL = URL(fileURLWithPath: "/usr/bin/ldd")
         ldd.arguments = [CommandRunner.executable]
@@ -435,5 +435,6 @@ final class CommandLinkTests: XCTestCase {
         XCTAssertEqual(ldd.terminationStatus, 0)
         XCTAssertTrue(text.contains("libcrypto.so.3"), text)
         XCTAssertFalse(text.contains("libssl"), "libssl is loaded on first use:\n\(text)")
+        XCTAssertFalse(text.contains("libsqlite3"), "libsqlite3 is loaded on first use:\n\(text)")
     }
 }

@@ -12,6 +12,7 @@ import FoundationEssentials
 /// without SQLite's own mutex. All SQL it runs is static text from this module.
 public final class Connection {
     private let handle: OpaquePointer
+    private let sqlite: keychain_sqlite
     // One thread at a time uses a connection (the pool hands it out), so the runtime's exclusivity
     // check on every statement lookup buys nothing here.
     @exclusivity(unchecked) private var statements: [String: Statement] = [:]
@@ -20,19 +21,23 @@ public final class Connection {
     /// Opens (creating if asked) the database at `path` in WAL mode with full fsync on commit,
     /// so a transaction that returned is on disk.
     public init(path: String, create: Bool, busyTimeoutMilliseconds: Int32 = 10_000) throws {
+        guard let sqlite = sqliteLibrary else {
+            throw StorageError(kind: .cannotOpen, code: SQLITE_CANTOPEN, message: "cannot load libsqlite3.so.0")
+        }
         var handle: OpaquePointer?
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
         if create { flags |= SQLITE_OPEN_CREATE }
-        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        let code = sqlite.sqlite3_open_v2?(path, &handle, flags, nil) ?? SQLITE_CANTOPEN
         guard code == SQLITE_OK, let handle else {
             let error = StorageError(code: code, connection: handle)
-            sqlite3_close_v2(handle)
+            _ = sqlite.sqlite3_close_v2?(handle)
             throw error
         }
         self.handle = handle
+        self.sqlite = sqlite
         self.path = path
-        sqlite3_extended_result_codes(handle, 1)
-        sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
+        _ = sqlite.sqlite3_extended_result_codes?(handle, 1)
+        _ = sqlite.sqlite3_busy_timeout?(handle, busyTimeoutMilliseconds)
         // journal_mode answers with a row; the others do not. Turning a new database to WAL needs an
         // exclusive lock, and while another connection makes the same switch SQLite answers SQLITE_BUSY
         // at once, without waiting in the busy handler: so wait here, within the same timeout.
@@ -44,7 +49,7 @@ public final class Connection {
 
     deinit {
         statements.removeAll()
-        sqlite3_close_v2(handle)
+        _ = sqlite.sqlite3_close_v2?(handle)
     }
 
     private func retryingWhileBusy(forMilliseconds timeout: Int32, _ body: () throws -> Void) throws {
@@ -73,19 +78,19 @@ public final class Connection {
             cached.reset()
             return cached
         }
-        let statement = try Statement(connection: handle, sql: sql)
+        let statement = try Statement(connection: handle, sqlite: sqlite, sql: sql)
         statements[sql] = statement
         return statement
     }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.
-    public var changes: Int { Int(sqlite3_changes64(handle)) }
+    public var changes: Int { Int(sqlite.sqlite3_changes64?(handle) ?? 0) }
 
-    public var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    public var lastInsertedRowID: Int64 { sqlite.sqlite3_last_insert_rowid?(handle) ?? 0 }
 
     /// Whether a transaction is open: false once SQLite has rolled one back by itself (a full disk,
     /// an I/O error, no memory), after which its savepoints are gone too.
-    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+    public var isInTransaction: Bool { sqlite.sqlite3_get_autocommit?(handle) == 0 }
 
     /// Runs `body` in a write transaction taken at once (BEGIN IMMEDIATE), so two writers never both hold
     /// a read snapshot they then try to upgrade. Commits when `body` returns, rolls back when it throws.

@@ -42,12 +42,13 @@ public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     init(code: Int32, connection: OpaquePointer?) {
+        let sqlite = sqliteLibrary
         let message =
-            connection.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) }
-            ?? String(cString: sqlite3_errstr(code))
+            connection.flatMap { sqlite?.sqlite3_errmsg?($0) }.map { String(cString: $0) }
+            ?? sqlite?.sqlite3_errstr?(code).map { String(cString: $0) } ?? "SQLite error \(code)"
         // A write refused for want of room reaches SQLite as an I/O error unless the OS said ENOSPC:
         // a file-size limit (EFBIG) or a quota (EDQUOT) is a full disk to the caller all the same.
-        let systemError = connection.map { sqlite3_system_errno($0) } ?? 0
+        let systemError = connection.flatMap { sqlite?.sqlite3_system_errno?($0) } ?? 0
         self.init(kind: StorageError.classify(code, systemError: systemError), code: code, message: message)
     }
 
