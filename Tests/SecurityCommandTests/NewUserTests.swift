@@ -50,6 +50,26 @@ final class NewUserTests: XCTestCase {
         }
     }
 
+    /// Through the daemon a lookup needs neither SQLite nor libssl: the running command loads neither
+    /// (both are loaded on first use), as the dynamic loader's own trace shows.
+    func testALookupThroughTheDaemonLoadsNeitherSQLiteNorLibssl() throws {
+        let daemon = try TestDaemon()
+        cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
+        let registered = try cli.run(
+            "app", "register", cli.executable, "--application-identifier", "security", "--access-group", "security")
+        XCTAssertEqual(registered.status, 0, registered.stderr)
+        XCTAssertEqual(try cli.run("biometry", "enroll").status, 0)
+        XCTAssertEqual(try cli.run("biometry", "policy", "match").status, 0)
+        XCTAssertEqual(try cli.run("add-generic-password", "-s", "traced", "-a", "a", "-w", "pw").status, 0)
+        cli.extraEnvironment["LD_DEBUG"] = "files"
+        let found = try cli.run("find-generic-password", "-s", "traced", "-w")
+        XCTAssertEqual(found.status, 0, found.stderr)
+        XCTAssertEqual(found.stdout, "pw\n")
+        XCTAssertTrue(found.stderr.contains("libcrypto.so.3"), "the loader's trace is there: \(found.stderr)")
+        XCTAssertFalse(found.stderr.contains("libsqlite3"), found.stderr)
+        XCTAssertFalse(found.stderr.contains("libssl"), found.stderr)
+    }
+
     /// A socket left behind by a daemon that stopped: item verbs said only "No keychain is available.
     /// You may need to restart your computer." (53); they name the daemon that is not running now.
     func testAStoppedDaemonIsNamed() throws {

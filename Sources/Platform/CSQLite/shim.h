@@ -42,14 +42,15 @@ struct keychain_sqlite {
 };
 #undef KEYCHAIN_SQLITE_FIELD
 
-/// Loads libsqlite3 and fills `functions`; 0 when every function was found, -1 otherwise.
-static inline int keychain_sqlite_load(struct keychain_sqlite *functions) {
+/// Loads libsqlite3 and fills `functions`: NULL when every function was found, else the loader's
+/// reason (the library is missing, or too old to have one of them).
+static inline const char *keychain_sqlite_load(struct keychain_sqlite *functions) {
     void *library = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) return -1;
+    if (library == NULL) return dlerror();
 #define KEYCHAIN_SQLITE_LOOKUP(name) \
     functions->name = (__typeof__(&name))dlsym(library, #name); \
-    if (functions->name == NULL) return -1;
+    if (functions->name == NULL) return "a function is missing: " #name;
     KEYCHAIN_SQLITE_FUNCTIONS(KEYCHAIN_SQLITE_LOOKUP)
 #undef KEYCHAIN_SQLITE_LOOKUP
-    return 0;
+    return NULL;
 }

@@ -21,9 +21,7 @@ public final class Connection {
     /// Opens (creating if asked) the database at `path` in WAL mode with full fsync on commit,
     /// so a transaction that returned is on disk.
     public init(path: String, create: Bool, busyTimeoutMilliseconds: Int32 = 10_000) throws {
-        guard let sqlite = sqliteLibrary else {
-            throw StorageError(kind: .cannotOpen, code: SQLITE_CANTOPEN, message: "cannot load libsqlite3.so.0")
-        }
+        let sqlite = try sqliteLibrary.get()
         var handle: OpaquePointer?
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
         if create { flags |= SQLITE_OPEN_CREATE }

@@ -42,7 +42,7 @@ public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     init(code: Int32, connection: OpaquePointer?) {
-        let sqlite = sqliteLibrary
+        let sqlite = try? sqliteLibrary.get()
         let message =
             connection.flatMap { sqlite?.sqlite3_errmsg?($0) }.map { String(cString: $0) }
             ?? sqlite?.sqlite3_errstr?(code).map { String(cString: $0) } ?? "SQLite error \(code)"
