@@ -31,13 +31,7 @@ final class NewUserTests: XCTestCase {
                 unknown.stderr.contains("\(cli.executable) is not registered with the keychain daemon"), unknown.stderr)
         }
 
-        let registered = try cli.run(
-            "app", "register", cli.executable, "--application-identifier", "security", "--access-group", "security")
-        XCTAssertEqual(registered.status, 0, registered.stderr)
-        // The command is a general-purpose tool: the simulated sensor says yes for the user.
-        XCTAssertEqual(try cli.run("biometry", "enroll").status, 0)
-        XCTAssertEqual(try cli.run("biometry", "policy", "match").status, 0)
-        XCTAssertEqual(try cli.run("add-generic-password", "-s", "refused", "-a", "a", "-w", "pw").status, 0)
+        try registerTheCommandAndStore(service: "refused")
 
         // Registered, but run with a loader variable: refused for that, and the message says so.
         cli.extraEnvironment["LD_LIBRARY_PATH"] = cli.home + "/no-libraries-here"
@@ -50,17 +44,23 @@ final class NewUserTests: XCTestCase {
         }
     }
 
-    /// Through the daemon a lookup needs neither SQLite nor libssl: the running command loads neither
-    /// (both are loaded on first use), as the dynamic loader's own trace shows.
-    func testALookupThroughTheDaemonLoadsNeitherSQLiteNorLibssl() throws {
-        let daemon = try TestDaemon()
-        cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
+    /// Registers the command with the daemon `cli` names and stores the password "pw" for `service`. The
+    /// command is a general-purpose tool: the simulated sensor says yes for the user.
+    private func registerTheCommandAndStore(service: String) throws {
         let registered = try cli.run(
             "app", "register", cli.executable, "--application-identifier", "security", "--access-group", "security")
         XCTAssertEqual(registered.status, 0, registered.stderr)
         XCTAssertEqual(try cli.run("biometry", "enroll").status, 0)
         XCTAssertEqual(try cli.run("biometry", "policy", "match").status, 0)
-        XCTAssertEqual(try cli.run("add-generic-password", "-s", "traced", "-a", "a", "-w", "pw").status, 0)
+        XCTAssertEqual(try cli.run("add-generic-password", "-s", service, "-a", "a", "-w", "pw").status, 0)
+    }
+
+    /// Through the daemon a lookup needs neither SQLite nor libssl: the running command loads neither
+    /// (both are loaded on first use), as the dynamic loader's own trace shows.
+    func testALookupThroughTheDaemonLoadsNeitherSQLiteNorLibssl() throws {
+        let daemon = try TestDaemon()
+        cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
+        try registerTheCommandAndStore(service: "traced")
         cli.extraEnvironment["LD_DEBUG"] = "files"
         let found = try cli.run("find-generic-password", "-s", "traced", "-w")
         XCTAssertEqual(found.status, 0, found.stderr)
