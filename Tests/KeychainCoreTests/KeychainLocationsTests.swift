@@ -1,3 +1,4 @@
+import KeychainBytes
 import XCTest
 
 @testable import KeychainCore
@@ -7,14 +8,14 @@ import XCTest
 final class KeychainLocationsTests: XCTestCase {
     func testAPartIsJoinedWithOneSlash() {
         XCTAssertEqual(
-            KeychainLocations.joined("/run/user/1000", "keychain/securityd.sock"),
+            PathText.join("/run/user/1000", "keychain/securityd.sock"),
             "/run/user/1000/keychain/securityd.sock")
-        XCTAssertEqual(KeychainLocations.joined("/home/me/", ".local/share/keychain"), "/home/me/.local/share/keychain")
-        XCTAssertEqual(KeychainLocations.joined("/data//", "keychain"), "/data/keychain")
-        XCTAssertEqual(KeychainLocations.joined("/", "keychain"), "/keychain")
-        XCTAssertEqual(KeychainLocations.joined("//", "keychain"), "/keychain")
-        XCTAssertEqual(KeychainLocations.joined("relative", "keychain"), "relative/keychain")
-        XCTAssertEqual(KeychainLocations.joined("", "keychain"), "keychain")
+        XCTAssertEqual(PathText.join("/home/me/", ".local/share/keychain"), "/home/me/.local/share/keychain")
+        XCTAssertEqual(PathText.join("/data//", "keychain"), "/data/keychain")
+        XCTAssertEqual(PathText.join("/", "keychain"), "/keychain")
+        XCTAssertEqual(PathText.join("//", "keychain"), "/keychain")
+        XCTAssertEqual(PathText.join("relative", "keychain"), "relative/keychain")
+        XCTAssertEqual(PathText.join("", "keychain"), "keychain")
     }
 
     func testTheHomeDirectoryComesFromTheUserDatabase() throws {

@@ -19,20 +19,17 @@ public enum KeychainLocations {
     public static var userDirectory: String {
         if let home = variable("KEYCHAIN_HOME"), !home.isEmpty { return home }
         if let data = variable("XDG_DATA_HOME"), !data.isEmpty {
-            return joined(data, "keychain")
+            return PathText.join(data, "keychain")
         }
         let home = variable("HOME") ?? homeDirectory(of: getuid()) ?? "/"
-        return joined(home, ".local/share/keychain")
+        return PathText.join(home, ".local/share/keychain")
     }
 
     /// A user's daemon socket: `$XDG_RUNTIME_DIR/keychain/securityd.sock`; nil without that variable.
     public static var userSocket: String? {
         guard let runtime = variable("XDG_RUNTIME_DIR"), !runtime.isEmpty else { return nil }
-        return joined(runtime, "keychain/securityd.sock")
+        return PathText.join(runtime, "keychain/securityd.sock")
     }
-
-    /// `directory` and `name` joined by one slash, as a path is built from a variable that may end in one.
-    static func joined(_ directory: String, _ name: String) -> String { PathText.join(directory, name) }
 
     private static func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
 }

@@ -365,7 +365,8 @@ public enum SecureFiles {
     /// writes (the keybag), or once the file exists for good (the device root).
     public static func removeStaleTemporaries(of path: String) {
         // A bare name is in the working directory.
-        let directory = PathText.parent(path).isEmpty ? "." : PathText.parent(path)
+        let parent = PathText.parent(path)
+        let directory = parent.isEmpty ? "." : parent
         let prefix = PathText.lastComponent(path) + ".tmp-"
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(prefix)
         {

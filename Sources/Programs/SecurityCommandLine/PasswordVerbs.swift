@@ -8,7 +8,6 @@ struct PasswordVerbs {
     enum ItemKind {
         case generic, internet
 
-        var itemClass: CFString { self == .generic ? kSecClassGenericPassword : kSecClassInternetPassword }
         var className: String { self == .generic ? "genp" : "inet" }
         var verbSuffix: String { self == .generic ? "generic-password" : "internet-password" }
     }

@@ -59,13 +59,19 @@ final class Session {
     /// passcode (as `tryTerminalPasscodes` does), unlocks (for this process) and tries again.
     func retryingWhenLocked(_ call: () -> OSStatus) throws(Failure) -> OSStatus {
         let status = call()
-        guard status == errSecInteractionNotAllowed, Terminal.inputIsTerminal, let keychain = try? keychain(),
-            (try? keychain.status())?.passcodeSet == true
-        else { return status }
-        let unlocked = try tryTerminalPasscodes(prompt: "password to unlock default: ", function: Function.unlock) {
+        guard status == errSecInteractionNotAllowed, try unlockedOnTerminal() else { return status }
+        return call()
+    }
+
+    /// After a call met a locked class: when standard input is a terminal and the keychain has a
+    /// passcode, asks for it (as `tryTerminalPasscodes` does) and unlocks for this process. True when it
+    /// is unlocked now, so the call can be made again.
+    private func unlockedOnTerminal() throws(Failure) -> Bool {
+        guard Terminal.inputIsTerminal, let keychain = try? keychain(), (try? keychain.status())?.passcodeSet == true
+        else { return false }
+        return try tryTerminalPasscodes(prompt: "password to unlock default: ", function: Function.unlock) {
             try keychain.unlock(passcode: $0)
         }
-        return unlocked ? call() : status
     }
 
     /// The secret alone that `query` (data, one match) finds, asked of the keychain service without the
@@ -73,14 +79,14 @@ final class Session {
     /// for `withServiceReason` as it records them). A locked class asks for the passcode on a terminal,
     /// as `retryingWhenLocked` does; a match without data is not found, as for a search that asked for it.
     func findSecret(_ query: [String: ItemValue], function: String) throws(Failure) -> SecureBytes {
-        var found = Result { try KeychainServices.current().copyMatching(query) }
+        func lookUp() -> Result<ItemResult?, any Error> {
+            Result { try KeychainServices.current().copyMatching(query) }
+        }
+        var found = lookUp()
         if case .failure(let error as KeychainError) = found, error.code == .interactionNotAllowed,
-            Terminal.inputIsTerminal, let keychain = try? keychain(), (try? keychain.status())?.passcodeSet == true
+            try unlockedOnTerminal()
         {
-            let unlocked = try tryTerminalPasscodes(
-                prompt: "password to unlock default: ", function: Function.unlock
-            ) { try keychain.unlock(passcode: $0) }
-            if unlocked { found = Result { try keychain.copyMatching(query) } }
+            found = lookUp()
         }
         switch found {
         case .success(.secret(let secret)?): return secret
