@@ -25,9 +25,12 @@ import PackageDescription
 //              KeychainSyncProtocol the sync protocol: frames, devices, trust views, signed batches and heads
 //              KeychainSyncServer   keychain-syncd's sessions: authenticating devices, checking what they sign
 //              KeychainSyncAgent    a keychain's side: enrollment, trust, the key tree, merging, push and pull
-//   Facade/    Security             Apple's SecItem API over a KeychainService (the embedded engine by default)
+//   Facade/    KeychainStatus       Apple's OSStatus codes and messages, and each keychain error's status
+//              KeychainEnvironment  the service this process's environment chooses: the daemon at its socket, or
+//                                   the embedded engine on its directory, for the caller the environment describes
+//              Security             Apple's SecItem API over a KeychainService (the embedded engine by default)
 //              LocalAuthentication  LAContext; re-exports Security
-//   Programs/  security, securityd, keychain-bench, keychain-test-helper
+//   Programs/  security (with security-full), securityd, keychain-bench, keychain-test-helper
 
 // A shell command starts for every call, so the release `security` links the Swift runtime and Foundation
 // in: about 4 ms less dynamic linking per start. The static Foundation needs its C parts named (the
@@ -37,6 +40,10 @@ let staticRuntime = [
     "-static-stdlib", "-use-ld=lld",
     "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections",
 ]
+
+// The same for a program on FoundationEssentials alone (the lean `security`, the benchmark's lean
+// programs): its static library needs its C parts named too.
+let leanStaticRuntime = ["-static-stdlib", "-use-ld=lld", "-l_FoundationCShims", "-l_FoundationCollections"]
 
 let package = Package(
     name: "swift-keychain",
@@ -51,6 +58,7 @@ let package = Package(
         .executable(name: "keychain-bench-lean-client", targets: ["keychain-bench-lean-client"]),
         .executable(name: "keychain-bench-lean-embedded", targets: ["keychain-bench-lean-embedded"]),
         .executable(name: "security", targets: ["SecurityCommand"]),
+        .executable(name: "security-full", targets: ["SecurityCommandFull"]),
         .executable(name: "securityd", targets: ["securityd"]),
         .executable(name: "keychain-syncd", targets: ["keychain-syncd"]),
     ],
@@ -58,11 +66,9 @@ let package = Package(
         // Header-only: libsqlite3 (libsqlite3-dev) is loaded when a database is first opened, not linked
         // (see its shim); tests that read a database directly link it themselves.
         .systemLibrary(name: "CSQLite", path: "Sources/Platform/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
-        .systemLibrary(
-            name: "COpenSSL", path: "Sources/Platform/COpenSSL",
-            pkgConfig: "libcrypto",
-            providers: [.apt(["libssl-dev"])]
-        ),
+        // Header-only: libcrypto (libssl-dev) is loaded when KeychainCrypto is first used, not linked (see
+        // its shim); programs that call OpenSSL directly link it themselves.
+        .systemLibrary(name: "COpenSSL", path: "Sources/Platform/COpenSSL", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(
             name: "CTSS2", path: "Sources/Platform/CTSS2",
             pkgConfig: "tss2-esys",
@@ -156,11 +162,18 @@ let package = Package(
         .target(
             name: "KeychainClient", dependencies: ["CProcessControl", "KeychainBytes", "KeychainCore", "KeychainWire"],
             path: "Sources/Service/KeychainClient"),
+        .target(name: "KeychainStatus", dependencies: ["KeychainCore"], path: "Sources/Facade/KeychainStatus"),
+        .target(
+            name: "KeychainEnvironment",
+            dependencies: [
+                "KeychainBytes", "KeychainCore", "KeychainEngine", "KeychainAuthenticators", "KeychainClient",
+            ],
+            path: "Sources/Facade/KeychainEnvironment"),
         .target(
             name: "Security",
             dependencies: [
                 "KeychainBytes", "KeychainCore", "KeychainEngine", "KeychainAuthenticators", "KeychainClient",
-                "KeychainCrypto",
+                "KeychainCrypto", "KeychainEnvironment", "KeychainStatus",
             ],
             path: "Sources/Facade/Security"),
         .target(
@@ -184,7 +197,9 @@ let package = Package(
                 "KeychainClient", "KeychainCore", "COpenSSL", "KeychainTPM", "KeychainTPMRoot", "KeychainSyncAgent",
                 "KeychainSyncProtocol", "KeychainSyncStore",
             ],
-            path: "Sources/Programs/keychain-bench"
+            path: "Sources/Programs/keychain-bench",
+            // It makes keys with OpenSSL directly, to compare with the keychain's.
+            linkerSettings: [.linkedLibrary("crypto")]
         ),
         // The benchmark's floor for a command's start: a static Swift binary that prints a line.
         .executableTarget(
@@ -196,7 +211,10 @@ let package = Package(
         .executableTarget(
             name: "keychain-bench-crypto-floor", dependencies: ["COpenSSL"],
             path: "Sources/Programs/keychain-bench-crypto-floor",
-            linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))]
+            linkerSettings: [
+                .linkedLibrary("crypto"),
+                .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release)),
+            ]
         ),
         // A client without the facade, Foundation or libcrypto: the same lookup through securityd, measured
         // beside the command. FoundationEssentials' static library needs its C parts named, as above.
@@ -204,9 +222,7 @@ let package = Package(
             name: "keychain-bench-lean-client", dependencies: ["KeychainBytes", "KeychainCore", "KeychainClient"],
             path: "Sources/Programs/keychain-bench-lean-client",
             linkerSettings: [
-                .unsafeFlags(
-                    ["-static-stdlib", "-use-ld=lld", "-l_FoundationCShims", "-l_FoundationCollections"],
-                    .when(platforms: [.linux], configuration: .release))
+                .unsafeFlags(leanStaticRuntime, .when(platforms: [.linux], configuration: .release))
             ]
         ),
         // An embedded lookup by a program with the engine and without the facade or Foundation, measured
@@ -216,22 +232,39 @@ let package = Package(
             dependencies: ["KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainEngine", "KeychainSystem"],
             path: "Sources/Programs/keychain-bench-lean-embedded",
             linkerSettings: [
-                .unsafeFlags(
-                    ["-static-stdlib", "-use-ld=lld", "-l_FoundationCShims", "-l_FoundationCollections"],
-                    .when(platforms: [.linux], configuration: .release))
+                .unsafeFlags(leanStaticRuntime, .when(platforms: [.linux], configuration: .release))
             ]
         ),
+        // The command's verbs that need only the keychain service, and what every verb shares (arguments,
+        // failures, the terminal, the session): FoundationEssentials, no Security API.
+        .target(
+            name: "SecurityCommandCore",
+            dependencies: [
+                "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainEnvironment", "KeychainStatus",
+                "KeychainSystem",
+            ],
+            path: "Sources/Programs/SecurityCommandCore"),
         .target(
             name: "SecurityCommandLine",
             dependencies: [
-                "Security", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainEngine", "KeychainSyncAgent",
-                "KeychainSyncProtocol",
+                "Security", "SecurityCommandCore", "KeychainBytes", "KeychainCore", "KeychainCrypto", "KeychainEngine",
+                "KeychainSyncAgent", "KeychainSyncProtocol",
             ],
             path: "Sources/Programs/SecurityCommandLine"),
+        // `security`: the command's lean half, without the Security API or Foundation (FoundationEssentials
+        // alone, static as the benchmark's lean programs): it answers the lookups scripts make most and
+        // starts `security-full`, beside it, for every other verb.
         .executableTarget(
             name: "SecurityCommand",
-            dependencies: ["SecurityCommandLine", "Security", "KeychainBytes", "KeychainSystem"],
+            dependencies: ["SecurityCommandCore", "KeychainEnvironment"],
             path: "Sources/Programs/SecurityCommand",
+            linkerSettings: [.unsafeFlags(leanStaticRuntime, .when(platforms: [.linux], configuration: .release))]
+        ),
+        // `security-full`: every verb, over the Security API.
+        .executableTarget(
+            name: "SecurityCommandFull",
+            dependencies: ["SecurityCommandLine", "SecurityCommandCore", "KeychainCore", "KeychainEnvironment"],
+            path: "Sources/Programs/SecurityCommandFull",
             linkerSettings: [.unsafeFlags(staticRuntime, .when(platforms: [.linux], configuration: .release))]
         ),
         .executableTarget(
@@ -284,17 +317,18 @@ let package = Package(
         .testTarget(
             name: "SecurityCommandTests",
             dependencies: [
-                "SecurityCommand", "SecurityCommandLine", "Security", "KeychainEngine", "KeychainCore", "KeychainBytes",
+                "SecurityCommand", "SecurityCommandFull", "SecurityCommandLine", "SecurityCommandCore", "Security",
+                "KeychainEngine", "KeychainCore", "KeychainBytes",
                 "keychain-test-helper",
                 "KeychainTestSupport", "securityd", "keychain-bench", "keychain-syncd",
             ]),
         .testTarget(
             name: "KeychainDaemonTests",
             dependencies: [
-                "KeychainDaemon", "KeychainClient", "KeychainWire", "KeychainBytes", "KeychainCore", "KeychainCrypto",
-                "Security",
+                "CProcessControl", "KeychainDaemon", "KeychainClient", "KeychainWire", "KeychainBytes", "KeychainCore",
+                "KeychainCrypto", "Security",
                 "KeychainDBus", "KeychainEngine",
-                "KeychainTestSupport", "securityd", "SecurityCommand", "keychain-test-helper",
+                "KeychainTestSupport", "securityd", "SecurityCommand", "SecurityCommandFull", "keychain-test-helper",
                 "keychain-bench-lean-client",
             ]),
         .testTarget(

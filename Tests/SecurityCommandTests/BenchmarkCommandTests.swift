@@ -86,7 +86,7 @@ final class BenchmarkCommandTests: XCTestCase {
         XCTAssertTrue(listed.isSuperset(of: ["--sizes", "--samples", "--profile-secitem"]), "\(listed)")
         for flag in listed.subtracting([
             "--help", "--million", "--passcode-only", "--keys-only", "--daemon-only", "--backup-only", "--tpm-only",
-            "--sync-only",
+            "--sync-only", "--per-user-command-only",
         ]) {
             let result = try cli.run(program: benchmark, [flag, "zero"])
             XCTAssertEqual(result.status, 2, flag)

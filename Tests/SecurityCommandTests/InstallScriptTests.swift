@@ -15,7 +15,7 @@ final class InstallScriptTests: XCTestCase {
             "#!/bin/sh\necho \"$@\" >>\(scratch!)/systemctl-calls\n", to: scratch + "/path/systemctl", mode: 0o755)
         cli.extraEnvironment["PATH"] =
             scratch + "/path:" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
-        for binary in ["security", "securityd"] {
+        for binary in ["security", "security-full", "securityd"] {
             // Mode 0700: the installed copy must still be 0755.
             try write("#!/bin/sh\necho stand-in \(binary)\n", to: scratch + "/bin/" + binary, mode: 0o700)
         }
@@ -51,7 +51,8 @@ final class InstallScriptTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         let repository = SecurityCommandTests.packageRoot + "/systemd/"
         let expected: [(String, Int, String?)] = [
-            ("/usr/local/bin/security", 0o755, nil), ("/usr/local/bin/securityd", 0o755, nil),
+            ("/usr/local/bin/security", 0o755, nil), ("/usr/local/bin/security-full", 0o755, nil),
+            ("/usr/local/bin/securityd", 0o755, nil),
             ("/etc/systemd/system/securityd-system.service", 0o644, "securityd-system.service"),
             ("/usr/lib/sysusers.d/securityd.conf", 0o644, "securityd.sysusers.conf"),
             ("/usr/lib/systemd/user/securityd.service", 0o644, "securityd.service"),
@@ -136,7 +137,8 @@ final class InstallScriptTests: XCTestCase {
         let bare = try cli.run(program: "/bin/bash", [checkout + "/scripts/install-securityd"])
         XCTAssertEqual(bare.status, 1)
         XCTAssertTrue(
-            bare.stderr.contains("no security securityd in \(checkout)/.build/release: build them"), bare.stderr)
+            bare.stderr.contains("no security security-full securityd in \(checkout)/.build/release: build them"),
+            bare.stderr)
         XCTAssertTrue(bare.stderr.contains("--build"), bare.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: destdir))
     }

@@ -23,6 +23,7 @@ final class MemoryProtectionTests: XCTestCase {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             XCTAssertEqual(chmod(directory, 0o755), 0)
             try FileManager.default.copyItem(atPath: cli.executable, toPath: directory + "/security")
+            try FileManager.default.copyItem(atPath: cli.executable + "-full", toPath: directory + "/security-full")
             XCTAssertEqual(mkdir(cli.home, 0o700), 0)
             XCTAssertEqual(chown(cli.home, 65534, 65534), 0)
             arguments = asNobody([directory + "/security"] + arguments)
@@ -42,7 +43,9 @@ final class MemoryProtectionTests: XCTestCase {
         let pid = command.processIdentifier
         // It waits for the password on standard input; its limit on core files drops to 0 as it starts.
         let deadline = Date().addingTimeInterval(10)
-        let binary = URL(fileURLWithPath: arguments.first { $0.hasSuffix("/security") } ?? program).lastPathComponent
+        // The lean `security` hands add-generic-password to its full half, in the same process.
+        let binary =
+            URL(fileURLWithPath: arguments.first { $0.hasSuffix("/security") } ?? program).lastPathComponent + "-full"
         while Date() < deadline, !(executableName(of: pid) == binary && coreLimit(of: pid) == "0") { usleep(10_000) }
         XCTAssertEqual(executableName(of: pid), binary)
         XCTAssertEqual(coreLimit(of: pid), "0", "no core file can be written")

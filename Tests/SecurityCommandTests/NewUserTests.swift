@@ -23,12 +23,14 @@ final class NewUserTests: XCTestCase {
     func testTheDaemonsRefusalReasonIsShown() throws {
         let daemon = try TestDaemon()
         cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
-        // The attribute search goes through the Security API, `-w` to the service directly: the same reason.
-        for password in [[], ["-w"]] {
+        // The attribute search goes through the Security API (in the command's full half, which the daemon
+        // sees calling), `-w` to the service directly (in the lean half): the same reason, for the half
+        // that asked.
+        for (password, caller) in [([], cli.executable + "-full"), (["-w"], cli.executable)] {
             let unknown = try cli.run(["find-generic-password", "-s", "refused"] + password)
             XCTAssertEqual(unknown.status, Self.missingEntitlementExit, unknown.stderr)
             XCTAssertTrue(
-                unknown.stderr.contains("\(cli.executable) is not registered with the keychain daemon"), unknown.stderr)
+                unknown.stderr.contains("\(caller) is not registered with the keychain daemon"), unknown.stderr)
         }
 
         try registerTheCommandAndStore(service: "refused")
@@ -55,9 +57,10 @@ final class NewUserTests: XCTestCase {
         XCTAssertEqual(try cli.run("add-generic-password", "-s", service, "-a", "a", "-w", "pw").status, 0)
     }
 
-    /// Through the daemon a lookup needs neither SQLite nor libssl: the running command loads neither
-    /// (both are loaded on first use), as the dynamic loader's own trace shows.
-    func testALookupThroughTheDaemonLoadsNeitherSQLiteNorLibssl() throws {
+    /// Through the daemon a lookup needs neither SQLite nor OpenSSL: the running command loads none of
+    /// libsqlite3, libssl and libcrypto (each is loaded on first use), as the dynamic loader's own trace
+    /// shows.
+    func testALookupThroughTheDaemonLoadsNeitherSQLiteNorOpenSSL() throws {
         let daemon = try TestDaemon()
         cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
         try registerTheCommandAndStore(service: "traced")
@@ -65,9 +68,10 @@ final class NewUserTests: XCTestCase {
         let found = try cli.run("find-generic-password", "-s", "traced", "-w")
         XCTAssertEqual(found.status, 0, found.stderr)
         XCTAssertEqual(found.stdout, "pw\n")
-        XCTAssertTrue(found.stderr.contains("libcrypto.so.3"), "the loader's trace is there: \(found.stderr)")
+        XCTAssertTrue(found.stderr.contains("libc.so.6"), "the loader's trace is there: \(found.stderr)")
         XCTAssertFalse(found.stderr.contains("libsqlite3"), found.stderr)
         XCTAssertFalse(found.stderr.contains("libssl"), found.stderr)
+        XCTAssertFalse(found.stderr.contains("libcrypto"), found.stderr)
     }
 
     /// A socket left behind by a daemon that stopped: item verbs said only "No keychain is available.
@@ -110,7 +114,9 @@ final class NewUserTests: XCTestCase {
         let listed = try cli.run("app", "list")
         XCTAssertEqual(listed.status, 0, listed.stderr)
         let paths = listed.stdout.split(separator: "\n").filter { !$0.hasPrefix(" ") }
-        XCTAssertEqual(paths, [Substring(cli.executable)], "the stored path is the link's target")
+        XCTAssertEqual(
+            paths, [Substring(cli.executable), Substring(cli.executable + "-full")],
+            "the stored path is the link's target, and the command's other half is registered with it")
 
         let removed = try cli.run("app", "remove", link)
         XCTAssertEqual(removed.status, 0, removed.stderr)
@@ -236,7 +242,7 @@ final class NewUserTests: XCTestCase {
     private static func definedStatusCodes() throws -> [(name: String, status: OSStatus)] {
         let source = try String(
             contentsOfFile: SecurityCommandTests.packageRoot
-                + "/Sources/Facade/Security/StatusCodes/SecStatusCodes.swift",
+                + "/Sources/Facade/KeychainStatus/SecStatusCodes.swift",
             encoding: .utf8)
         let pattern = try NSRegularExpression(pattern: #"public let (\w+): OSStatus = (-?\d+)"#)
         let text = source as NSString

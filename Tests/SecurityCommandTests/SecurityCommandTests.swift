@@ -329,6 +329,8 @@ final class SecurityCommandTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: bundle) }
         let copy = bundle + "/keychain-tool"
         try FileManager.default.copyItem(atPath: CommandRunner.executable, toPath: copy)
+        // The verbs the lean half hands on run in its companion, beside it.
+        try FileManager.default.copyItem(atPath: CommandRunner.executable + "-full", toPath: bundle + "/security-full")
 
         cli.accessGroups = nil
         cli.executable = copy
@@ -419,21 +421,35 @@ final class SecurityCommandTests: XCTestCase {
     }
 }
 
-/// What the command's binary loads at every start: libssl only when sync opens a TLS connection and
-/// libsqlite3 only when a database is opened (each loaded then, by name), never at start, directly or
-/// through another library; libcrypto as a linked library.
+/// What the command's binaries load at every start. The lean `security`: neither Foundation (only
+/// FoundationEssentials) nor any of OpenSSL or SQLite (libcrypto is loaded when the embedded keychain
+/// first needs it, libsqlite3 when a database is opened). `security-full`: libssl only when sync opens a
+/// TLS connection and libsqlite3 only when a database is opened, never at start, directly or through
+/// another library.
 final class CommandLinkTests: XCTestCase {
-    func testTheCommandLoadsNeitherLibsslNorSQLiteAtStart() throws {
+    private func linkedLibraries(of binary: String) throws -> String {
         let ldd = Process()
         ldd.executableURL = URL(fileURLWithPath: "/usr/bin/ldd")
-        ldd.arguments = [CommandRunner.executable]
+        ldd.arguments = [binary]
         let output = Pipe()
         ldd.standardOutput = output
         try ldd.run()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         ldd.waitUntilExit()
         XCTAssertEqual(ldd.terminationStatus, 0)
-        XCTAssertTrue(text.contains("libcrypto.so.3"), text)
+        XCTAssertTrue(text.contains("libc.so.6"), text)
+        return text
+    }
+
+    func testTheLeanCommandLinksNeitherFoundationNorOpenSSLNorSQLite() throws {
+        let text = try linkedLibraries(of: CommandRunner.executable)
+        for library in ["libcrypto", "libssl", "libsqlite3", "libFoundation.so", "libFoundationInternationalization"] {
+            XCTAssertFalse(text.contains(library), "\(library) is not linked:\n\(text)")
+        }
+    }
+
+    func testTheFullCommandLoadsNeitherLibsslNorSQLiteAtStart() throws {
+        let text = try linkedLibraries(of: CommandRunner.executable + "-full")
         XCTAssertFalse(text.contains("libssl"), "libssl is loaded on first use:\n\(text)")
         XCTAssertFalse(text.contains("libsqlite3"), "libsqlite3 is loaded on first use:\n\(text)")
     }

@@ -1,6 +1,10 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The few path operations the keychain needs, on paths as text, without Foundation's `NSString`: the
 /// lower modules build on FoundationEssentials alone. They follow `NSString`'s path methods for the
-/// absolute and relative paths the keychain makes (no tilde expansion, no standardization).
+/// absolute and relative paths the keychain makes (no tilde expansion).
 public enum PathText {
     /// `directory` and `name` joined by one slash (`appendingPathComponent`): "/a/" + "b" is "/a/b",
     /// "/" + "b" is "/b", "" + "b" is "b".
@@ -25,6 +29,20 @@ public enum PathText {
         let trimmed = withoutTrailingSlashes(path)
         guard trimmed != "/", let slash = trimmed.lastIndex(of: "/") else { return trimmed }
         return String(trimmed[trimmed.index(after: slash)...])
+    }
+
+    /// One spelling for the path, to compare two (`standardizingPath`): as the file system names it
+    /// (`realpath`: links resolved, `.` and `..` gone) when it exists, else with repeated slashes, `.`
+    /// components and the trailing slash removed.
+    public static func standardized(_ path: String) -> String {
+        if let resolved = realpath(path, nil) {
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+        let absolute = path.hasPrefix("/")
+        let parts = path.split(separator: "/").filter { $0 != "." }
+        let joined = parts.joined(separator: "/")
+        return absolute ? "/" + joined : joined
     }
 
     /// The path without the slashes it ends with, "/" for a path of slashes alone.

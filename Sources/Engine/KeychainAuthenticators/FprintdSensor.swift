@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
@@ -35,7 +35,7 @@ final class FprintdSensor: BiometricSensor, Sendable {
         self.address = address
         self.username = username
         self.directory = directory
-        path = (directory as NSString).appendingPathComponent(Self.fileName)
+        path = PathText.join(directory, Self.fileName)
         self.keybag = keybag
         self.answerWait = answerWait
     }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
@@ -250,7 +250,8 @@ struct PinentryPrompt: PasscodePrompt {
                     || (0x80..<0xa0).contains(character.value)
                 {
                     let byte = UInt8(truncatingIfNeeded: character.value < 0x80 ? character.value : 0x3f)
-                    piece = Array(String(format: "%%%02X", byte).utf8)
+                    let digits = Array("0123456789ABCDEF".utf8)
+                    piece = [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]]
                 } else {
                     piece = Array(String(character).utf8)
                 }

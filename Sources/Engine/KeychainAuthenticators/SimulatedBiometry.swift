@@ -1,10 +1,14 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
 import KeychainEngine
 import KeychainKeybag
 import KeychainSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A biometric sensor simulated the way the iOS Simulator's Face ID menu simulates one: enrolled or
 /// not, and answered by whoever drives it (`security biometry match | nomatch | cancel`, or a standing
@@ -39,7 +43,7 @@ final class SimulatedBiometry: BiometricSensor, Sendable {
     init(directory: String, keybag: Keybag, answerWait: Duration, device: Device = .biometry) {
         self.directory = directory
         self.device = device
-        self.path = (directory as NSString).appendingPathComponent(device.rawValue)
+        self.path = PathText.join(directory, device.rawValue)
         self.keybag = keybag
         self.answerWait = answerWait
     }
@@ -130,7 +134,7 @@ final class SimulatedBiometry: BiometricSensor, Sendable {
                     )
                     announced = true
                 }
-                Thread.sleep(forTimeInterval: 0.05)
+                usleep(50_000)
             }
         }
     }

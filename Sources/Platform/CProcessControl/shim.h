@@ -8,6 +8,11 @@ static inline int process_control_forbid_dumps(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
+/// Makes the process dumpable again (tests put a process back as it started). Returns 0 on success.
+static inline int process_control_allow_dumps(void) {
+    return prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+}
+
 /// Whether the process is dumpable now: 1 yes, 0 no, -1 when the kernel does not say.
 static inline int process_control_is_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);

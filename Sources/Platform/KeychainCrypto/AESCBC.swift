@@ -13,7 +13,7 @@ public enum AESCBC {
     public static let blockSize = 16
 
     // Fetched once: looking the algorithm up costs more than a small encryption.
-    nonisolated(unsafe) private static let cipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-128-CBC", nil)
+    nonisolated(unsafe) private static let cipher: OpaquePointer? = libcrypto.EVP_CIPHER_fetch(nil, "AES-128-CBC", nil)
 
     /// `plaintext`, padded and encrypted under `key` (16 bytes) with a fresh random IV, returned with it.
     public static func encrypt(_ plaintext: SecureBytes, key: SecureBytes) throws -> (iv: Data, ciphertext: Data) {
@@ -67,33 +67,33 @@ public enum AESCBC {
         guard input.count <= Int(Int32.max) - blockSize, output.count >= input.count + blockSize else {
             throw .libraryFailure("CBC buffer size")
         }
-        guard let cipher, let context = EVP_CIPHER_CTX_new() else { throw .libraryFailure("no AES-128-CBC") }
-        defer { EVP_CIPHER_CTX_free(context) }
+        guard let cipher, let context = libcrypto.EVP_CIPHER_CTX_new() else { throw .libraryFailure("no AES-128-CBC") }
+        defer { libcrypto.EVP_CIPHER_CTX_free(context) }
         let keyed = key.withUnsafeBytes { keyBytes in
             iv.withUnsafeBytes { ivBytes in
-                EVP_CipherInit_ex2(
+                libcrypto.EVP_CipherInit_ex2(
                     context, cipher, keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
                     ivBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), encrypting ? 1 : 0, nil)
             }
         }
         guard keyed == 1 else {
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             throw .libraryFailure("CBC key")
         }
-        if !padded { EVP_CIPHER_CTX_set_padding(context, 0) }
+        if !padded { _ = libcrypto.EVP_CIPHER_CTX_set_padding(context, 0) }
         let target = output.baseAddress?.assumingMemoryBound(to: UInt8.self)
         var updated: Int32 = 0
         var finished: Int32 = 0
         guard
-            EVP_CipherUpdate(
+            libcrypto.EVP_CipherUpdate(
                 context, target, &updated, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count))
                 == 1
         else {
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             throw .libraryFailure("CBC update")
         }
-        guard EVP_CipherFinal_ex(context, target.map { $0 + Int(updated) }, &finished) == 1 else {
-            ERR_clear_error()
+        guard libcrypto.EVP_CipherFinal_ex(context, target.map { $0 + Int(updated) }, &finished) == 1 else {
+            libcrypto.ERR_clear_error()
             // Only a decryption's final step fails on its input: the padding does not check out.
             if encrypting { throw .libraryFailure("CBC final") }
             throw .authenticationFailed

@@ -52,7 +52,7 @@ extension AESGCM {
     }
 
     // Fetched once, as the sealed boxes' AES-256-GCM is.
-    nonisolated(unsafe) private static let aes128: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-128-GCM", nil)
+    nonisolated(unsafe) private static let aes128: OpaquePointer? = libcrypto.EVP_CIPHER_fetch(nil, "AES-128-GCM", nil)
 
     private static func detachedCipher(_ key: SecureBytes) throws -> OpaquePointer? {
         switch key.count {

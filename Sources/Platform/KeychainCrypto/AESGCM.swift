@@ -14,7 +14,7 @@ public enum AESGCM {
     public static let overhead = nonceSize + tagSize
 
     // Fetched once: looking the algorithm up costs more than a small encryption.
-    nonisolated(unsafe) static let cipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-GCM", nil)
+    nonisolated(unsafe) static let cipher: OpaquePointer? = libcrypto.EVP_CIPHER_fetch(nil, "AES-256-GCM", nil)
 
     public static func seal(
         _ plaintext: UnsafeRawBufferPointer, key: SecureBytes, authenticating aad: Data

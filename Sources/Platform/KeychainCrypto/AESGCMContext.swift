@@ -27,10 +27,10 @@ struct AESGCMContext: ~Copyable {
         try operation.update(plaintext, into: ciphertext.baseAddress)
         // GCM writes nothing at the end (its block is a byte), but the call wants somewhere to write.
         var final: Int32 = 0
-        guard EVP_CipherFinal_ex(operation.context, tagBase.assumingMemoryBound(to: UInt8.self), &final) == 1,
-            EVP_CIPHER_CTX_ctrl(operation.context, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), tagBase) == 1
+        guard libcrypto.EVP_CipherFinal_ex(operation.context, tagBase.assumingMemoryBound(to: UInt8.self), &final) == 1,
+            libcrypto.EVP_CIPHER_CTX_ctrl(operation.context, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), tagBase) == 1
         else {
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("GCM tag")
         }
     }
@@ -62,19 +62,19 @@ struct AESGCMContext: ~Copyable {
         try update(ciphertext, into: plaintext.baseAddress)
         // The control takes a mutable pointer for every use; setting the tag only reads it.
         guard
-            EVP_CIPHER_CTX_ctrl(
+            libcrypto.EVP_CIPHER_CTX_ctrl(
                 context, EVP_CTRL_GCM_SET_TAG, Int32(Self.tagSize), UnsafeMutableRawPointer(mutating: tagBase)) == 1
         else {
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("GCM tag")
         }
         var scratch = (UInt64(0), UInt64(0))
         var final: Int32 = 0
         let verified = withUnsafeMutableBytes(of: &scratch) {
-            EVP_CipherFinal_ex(context, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), &final)
+            libcrypto.EVP_CipherFinal_ex(context, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), &final)
         }
         guard verified == 1 else {
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             throw CryptoError.authenticationFailed
         }
     }
@@ -83,7 +83,9 @@ struct AESGCMContext: ~Copyable {
     private static func keyed(
         _ cipher: OpaquePointer?, encrypting: Bool, key: UnsafeRawBufferPointer, iv: UnsafeRawBufferPointer
     ) throws -> AESGCMContext {
-        guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.libraryFailure("EVP_CIPHER_CTX_new") }
+        guard let context = libcrypto.EVP_CIPHER_CTX_new() else {
+            throw CryptoError.libraryFailure("EVP_CIPHER_CTX_new")
+        }
         let operation = AESGCMContext(adopting: context)
         // A failure to key it ends the operation, which frees the context.
         try operation.start(cipher, encrypting: encrypting, key: key, iv: iv)
@@ -96,7 +98,7 @@ struct AESGCMContext: ~Copyable {
         _ cipher: OpaquePointer?, encrypting: Bool, key: UnsafeRawBufferPointer, iv: UnsafeRawBufferPointer
     ) throws {
         guard let cipher else { throw CryptoError.libraryFailure("no AES-GCM") }
-        let keySize = Int(EVP_CIPHER_get_key_length(cipher))
+        let keySize = Int(libcrypto.EVP_CIPHER_get_key_length(cipher))
         guard key.count == keySize, let keyBase = key.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             throw CryptoError.invalidKeySize(expected: keySize, actual: key.count)
         }
@@ -107,22 +109,22 @@ struct AESGCMContext: ~Copyable {
         var keyedCipher: OpaquePointer? = cipher
         // Keying copies as many IV bytes as the context's IV length then is, so another length than
         // the cipher's 96-bit default has to be set first, in a call of its own.
-        if iv.count != Int(EVP_CIPHER_get_iv_length(cipher)) {
-            guard EVP_CipherInit_ex2(context, cipher, nil, nil, direction, nil) == 1,
-                EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_IVLEN, Int32(iv.count), nil) == 1
+        if iv.count != Int(libcrypto.EVP_CIPHER_get_iv_length(cipher)) {
+            guard libcrypto.EVP_CipherInit_ex2(context, cipher, nil, nil, direction, nil) == 1,
+                libcrypto.EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_IVLEN, Int32(iv.count), nil) == 1
             else {
-                ERR_clear_error()
+                libcrypto.ERR_clear_error()
                 throw CryptoError.libraryFailure("GCM IV length")
             }
             keyedCipher = nil
         }
-        guard EVP_CipherInit_ex2(context, keyedCipher, keyBase, ivBase, direction, nil) == 1 else {
-            ERR_clear_error()
+        guard libcrypto.EVP_CipherInit_ex2(context, keyedCipher, keyBase, ivBase, direction, nil) == 1 else {
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("GCM key")
         }
     }
 
-    deinit { EVP_CIPHER_CTX_free(context) }
+    deinit { libcrypto.EVP_CIPHER_CTX_free(context) }
 
     /// Feeds `input` through, as associated data when `output` is nil; in pieces, since OpenSSL counts
     /// a piece in an `int`.
@@ -133,10 +135,10 @@ struct AESGCMContext: ~Copyable {
             let count = Swift.min(input.count - offset, 1 << 30)
             var written: Int32 = 0
             let target = output.map { ($0 + offset).assumingMemoryBound(to: UInt8.self) }
-            guard EVP_CipherUpdate(context, target, &written, base + offset, Int32(count)) == 1,
+            guard libcrypto.EVP_CipherUpdate(context, target, &written, base + offset, Int32(count)) == 1,
                 output == nil || Int(written) == count
             else {
-                ERR_clear_error()
+                libcrypto.ERR_clear_error()
                 throw CryptoError.libraryFailure(output == nil ? "GCM AAD" : "GCM update")
             }
             offset += count

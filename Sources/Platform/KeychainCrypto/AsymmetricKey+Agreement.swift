@@ -11,20 +11,23 @@ extension AsymmetricKey {
         guard case .ec(let peerCurve) = peer.kind, peerCurve == curve else {
             throw .invalidKey("the peer's key is not on the same curve")
         }
-        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw .library("key context") }
-        defer { EVP_PKEY_CTX_free(context) }
-        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer.key) == 1 else {
-            ERR_clear_error()
+        guard let context = libcrypto.EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw .library("key context") }
+        defer { libcrypto.EVP_PKEY_CTX_free(context) }
+        guard libcrypto.EVP_PKEY_derive_init(context) == 1, libcrypto.EVP_PKEY_derive_set_peer(context, peer.key) == 1
+        else {
+            libcrypto.ERR_clear_error()
             throw .invalidKey("the peer's key cannot be used")
         }
         var length = 0
-        guard EVP_PKEY_derive(context, nil, &length) == 1, length == curve.coordinateSize else {
+        guard libcrypto.EVP_PKEY_derive(context, nil, &length) == 1, length == curve.coordinateSize else {
             throw .library("shared secret size")
         }
         do {
             return try SecureBytes(count: length) { out in
                 var written = length
-                guard EVP_PKEY_derive(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &written) == 1,
+                guard
+                    libcrypto.EVP_PKEY_derive(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &written)
+                        == 1,
                     written == length
                 else { throw Failure.library("key agreement") }
             }

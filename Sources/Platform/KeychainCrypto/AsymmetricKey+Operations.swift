@@ -62,7 +62,7 @@ extension AsymmetricKey {
             return try withDigestContext(scheme, signing: true) { context throws(Failure) in
                 try Self.twoPass { buffer, length in
                     input.withUnsafeBytes { raw in
-                        EVP_DigestSign(
+                        libcrypto.EVP_DigestSign(
                             context, buffer, &length, raw.baseAddress?.assumingMemoryBound(to: UInt8.self), raw.count)
                     }
                 }
@@ -71,7 +71,7 @@ extension AsymmetricKey {
             let signature = try withKeyContext(scheme, signing: true) { context throws(Failure) in
                 try Self.twoPass { buffer, length in
                     input.withUnsafeBytes { raw in
-                        EVP_PKEY_sign(
+                        libcrypto.EVP_PKEY_sign(
                             context, buffer, &length, raw.baseAddress?.assumingMemoryBound(to: UInt8.self), raw.count)
                     }
                 }
@@ -100,7 +100,7 @@ extension AsymmetricKey {
             result = try withDigestContext(scheme, signing: false) { context throws(Failure) in
                 signature.withUnsafeBytes { signatureBytes in
                     input.withUnsafeBytes { raw in
-                        EVP_DigestVerify(
+                        libcrypto.EVP_DigestVerify(
                             context, signatureBytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
                             signatureBytes.count, raw.baseAddress?.assumingMemoryBound(to: UInt8.self), raw.count)
                     }
@@ -110,14 +110,14 @@ extension AsymmetricKey {
             result = try withKeyContext(scheme, signing: false) { context throws(Failure) in
                 signature.withUnsafeBytes { signatureBytes in
                     input.withUnsafeBytes { raw in
-                        EVP_PKEY_verify(
+                        libcrypto.EVP_PKEY_verify(
                             context, signatureBytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
                             signatureBytes.count, raw.baseAddress?.assumingMemoryBound(to: UInt8.self), raw.count)
                     }
                 }
             }
         }
-        ERR_clear_error()
+        libcrypto.ERR_clear_error()
         return result == 1
     }
 
@@ -169,14 +169,14 @@ extension AsymmetricKey {
     private func withDigestContext<T>(
         _ scheme: SignatureScheme, signing: Bool, _ body: (OpaquePointer) throws(Failure) -> T
     ) throws(Failure) -> T {
-        guard let context = EVP_MD_CTX_new() else { throw .library("digest context") }
-        defer { EVP_MD_CTX_free(context) }
+        guard let context = libcrypto.EVP_MD_CTX_new() else { throw .library("digest context") }
+        defer { libcrypto.EVP_MD_CTX_free(context) }
         var keyContext: OpaquePointer?
         let name = Self.hash(of: scheme)?.name
         let ok =
             signing
-            ? EVP_DigestSignInit_ex(context, &keyContext, name, nil, nil, key, nil)
-            : EVP_DigestVerifyInit_ex(context, &keyContext, name, nil, nil, key, nil)
+            ? libcrypto.EVP_DigestSignInit_ex(context, &keyContext, name, nil, nil, key, nil)
+            : libcrypto.EVP_DigestVerifyInit_ex(context, &keyContext, name, nil, nil, key, nil)
         guard ok == 1, let keyContext else { throw .library("signature init") }
         try Self.configure(keyContext, scheme)
         return try body(context)
@@ -187,16 +187,18 @@ extension AsymmetricKey {
     )
         throws(Failure) -> T
     {
-        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw .library("key context") }
-        defer { EVP_PKEY_CTX_free(context) }
-        guard (signing ? EVP_PKEY_sign_init(context) : EVP_PKEY_verify_init(context)) == 1 else {
+        guard let context = libcrypto.EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw .library("key context") }
+        defer { libcrypto.EVP_PKEY_CTX_free(context) }
+        guard (signing ? libcrypto.EVP_PKEY_sign_init(context) : libcrypto.EVP_PKEY_verify_init(context)) == 1 else {
             throw .library("signature init")
         }
         try Self.configure(context, scheme)
         if let hash = Self.hash(of: scheme) {
-            guard let digest = EVP_MD_fetch(nil, hash.name, nil) else { throw .library("no \(hash.name)") }
-            defer { EVP_MD_free(digest) }
-            guard EVP_PKEY_CTX_set_signature_md(context, digest) == 1 else { throw .library("signature digest") }
+            guard let digest = libcrypto.EVP_MD_fetch(nil, hash.name, nil) else { throw .library("no \(hash.name)") }
+            defer { libcrypto.EVP_MD_free(digest) }
+            guard libcrypto.EVP_PKEY_CTX_set_signature_md(context, digest) == 1 else {
+                throw .library("signature digest")
+            }
         }
         return try body(context)
     }
@@ -205,13 +207,17 @@ extension AsymmetricKey {
         switch scheme {
         case .ecdsa, .ecdsaDigest, .ecdsaRawRS: return
         case .rsaRaw:
-            guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1 else { throw .library("padding") }
+            guard libcrypto.EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1 else {
+                throw .library("padding")
+            }
         case .rsaPKCS1v15:
-            guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1 else { throw .library("padding") }
+            guard libcrypto.EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1 else {
+                throw .library("padding")
+            }
         case .rsaPSS(let hash, _, let saltLength):
-            guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PSS_PADDING) == 1,
-                EVP_PKEY_CTX_set_rsa_pss_saltlen(context, Int32(saltLength)) == 1,
-                EVP_PKEY_CTX_set_rsa_mgf1_md_name(context, hash.name, nil) == 1
+            guard libcrypto.EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PSS_PADDING) == 1,
+                libcrypto.EVP_PKEY_CTX_set_rsa_pss_saltlen(context, Int32(saltLength)) == 1,
+                libcrypto.EVP_PKEY_CTX_set_rsa_mgf1_md_name(context, hash.name, nil) == 1
             else { throw .library("PSS parameters") }
         }
     }
@@ -234,7 +240,7 @@ extension AsymmetricKey {
         return try withCipherContext(scheme, encrypting: true) { context throws(Failure) in
             try Self.twoPass { buffer, length in
                 plaintext.withUnsafeBytes { raw in
-                    EVP_PKEY_encrypt(
+                    libcrypto.EVP_PKEY_encrypt(
                         context, buffer, &length, raw.baseAddress?.assumingMemoryBound(to: UInt8.self), raw.count)
                 }
             }
@@ -249,16 +255,17 @@ extension AsymmetricKey {
         return try withCipherContext(scheme, encrypting: false) { context throws(Failure) in
             var length = 0
             let sized = ciphertext.withUnsafeBytes { raw in
-                EVP_PKEY_decrypt(context, nil, &length, raw.baseAddress?.assumingMemoryBound(to: UInt8.self), raw.count)
+                libcrypto.EVP_PKEY_decrypt(
+                    context, nil, &length, raw.baseAddress?.assumingMemoryBound(to: UInt8.self), raw.count)
             }
             guard sized == 1 else { throw .library("decrypt size") }
             var buffer = [UInt8](repeating: 0, count: length)
             defer { SecureMemory.wipe(&buffer) }
             let ok = ciphertext.withUnsafeBytes { raw in
-                EVP_PKEY_decrypt(
+                libcrypto.EVP_PKEY_decrypt(
                     context, &buffer, &length, raw.baseAddress?.assumingMemoryBound(to: UInt8.self), raw.count)
             }
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             guard ok == 1 else { throw .invalidKey("the ciphertext does not decrypt with this key") }
             return SecureBytes(copying: buffer[..<length])
         }
@@ -267,20 +274,25 @@ extension AsymmetricKey {
     private func withCipherContext<T>(
         _ scheme: EncryptionScheme, encrypting: Bool, _ body: (OpaquePointer) throws(Failure) -> T
     ) throws(Failure) -> T {
-        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw .library("key context") }
-        defer { EVP_PKEY_CTX_free(context) }
-        guard (encrypting ? EVP_PKEY_encrypt_init(context) : EVP_PKEY_decrypt_init(context)) == 1 else {
+        guard let context = libcrypto.EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw .library("key context") }
+        defer { libcrypto.EVP_PKEY_CTX_free(context) }
+        guard (encrypting ? libcrypto.EVP_PKEY_encrypt_init(context) : libcrypto.EVP_PKEY_decrypt_init(context)) == 1
+        else {
             throw .library("cipher init")
         }
         switch scheme {
         case .rsaPKCS1:
-            guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1 else { throw .library("padding") }
+            guard libcrypto.EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1 else {
+                throw .library("padding")
+            }
         case .rsaRaw:
-            guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1 else { throw .library("padding") }
+            guard libcrypto.EVP_PKEY_CTX_set_rsa_padding(context, RSA_NO_PADDING) == 1 else {
+                throw .library("padding")
+            }
         case .rsaOAEP(let hash):
-            guard EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_OAEP_PADDING) == 1,
-                EVP_PKEY_CTX_set_rsa_oaep_md_name(context, hash.name, nil) == 1,
-                EVP_PKEY_CTX_set_rsa_mgf1_md_name(context, hash.name, nil) == 1
+            guard libcrypto.EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_OAEP_PADDING) == 1,
+                libcrypto.EVP_PKEY_CTX_set_rsa_oaep_md_name(context, hash.name, nil) == 1,
+                libcrypto.EVP_PKEY_CTX_set_rsa_mgf1_md_name(context, hash.name, nil) == 1
             else { throw .library("OAEP parameters") }
         }
         return try body(context)
@@ -290,12 +302,12 @@ extension AsymmetricKey {
     private static func twoPass(_ call: (UnsafeMutablePointer<UInt8>?, inout Int) -> Int32) throws(Failure) -> Data {
         var length = 0
         guard call(nil, &length) == 1, length > 0 else {
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             throw .library("output size")
         }
         var output = Data(count: length)
         let ok = output.withUnsafeMutableBytes { call($0.baseAddress?.assumingMemoryBound(to: UInt8.self), &length) }
-        ERR_clear_error()
+        libcrypto.ERR_clear_error()
         guard ok == 1 else { throw .library("operation") }
         return output.prefix(length)
     }

@@ -73,7 +73,7 @@ public final class AsymmetricKey: @unchecked Sendable {
         self.isPrivate = isPrivate
     }
 
-    deinit { EVP_PKEY_free(key) }
+    deinit { libcrypto.EVP_PKEY_free(key) }
 
     // MARK: Generation
 
@@ -83,17 +83,23 @@ public final class AsymmetricKey: @unchecked Sendable {
         case .rsa: algorithm = "RSA"
         case .ec: algorithm = "EC"
         }
-        guard let context = EVP_PKEY_CTX_new_from_name(nil, algorithm, nil) else { throw .library("no \(algorithm)") }
-        defer { EVP_PKEY_CTX_free(context) }
-        guard EVP_PKEY_keygen_init(context) == 1 else { throw .library("keygen init") }
+        guard let context = libcrypto.EVP_PKEY_CTX_new_from_name(nil, algorithm, nil) else {
+            throw .library("no \(algorithm)")
+        }
+        defer { libcrypto.EVP_PKEY_CTX_free(context) }
+        guard libcrypto.EVP_PKEY_keygen_init(context) == 1 else { throw .library("keygen init") }
         switch kind {
         case .rsa(let bits):
-            guard EVP_PKEY_CTX_set_rsa_keygen_bits(context, Int32(bits)) == 1 else { throw .library("RSA size") }
+            guard libcrypto.EVP_PKEY_CTX_set_rsa_keygen_bits(context, Int32(bits)) == 1 else {
+                throw .library("RSA size")
+            }
         case .ec(let curve):
-            guard EVP_PKEY_CTX_set_group_name(context, curve.name) == 1 else { throw .library("EC group") }
+            guard libcrypto.EVP_PKEY_CTX_set_group_name(context, curve.name) == 1 else { throw .library("EC group") }
         }
         var generated: OpaquePointer?
-        guard EVP_PKEY_generate(context, &generated) == 1, let generated else { throw .library("key generation") }
+        guard libcrypto.EVP_PKEY_generate(context, &generated) == 1, let generated else {
+            throw .library("key generation")
+        }
         return AsymmetricKey(adopting: generated, kind: kind, isPrivate: true)
     }
 
@@ -114,15 +120,16 @@ public final class AsymmetricKey: @unchecked Sendable {
     public func publicRepresentation() throws(Failure) -> Data {
         switch kind {
         case .rsa:
-            return try Self.der { i2d_PublicKey(key, $0) }
+            return try Self.der { libcrypto.i2d_PublicKey(key, $0) }
         case .ec:
             var length = 0
-            guard EVP_PKEY_get_octet_string_param(key, "encoded-pub-key", nil, 0, &length) == 1, length > 0 else {
+            guard libcrypto.EVP_PKEY_get_octet_string_param(key, "encoded-pub-key", nil, 0, &length) == 1, length > 0
+            else {
                 throw .library("EC public key length")
             }
             var bytes = Data(count: length)
             let ok = bytes.withUnsafeMutableBytes {
-                EVP_PKEY_get_octet_string_param(
+                libcrypto.EVP_PKEY_get_octet_string_param(
                     key, "encoded-pub-key", $0.baseAddress?.assumingMemoryBound(to: UInt8.self), length, &length)
             }
             guard ok == 1 else { throw .library("EC public key") }
@@ -134,23 +141,24 @@ public final class AsymmetricKey: @unchecked Sendable {
         switch kind {
         case .rsa:
             var buffer: UnsafeMutablePointer<UInt8>?
-            let length = i2d_PrivateKey(key, &buffer)
+            let length = libcrypto.i2d_PrivateKey(key, &buffer)
             guard length > 0, let buffer else { throw .library("RSA private key encoding") }
-            defer { CRYPTO_clear_free(buffer, Int(length), #fileID, #line) }
+            defer { libcrypto.CRYPTO_clear_free(buffer, Int(length), #fileID, #line) }
             return SecureBytes(copying: UnsafeRawBufferPointer(start: buffer, count: Int(length)))
         case .ec(let curve):
             let point = try publicRepresentation()
             var scalar: OpaquePointer?
-            guard EVP_PKEY_get_bn_param(key, "priv", &scalar) == 1, let scalar else {
+            guard libcrypto.EVP_PKEY_get_bn_param(key, "priv", &scalar) == 1, let scalar else {
                 throw .library("EC private scalar")
             }
-            defer { BN_clear_free(scalar) }
+            defer { libcrypto.BN_clear_free(scalar) }
             do {
                 return try SecureBytes(count: point.count + curve.coordinateSize) { out in
                     point.withUnsafeBytes { out.copyMemory(from: $0) }
                     let tail = UnsafeMutableRawBufferPointer(rebasing: out[point.count...])
                     guard
-                        BN_bn2binpad(scalar, tail.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(tail.count))
+                        libcrypto.BN_bn2binpad(
+                            scalar, tail.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(tail.count))
                             == Int32(tail.count)
                     else { throw Failure.library("EC private scalar size") }
                 }
@@ -192,11 +200,11 @@ public final class AsymmetricKey: @unchecked Sendable {
             for (selection, isPrivate) in [(Int32(0x87), true), (Int32(0x86), false)] {
                 guard let parsed = decode(bytes, input: input, structure: nil, keyType: nil, selection: selection)
                 else { continue }
-                defer { EVP_PKEY_free(parsed) }
+                defer { libcrypto.EVP_PKEY_free(parsed) }
                 return try importing(copyOf: parsed, isPrivate: isPrivate)
             }
         }
-        ERR_clear_error()
+        libcrypto.ERR_clear_error()
         throw .invalidKey("not an RSA or EC key in PEM or DER (PKCS#8, PKCS#1, SEC1 or SubjectPublicKeyInfo)")
     }
 
@@ -226,18 +234,20 @@ public final class AsymmetricKey: @unchecked Sendable {
     public func pem() throws(Failure) -> SecureBytes {
         let selection: Int32 = isPrivate ? 0x87 : 0x86
         let structure: StaticString = isPrivate ? "PrivateKeyInfo" : "SubjectPublicKeyInfo"
-        guard let encoder = OSSL_ENCODER_CTX_new_for_pkey(key, selection, Self.name("PEM"), Self.name(structure), nil)
+        guard
+            let encoder = libcrypto.OSSL_ENCODER_CTX_new_for_pkey(
+                key, selection, Self.name("PEM"), Self.name(structure), nil)
         else { throw .library("no PEM encoder for the key") }
-        defer { OSSL_ENCODER_CTX_free(encoder) }
+        defer { libcrypto.OSSL_ENCODER_CTX_free(encoder) }
         var output: UnsafeMutablePointer<UInt8>?
         var length = 0
-        guard OSSL_ENCODER_to_data(encoder, &output, &length) == 1, let output else {
-            ERR_clear_error()
+        guard libcrypto.OSSL_ENCODER_to_data(encoder, &output, &length) == 1, let output else {
+            libcrypto.ERR_clear_error()
             throw .library("the key could not be written as PEM")
         }
         defer {
-            OPENSSL_cleanse(output, length)
-            CRYPTO_free(output, #fileID, #line)
+            libcrypto.OPENSSL_cleanse(output, length)
+            libcrypto.CRYPTO_free(output, #fileID, #line)
         }
         return SecureBytes(copying: UnsafeBufferPointer(start: output, count: length))
     }
@@ -250,9 +260,9 @@ public final class AsymmetricKey: @unchecked Sendable {
         if parsed == nil, !isPrivate {
             parsed = decode(bytes, structure: "SubjectPublicKeyInfo", keyType: "RSA", selection: 0x86)
         }
-        ERR_clear_error()
+        libcrypto.ERR_clear_error()
         guard let parsed else { throw .invalidKey("not a PKCS#1 RSA \(isPrivate ? "private" : "public") key") }
-        let bits = Int(EVP_PKEY_get_bits(parsed))
+        let bits = Int(libcrypto.EVP_PKEY_get_bits(parsed))
         let key = AsymmetricKey(adopting: parsed, kind: .rsa(bits: bits), isPrivate: isPrivate)
         // Bounded before any use: a huge exponent or prime would make every operation take minutes.
         guard (512...8192).contains(bits) else {
@@ -282,30 +292,30 @@ public final class AsymmetricKey: @unchecked Sendable {
     /// operation takes.
     func isBelowModulus(_ value: Data) -> Bool {
         var modulus: OpaquePointer?
-        guard EVP_PKEY_get_bn_param(key, "n", &modulus) == 1, let modulus else {
-            ERR_clear_error()
+        guard libcrypto.EVP_PKEY_get_bn_param(key, "n", &modulus) == 1, let modulus else {
+            libcrypto.ERR_clear_error()
             return false
         }
-        defer { BN_free(modulus) }
+        defer { libcrypto.BN_free(modulus) }
         let number = value.withUnsafeBytes { raw in
-            BN_bin2bn(raw.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(raw.count), nil)
+            libcrypto.BN_bin2bn(raw.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(raw.count), nil)
         }
         guard let number else { return false }
-        defer { BN_clear_free(number) }
-        return BN_cmp(number, modulus) < 0
+        defer { libcrypto.BN_clear_free(number) }
+        return libcrypto.BN_cmp(number, modulus) < 0
     }
 
     /// The size in bits of the key's big-number parameter `name` (nil when it has none, or it is not
     /// odd when `odd` asks it to be).
     private func bigNumberBits(_ name: String, odd: Bool?) -> Int? {
         var number: OpaquePointer?
-        guard EVP_PKEY_get_bn_param(key, name, &number) == 1, let number else {
-            ERR_clear_error()
+        guard libcrypto.EVP_PKEY_get_bn_param(key, name, &number) == 1, let number else {
+            libcrypto.ERR_clear_error()
             return nil
         }
-        defer { BN_clear_free(number) }
-        if let odd, (BN_is_odd(number) == 1) != odd { return nil }
-        return Int(BN_num_bits(number))
+        defer { libcrypto.BN_clear_free(number) }
+        if let odd, (libcrypto.BN_is_odd(number) == 1) != odd { return nil }
+        return Int(libcrypto.BN_num_bits(number))
     }
 
     /// One whole structure as a key (DER unless `input` says PEM; any structure or key type OpenSSL
@@ -322,21 +332,22 @@ public final class AsymmetricKey: @unchecked Sendable {
         slot.initialize(to: nil)
         defer { slot.deallocate() }
         guard
-            let decoder = OSSL_DECODER_CTX_new_for_pkey(
+            let decoder = libcrypto.OSSL_DECODER_CTX_new_for_pkey(
                 slot, name(input), structure.map(name), keyType.map(name), selection, nil, nil)
         else {
             return nil
         }
-        defer { OSSL_DECODER_CTX_free(decoder) }
+        defer { libcrypto.OSSL_DECODER_CTX_free(decoder) }
         let decoded = bytes.withUnsafeBytes { raw -> Bool in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
             var cursor: UnsafePointer<UInt8>? = base
             var left = raw.count
-            return OSSL_DECODER_from_data(decoder, &cursor, &left) == 1 && (left == 0 || input.description == "PEM")
+            return libcrypto.OSSL_DECODER_from_data(decoder, &cursor, &left) == 1
+                && (left == 0 || input.description == "PEM")
         }
         let key = slot.pointee
         guard decoded, let key else {
-            if let key { EVP_PKEY_free(key) }
+            if let key { libcrypto.EVP_PKEY_free(key) }
             return nil
         }
         return key
@@ -350,40 +361,41 @@ public final class AsymmetricKey: @unchecked Sendable {
             })
         else { throw .invalidKey("\(bytes.count) bytes is no EC key's length") }
         let pointLength = 1 + 2 * curve.coordinateSize
-        guard let builder = OSSL_PARAM_BLD_new() else { throw .library("param builder") }
-        defer { OSSL_PARAM_BLD_free(builder) }
+        guard let builder = libcrypto.OSSL_PARAM_BLD_new() else { throw .library("param builder") }
+        defer { libcrypto.OSSL_PARAM_BLD_free(builder) }
         var scalar: OpaquePointer?
-        defer { if let scalar { BN_clear_free(scalar) } }
+        defer { if let scalar { libcrypto.BN_clear_free(scalar) } }
         // The builder keeps pointers to what is pushed until `to_param` copies it: both happen while
         // the group's name and the bytes are alive.
         let parameters: UnsafeMutablePointer<OSSL_PARAM>? = curve.name.withCString { group in
             bytes.withUnsafeBytes { raw in
                 guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
-                guard OSSL_PARAM_BLD_push_utf8_string(builder, Self.name("group"), group, 0) == 1,
-                    OSSL_PARAM_BLD_push_octet_string(builder, Self.name("pub"), base, pointLength) == 1
+                guard libcrypto.OSSL_PARAM_BLD_push_utf8_string(builder, Self.name("group"), group, 0) == 1,
+                    libcrypto.OSSL_PARAM_BLD_push_octet_string(builder, Self.name("pub"), base, pointLength) == 1
                 else { return nil }
                 if isPrivate {
                     // A secure BIGNUM: the builder then keeps the scalar where freeing it wipes it.
-                    scalar = BN_bin2bn(base + pointLength, Int32(curve.coordinateSize), BN_secure_new())
-                    guard let scalar, OSSL_PARAM_BLD_push_BN(builder, Self.name("priv"), scalar) == 1 else {
+                    scalar = libcrypto.BN_bin2bn(
+                        base + pointLength, Int32(curve.coordinateSize), libcrypto.BN_secure_new())
+                    guard let scalar, libcrypto.OSSL_PARAM_BLD_push_BN(builder, Self.name("priv"), scalar) == 1 else {
                         return nil
                     }
                 }
-                return OSSL_PARAM_BLD_to_param(builder)
+                return libcrypto.OSSL_PARAM_BLD_to_param(builder)
             }
         }
         guard let parameters else { throw .library("EC parameters") }
-        defer { OSSL_PARAM_free(parameters) }
-        guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw .library("no EC") }
-        defer { EVP_PKEY_CTX_free(context) }
+        defer { libcrypto.OSSL_PARAM_free(parameters) }
+        guard let context = libcrypto.EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw .library("no EC") }
+        defer { libcrypto.EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
         // EVP_PKEY_KEYPAIR and EVP_PKEY_PUBLIC_KEY, which are macros Swift cannot import: the key's
         // parts (private 0x01, public 0x02) with all its parameters (0x84).
         let selection = isPrivate ? 0x87 : 0x86
-        guard EVP_PKEY_fromdata_init(context) == 1,
-            EVP_PKEY_fromdata(context, &key, Int32(selection), parameters) == 1, let key
+        guard libcrypto.EVP_PKEY_fromdata_init(context) == 1,
+            libcrypto.EVP_PKEY_fromdata(context, &key, Int32(selection), parameters) == 1, let key
         else {
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             throw .invalidKey("not a point of \(curve.name)")
         }
         let imported = AsymmetricKey(adopting: key, kind: .ec(curve), isPrivate: isPrivate)
@@ -400,10 +412,10 @@ public final class AsymmetricKey: @unchecked Sendable {
     }
 
     private func passesCheck() -> Bool {
-        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { return false }
-        defer { EVP_PKEY_CTX_free(context) }
-        let result = isPrivate ? EVP_PKEY_pairwise_check(context) : EVP_PKEY_public_check(context)
-        ERR_clear_error()
+        guard let context = libcrypto.EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { return false }
+        defer { libcrypto.EVP_PKEY_CTX_free(context) }
+        let result = isPrivate ? libcrypto.EVP_PKEY_pairwise_check(context) : libcrypto.EVP_PKEY_public_check(context)
+        libcrypto.ERR_clear_error()
         return result == 1
     }
 
@@ -427,7 +439,7 @@ public final class AsymmetricKey: @unchecked Sendable {
         var buffer: UnsafeMutablePointer<UInt8>?
         let length = encode(&buffer)
         guard length > 0, let buffer else { throw .library("DER encoding") }
-        defer { CRYPTO_free(buffer, #fileID, #line) }
+        defer { libcrypto.CRYPTO_free(buffer, #fileID, #line) }
         return Data(bytes: buffer, count: Int(length))
     }
 }

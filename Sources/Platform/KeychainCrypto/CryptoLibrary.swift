@@ -16,6 +16,6 @@ public enum CryptoLibrary {
         let options =
             UInt64(OPENSSL_INIT_NO_LOAD_CONFIG) | UInt64(OPENSSL_INIT_NO_ADD_ALL_CIPHERS)
             | UInt64(OPENSSL_INIT_NO_ADD_ALL_DIGESTS)
-        return OPENSSL_init_crypto(options, nil) == 1
+        return libcrypto.OPENSSL_init_crypto(options, nil) == 1
     }
 }

@@ -5,9 +5,9 @@ import KeychainBytes
 /// Plain message digests. The keychain never stores one of these of a secret or an attribute value;
 /// SHA-256 serves key derivation, SHA-1 the `sha1` attribute that Apple's API returns.
 public enum Digest {
-    nonisolated(unsafe) private static let sha256Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+    nonisolated(unsafe) private static let sha256Algorithm: OpaquePointer? = libcrypto.EVP_MD_fetch(nil, "SHA256", nil)
     static var sha256Fetched: OpaquePointer? { sha256Algorithm }
-    nonisolated(unsafe) private static let sha1Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA1", nil)
+    nonisolated(unsafe) private static let sha1Algorithm: OpaquePointer? = libcrypto.EVP_MD_fetch(nil, "SHA1", nil)
 
     public static func sha256(_ bytes: UnsafeRawBufferPointer) throws -> [UInt8] {
         try digest(bytes, algorithm: sha256Algorithm, size: 32)
@@ -29,8 +29,10 @@ public enum Digest {
     /// MD5 of `data`: only to check formats of other programs that use it (gnome-keyring's keyring
     /// files), never for anything of the keychain's own.
     public static func md5(_ bytes: UnsafeRawBufferPointer) throws -> Data {
-        guard let algorithm = EVP_MD_fetch(nil, "MD5", nil) else { throw CryptoError.libraryFailure("EVP_MD_fetch") }
-        defer { EVP_MD_free(algorithm) }
+        guard let algorithm = libcrypto.EVP_MD_fetch(nil, "MD5", nil) else {
+            throw CryptoError.libraryFailure("EVP_MD_fetch")
+        }
+        defer { libcrypto.EVP_MD_free(algorithm) }
         return Data(try digest(bytes, algorithm: algorithm, size: 16))
     }
 
@@ -44,8 +46,10 @@ public enum Digest {
             case .sha384: "SHA384"
             case .sha512: "SHA512"
             }
-        guard let algorithm = EVP_MD_fetch(nil, name, nil) else { throw CryptoError.libraryFailure("EVP_MD_fetch") }
-        defer { EVP_MD_free(algorithm) }
+        guard let algorithm = libcrypto.EVP_MD_fetch(nil, name, nil) else {
+            throw CryptoError.libraryFailure("EVP_MD_fetch")
+        }
+        defer { libcrypto.EVP_MD_free(algorithm) }
         return Data(try data.withUnsafeBytes { try digest($0, algorithm: algorithm, size: hash.length) })
     }
 
@@ -56,7 +60,7 @@ public enum Digest {
         var length: UInt32 = 0
         let empty: UInt8 = 0
         let ok = withUnsafePointer(to: empty) { emptyPointer in
-            EVP_Digest(
+            libcrypto.EVP_Digest(
                 bytes.baseAddress ?? UnsafeRawPointer(emptyPointer), bytes.count, &output, &length, algorithm, nil)
         }
         guard ok == 1 else { throw CryptoError.libraryFailure("EVP_Digest") }
@@ -70,19 +74,19 @@ public final class SHA256Stream {
     private let context: OpaquePointer
 
     public init() throws {
-        guard let context = EVP_MD_CTX_new() else { throw CryptoError.libraryFailure("EVP_MD_CTX_new") }
+        guard let context = libcrypto.EVP_MD_CTX_new() else { throw CryptoError.libraryFailure("EVP_MD_CTX_new") }
         self.context = context
-        guard EVP_DigestInit_ex2(context, Digest.sha256Fetched, nil) == 1 else {
-            EVP_MD_CTX_free(context)
+        guard libcrypto.EVP_DigestInit_ex2(context, Digest.sha256Fetched, nil) == 1 else {
+            libcrypto.EVP_MD_CTX_free(context)
             throw CryptoError.libraryFailure("EVP_DigestInit_ex2")
         }
     }
 
-    deinit { EVP_MD_CTX_free(context) }
+    deinit { libcrypto.EVP_MD_CTX_free(context) }
 
     public func update(_ bytes: UnsafeRawBufferPointer) throws {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        guard EVP_DigestUpdate(context, base, bytes.count) == 1 else {
+        guard libcrypto.EVP_DigestUpdate(context, base, bytes.count) == 1 else {
             throw CryptoError.libraryFailure("EVP_DigestUpdate")
         }
     }
@@ -90,7 +94,7 @@ public final class SHA256Stream {
     public func finish() throws -> Data {
         var output = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
-        guard EVP_DigestFinal_ex(context, &output, &length) == 1, length == 32 else {
+        guard libcrypto.EVP_DigestFinal_ex(context, &output, &length) == 1, length == 32 else {
             throw CryptoError.libraryFailure("EVP_DigestFinal_ex")
         }
         return Data(output)

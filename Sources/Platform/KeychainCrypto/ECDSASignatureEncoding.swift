@@ -12,24 +12,25 @@ public enum ECDSASignatureEncoding {
         let decoded: OpaquePointer? = der.withUnsafeBytes { raw in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
             var cursor: UnsafePointer<UInt8>? = base
-            return d2i_ECDSA_SIG(nil, &cursor, raw.count)
+            return libcrypto.d2i_ECDSA_SIG(nil, &cursor, raw.count)
         }
-        ERR_clear_error()
+        libcrypto.ERR_clear_error()
         guard let decoded else { return nil }
-        defer { ECDSA_SIG_free(decoded) }
+        defer { libcrypto.ECDSA_SIG_free(decoded) }
         // The decoder takes some encodings DER does not (a length in long form where the short one
         // fits, bytes after the sequence); a signature read two ways would be malleable, so only one
         // that encodes back to exactly these bytes is one.
         guard encoded(decoded) == der else { return nil }
         var r: OpaquePointer?
         var s: OpaquePointer?
-        ECDSA_SIG_get0(decoded, &r, &s)
+        libcrypto.ECDSA_SIG_get0(decoded, &r, &s)
         guard let r, let s, let size = Int32(exactly: coordinateSize) else { return nil }
         var raw = Data(count: 2 * coordinateSize)
         let fits = raw.withUnsafeMutableBytes { out -> Bool in
             guard let base = out.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
             // Each is written right-aligned at the coordinates' size; -1 when it is longer.
-            return BN_bn2binpad(r, base, size) == size && BN_bn2binpad(s, base + coordinateSize, size) == size
+            return libcrypto.BN_bn2binpad(r, base, size) == size
+                && libcrypto.BN_bn2binpad(s, base + coordinateSize, size) == size
         }
         return fits ? raw : nil
     }
@@ -38,16 +39,16 @@ public enum ECDSASignatureEncoding {
     public static func der(fromRawRS raw: Data, coordinateSize: Int) -> Data? {
         guard accepts(coordinateSize), raw.count == 2 * coordinateSize, let size = Int32(exactly: coordinateSize)
         else { return nil }
-        guard let signature = ECDSA_SIG_new() else { return nil }
-        defer { ECDSA_SIG_free(signature) }
+        guard let signature = libcrypto.ECDSA_SIG_new() else { return nil }
+        defer { libcrypto.ECDSA_SIG_free(signature) }
         let (r, s): (OpaquePointer?, OpaquePointer?) = raw.withUnsafeBytes { bytes in
             guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return (nil, nil) }
-            return (BN_bin2bn(base, size, nil), BN_bin2bn(base + coordinateSize, size, nil))
+            return (libcrypto.BN_bin2bn(base, size, nil), libcrypto.BN_bin2bn(base + coordinateSize, size, nil))
         }
         // The signature owns both numbers once set0 succeeds, and neither before.
-        guard let r, let s, ECDSA_SIG_set0(signature, r, s) == 1 else {
-            BN_free(r)
-            BN_free(s)
+        guard let r, let s, libcrypto.ECDSA_SIG_set0(signature, r, s) == 1 else {
+            libcrypto.BN_free(r)
+            libcrypto.BN_free(s)
             return nil
         }
         return encoded(signature)
@@ -63,12 +64,12 @@ public enum ECDSASignatureEncoding {
 
     private static func encoded(_ signature: OpaquePointer) -> Data? {
         var buffer: UnsafeMutablePointer<UInt8>?
-        let length = i2d_ECDSA_SIG(signature, &buffer)
+        let length = libcrypto.i2d_ECDSA_SIG(signature, &buffer)
         guard length > 0, let buffer else {
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             return nil
         }
-        defer { CRYPTO_free(buffer, #fileID, #line) }
+        defer { libcrypto.CRYPTO_free(buffer, #fileID, #line) }
         return Data(bytes: buffer, count: Int(length))
     }
 }

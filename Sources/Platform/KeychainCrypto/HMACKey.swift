@@ -21,47 +21,47 @@ public final class HMACKey: @unchecked Sendable {
     private static let maximumSpares = 8
 
     // Fetched once: a fetch is a locked search of OpenSSL's algorithm store, which no key needs to repeat.
-    nonisolated(unsafe) private static let algorithm: OpaquePointer? = EVP_MAC_fetch(nil, "HMAC", nil)
+    nonisolated(unsafe) private static let algorithm: OpaquePointer? = libcrypto.EVP_MAC_fetch(nil, "HMAC", nil)
 
     /// - Parameter pinned: whether the caller holds the key for long (see `SecureBytes`). It changes
     ///   nothing now: the keyed state lives in OpenSSL's memory, which OpenSSL wipes on release but
     ///   does not lock, whatever the caller holds the key for.
     public init(key: SecureBytes, pinned: Bool = true) throws {
-        guard let algorithm = Self.algorithm, let context = EVP_MAC_CTX_new(algorithm) else {
-            ERR_clear_error()
+        guard let algorithm = Self.algorithm, let context = libcrypto.EVP_MAC_CTX_new(algorithm) else {
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("no HMAC")
         }
         let ok = key.withUnsafeBytes { keyBytes in
-            var parameters = [OpenSSLParameters.utf8("digest", "SHA256"), OSSL_PARAM_construct_end()]
+            var parameters = [OpenSSLParameters.utf8("digest", "SHA256"), libcrypto.OSSL_PARAM_construct_end()]
             // A key of no bytes still needs an address: without one OpenSSL reuses a previous key.
-            return EVP_MAC_init(context, OpenSSLParameters.address(keyBytes), keyBytes.count, &parameters)
+            return libcrypto.EVP_MAC_init(context, OpenSSLParameters.address(keyBytes), keyBytes.count, &parameters)
         }
         guard ok == 1 else {
-            EVP_MAC_CTX_free(context)
-            ERR_clear_error()
+            libcrypto.EVP_MAC_CTX_free(context)
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("HMAC key")
         }
         keyed = context
     }
 
     deinit {
-        EVP_MAC_CTX_free(keyed)
-        for spare in spares.withLock({ $0 }) { EVP_MAC_CTX_free(spare.context) }
+        libcrypto.EVP_MAC_CTX_free(keyed)
+        for spare in spares.withLock({ $0 }) { libcrypto.EVP_MAC_CTX_free(spare.context) }
     }
 
     /// A copy of the keyed context, reset to the keyed state: a kept one, or a new one.
     private func takeContext() throws -> OpaquePointer {
         if let kept = spares.withLock({ $0.popLast() })?.context {
             // Without a key, the context starts again from its keyed pad states.
-            guard EVP_MAC_init(kept, nil, 0, nil) == 1 else {
-                EVP_MAC_CTX_free(kept)
-                ERR_clear_error()
+            guard libcrypto.EVP_MAC_init(kept, nil, 0, nil) == 1 else {
+                libcrypto.EVP_MAC_CTX_free(kept)
+                libcrypto.ERR_clear_error()
                 throw CryptoError.libraryFailure("EVP_MAC_init")
             }
             return kept
         }
-        guard let context = EVP_MAC_CTX_dup(keyed) else {
-            ERR_clear_error()
+        guard let context = libcrypto.EVP_MAC_CTX_dup(keyed) else {
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("EVP_MAC_CTX_dup")
         }
         return context
@@ -74,7 +74,7 @@ public final class HMACKey: @unchecked Sendable {
             spares.append(SpareContext(context: context))
             return true
         }
-        if !kept { EVP_MAC_CTX_free(context) }
+        if !kept { libcrypto.EVP_MAC_CTX_free(context) }
     }
 
     /// HMAC over the concatenation of `parts`, without building the concatenation, written to the
@@ -86,16 +86,16 @@ public final class HMACKey: @unchecked Sendable {
         let context = try takeContext()
         var finished = false
         // A context whose MAC failed midway is freed, never kept.
-        defer { if finished { giveBack(context) } else { EVP_MAC_CTX_free(context) } }
+        defer { if finished { giveBack(context) } else { libcrypto.EVP_MAC_CTX_free(context) } }
         for part in parts where part.count > 0 {
-            guard EVP_MAC_update(context, OpenSSLParameters.address(part), part.count) == 1 else {
-                ERR_clear_error()
+            guard libcrypto.EVP_MAC_update(context, OpenSSLParameters.address(part), part.count) == 1 else {
+                libcrypto.ERR_clear_error()
                 throw CryptoError.libraryFailure("EVP_MAC_update")
             }
         }
         var length = 0
-        guard EVP_MAC_final(context, result, &length, 32) == 1, length == 32 else {
-            ERR_clear_error()
+        guard libcrypto.EVP_MAC_final(context, result, &length, 32) == 1, length == 32 else {
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("EVP_MAC_final")
         }
         finished = true
@@ -115,8 +115,8 @@ public final class HMACKey: @unchecked Sendable {
     /// An HMAC over bytes that arrive in pieces (a file streamed through): `update` with each piece,
     /// then `finish`.
     public func stream() throws -> HMACStream {
-        guard let context = EVP_MAC_CTX_dup(keyed) else {
-            ERR_clear_error()
+        guard let context = libcrypto.EVP_MAC_CTX_dup(keyed) else {
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("EVP_MAC_CTX_dup")
         }
         return HMACStream(context: context)
@@ -135,13 +135,13 @@ public final class HMACStream {
 
     init(context: OpaquePointer) { self.context = context }
 
-    deinit { EVP_MAC_CTX_free(context) }
+    deinit { libcrypto.EVP_MAC_CTX_free(context) }
 
     /// Adds the next bytes.
     public func update(_ bytes: UnsafeRawBufferPointer) throws {
         guard bytes.count > 0 else { return }
-        guard let context, EVP_MAC_update(context, OpenSSLParameters.address(bytes), bytes.count) == 1 else {
-            ERR_clear_error()
+        guard let context, libcrypto.EVP_MAC_update(context, OpenSSLParameters.address(bytes), bytes.count) == 1 else {
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("EVP_MAC_update")
         }
     }
@@ -154,12 +154,12 @@ public final class HMACStream {
         var result = Data(count: 32)
         var length = 0
         let ok = result.withUnsafeMutableBytes { out in
-            EVP_MAC_final(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length, 32)
+            libcrypto.EVP_MAC_final(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length, 32)
         }
-        EVP_MAC_CTX_free(context)
+        libcrypto.EVP_MAC_CTX_free(context)
         self.context = nil
         guard ok == 1, length == 32 else {
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("EVP_MAC_final")
         }
         return result

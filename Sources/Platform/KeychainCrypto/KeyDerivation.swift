@@ -13,10 +13,12 @@ public enum KeyDerivation {
     ) throws -> SecureBytes {
         guard (1...30).contains(logN), (1...1024).contains(r), (1...1024).contains(p), (1...1024).contains(length)
         else { throw CryptoError.libraryFailure("scrypt parameters out of range") }
-        guard let kdf = EVP_KDF_fetch(nil, "SCRYPT", nil) else { throw CryptoError.libraryFailure("EVP_KDF_fetch") }
-        defer { EVP_KDF_free(kdf) }
-        guard let context = EVP_KDF_CTX_new(kdf) else { throw CryptoError.libraryFailure("EVP_KDF_CTX_new") }
-        defer { EVP_KDF_CTX_free(context) }
+        guard let kdf = libcrypto.EVP_KDF_fetch(nil, "SCRYPT", nil) else {
+            throw CryptoError.libraryFailure("EVP_KDF_fetch")
+        }
+        defer { libcrypto.EVP_KDF_free(kdf) }
+        guard let context = libcrypto.EVP_KDF_CTX_new(kdf) else { throw CryptoError.libraryFailure("EVP_KDF_CTX_new") }
+        defer { libcrypto.EVP_KDF_CTX_free(context) }
         let n = UInt64(1) << UInt64(logN)
         // OpenSSL refuses to use more than this; what scrypt needs, plus room for its bookkeeping.
         let maximumMemory = 128 * UInt64(r) * (n + UInt64(p) + 2) + (1 << 20)
@@ -37,20 +39,20 @@ public enum KeyDerivation {
                 salt.withUnsafeBytes { saltBytes in
                     // OSSL_PARAM keeps the name pointers, so they must outlive the call: static strings.
                     var parameters = [
-                        OSSL_PARAM_construct_octet_string(
+                        libcrypto.OSSL_PARAM_construct_octet_string(
                             OpenSSLParameters.name("pass"),
                             UnsafeMutableRawPointer(mutating: passwordBytes.baseAddress),
                             passwordBytes.count),
-                        OSSL_PARAM_construct_octet_string(
+                        libcrypto.OSSL_PARAM_construct_octet_string(
                             OpenSSLParameters.name("salt"), UnsafeMutableRawPointer(mutating: saltBytes.baseAddress),
                             saltBytes.count),
-                        OSSL_PARAM_construct_uint64(OpenSSLParameters.name("n"), wide),
-                        OSSL_PARAM_construct_uint32(OpenSSLParameters.name("r"), narrow),
-                        OSSL_PARAM_construct_uint32(OpenSSLParameters.name("p"), narrow + 1),
-                        OSSL_PARAM_construct_uint64(OpenSSLParameters.name("maxmem_bytes"), wide + 1),
-                        OSSL_PARAM_construct_end(),
+                        libcrypto.OSSL_PARAM_construct_uint64(OpenSSLParameters.name("n"), wide),
+                        libcrypto.OSSL_PARAM_construct_uint32(OpenSSLParameters.name("r"), narrow),
+                        libcrypto.OSSL_PARAM_construct_uint32(OpenSSLParameters.name("p"), narrow + 1),
+                        libcrypto.OSSL_PARAM_construct_uint64(OpenSSLParameters.name("maxmem_bytes"), wide + 1),
+                        libcrypto.OSSL_PARAM_construct_end(),
                     ]
-                    return EVP_KDF_derive(
+                    return libcrypto.EVP_KDF_derive(
                         context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), length, &parameters)
                 }
             }
@@ -61,27 +63,29 @@ public enum KeyDerivation {
     /// The ANSI X9.63 KDF over `secret` with `sharedInfo`, through OpenSSL's `EVP_KDF` ("X963KDF").
     public static func x963(secret: SecureBytes, sharedInfo: Data, hash: Hash, length: Int) throws -> SecureBytes {
         guard (1...(1 << 20)).contains(length) else { throw CryptoError.libraryFailure("X9.63 KDF length") }
-        guard let kdf = EVP_KDF_fetch(nil, "X963KDF", nil) else { throw CryptoError.libraryFailure("no X963KDF") }
-        defer { EVP_KDF_free(kdf) }
-        guard let context = EVP_KDF_CTX_new(kdf) else { throw CryptoError.libraryFailure("EVP_KDF_CTX_new") }
-        defer { EVP_KDF_CTX_free(context) }
+        guard let kdf = libcrypto.EVP_KDF_fetch(nil, "X963KDF", nil) else {
+            throw CryptoError.libraryFailure("no X963KDF")
+        }
+        defer { libcrypto.EVP_KDF_free(kdf) }
+        guard let context = libcrypto.EVP_KDF_CTX_new(kdf) else { throw CryptoError.libraryFailure("EVP_KDF_CTX_new") }
+        defer { libcrypto.EVP_KDF_CTX_free(context) }
         return try hash.name.withCString { digest in
             try SecureBytes(count: length) { out in
                 let ok = secret.withUnsafeBytes { secretBytes in
                     sharedInfo.withUnsafeBytes { info in
                         var parameters = [
-                            OSSL_PARAM_construct_utf8_string(
+                            libcrypto.OSSL_PARAM_construct_utf8_string(
                                 OpenSSLParameters.name("digest"), UnsafeMutablePointer(mutating: digest), 0),
-                            OSSL_PARAM_construct_octet_string(
+                            libcrypto.OSSL_PARAM_construct_octet_string(
                                 OpenSSLParameters.name("key"),
                                 UnsafeMutableRawPointer(mutating: secretBytes.baseAddress),
                                 secretBytes.count),
-                            OSSL_PARAM_construct_octet_string(
+                            libcrypto.OSSL_PARAM_construct_octet_string(
                                 OpenSSLParameters.name("info"), UnsafeMutableRawPointer(mutating: info.baseAddress),
                                 info.count),
-                            OSSL_PARAM_construct_end(),
+                            libcrypto.OSSL_PARAM_construct_end(),
                         ]
-                        return EVP_KDF_derive(
+                        return libcrypto.EVP_KDF_derive(
                             context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), length, &parameters)
                     }
                 }
@@ -97,10 +101,10 @@ public enum KeyDerivation {
         try SecureBytes(count: length) { (out: UnsafeMutableRawBufferPointer) throws in
             let ok = password.withUnsafeBytes { passwordBytes in
                 salt.withUnsafeBytes { saltBytes in
-                    PKCS5_PBKDF2_HMAC(
+                    libcrypto.PKCS5_PBKDF2_HMAC(
                         passwordBytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(passwordBytes.count),
                         saltBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(saltBytes.count),
-                        Int32(clamping: iterations), EVP_sha256(), Int32(length),
+                        Int32(clamping: iterations), libcrypto.EVP_sha256(), Int32(length),
                         out.baseAddress?.assumingMemoryBound(to: UInt8.self))
                 }
             }
@@ -116,7 +120,7 @@ public enum KeyDerivation {
     }
 
     // Fetched once: a fetch is a locked search of OpenSSL's algorithm store, which no derivation needs to repeat.
-    nonisolated(unsafe) private static let hkdfAlgorithm: OpaquePointer? = EVP_KDF_fetch(nil, "HKDF", nil)
+    nonisolated(unsafe) private static let hkdfAlgorithm: OpaquePointer? = libcrypto.EVP_KDF_fetch(nil, "HKDF", nil)
 
     /// HKDF-SHA256, extract then expand, through OpenSSL's `EVP_KDF`; the output in wiped memory (the
     /// intermediate key stays inside OpenSSL, which wipes it).
@@ -128,11 +132,11 @@ public enum KeyDerivation {
         guard info.count <= 32 * 1024 else { throw CryptoError.libraryFailure("HKDF info longer than 32 KiB") }
         // OpenSSL refuses to derive nothing; an empty output needs no derivation.
         guard length > 0 else { return SecureBytes(copying: []) }
-        guard let algorithm = hkdfAlgorithm, let context = EVP_KDF_CTX_new(algorithm) else {
-            ERR_clear_error()
+        guard let algorithm = hkdfAlgorithm, let context = libcrypto.EVP_KDF_CTX_new(algorithm) else {
+            libcrypto.ERR_clear_error()
             throw CryptoError.libraryFailure("no HKDF")
         }
-        defer { EVP_KDF_CTX_free(context) }
+        defer { libcrypto.EVP_KDF_CTX_free(context) }
         return try SecureBytes(count: length) { out in
             let ok = key.withUnsafeBytes { keyBytes in
                 salt.withUnsafeBytes { saltBytes in
@@ -142,15 +146,15 @@ public enum KeyDerivation {
                             OpenSSLParameters.octets("key", keyBytes),
                             OpenSSLParameters.octets("salt", saltBytes),
                             OpenSSLParameters.octets("info", infoBytes),
-                            OSSL_PARAM_construct_end(),
+                            libcrypto.OSSL_PARAM_construct_end(),
                         ]
-                        return EVP_KDF_derive(
+                        return libcrypto.EVP_KDF_derive(
                             context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), length, &parameters)
                     }
                 }
             }
             guard ok == 1 else {
-                ERR_clear_error()
+                libcrypto.ERR_clear_error()
                 throw CryptoError.libraryFailure("HKDF derivation")
             }
         }

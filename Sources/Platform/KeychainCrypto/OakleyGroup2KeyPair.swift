@@ -32,32 +32,33 @@ public final class OakleyGroup2KeyPair: @unchecked Sendable {
     /// A new key pair.
     public init() throws(CryptoError) {
         let parameters = try Self.key(publicKey: nil)
-        defer { EVP_PKEY_free(parameters) }
-        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, parameters, nil) else {
+        defer { libcrypto.EVP_PKEY_free(parameters) }
+        guard let context = libcrypto.EVP_PKEY_CTX_new_from_pkey(nil, parameters, nil) else {
             throw .libraryFailure("DH key context")
         }
-        defer { EVP_PKEY_CTX_free(context) }
+        defer { libcrypto.EVP_PKEY_CTX_free(context) }
         var made: OpaquePointer?
-        guard EVP_PKEY_keygen_init(context) == 1, EVP_PKEY_generate(context, &made) == 1, let made else {
-            ERR_clear_error()
+        guard libcrypto.EVP_PKEY_keygen_init(context) == 1, libcrypto.EVP_PKEY_generate(context, &made) == 1, let made
+        else {
+            libcrypto.ERR_clear_error()
             throw .libraryFailure("DH key generation")
         }
         key = made
     }
 
-    deinit { EVP_PKEY_free(key) }
+    deinit { libcrypto.EVP_PKEY_free(key) }
 
     /// The public key, big-endian, padded to 128 bytes.
     public func publicKey() throws(CryptoError) -> Data {
         var value: OpaquePointer?
-        guard EVP_PKEY_get_bn_param(key, OpenSSLParameters.name("pub"), &value) == 1, let value else {
-            ERR_clear_error()
+        guard libcrypto.EVP_PKEY_get_bn_param(key, OpenSSLParameters.name("pub"), &value) == 1, let value else {
+            libcrypto.ERR_clear_error()
             throw .libraryFailure("DH public key")
         }
-        defer { BN_free(value) }
+        defer { libcrypto.BN_free(value) }
         var bytes = Data(count: Self.size)
         let written = bytes.withUnsafeMutableBytes {
-            BN_bn2binpad(value, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(Self.size))
+            libcrypto.BN_bn2binpad(value, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(Self.size))
         }
         guard written == Int32(Self.size) else { throw .libraryFailure("DH public key size") }
         return bytes
@@ -78,25 +79,27 @@ public final class OakleyGroup2KeyPair: @unchecked Sendable {
         } catch {
             throw .library("the peer's key object")
         }
-        defer { EVP_PKEY_free(peerKey) }
-        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw .library("DH context") }
-        defer { EVP_PKEY_CTX_free(context) }
-        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_CTX_set_dh_pad(context, 1) == 1 else {
-            ERR_clear_error()
+        defer { libcrypto.EVP_PKEY_free(peerKey) }
+        guard let context = libcrypto.EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw .library("DH context") }
+        defer { libcrypto.EVP_PKEY_CTX_free(context) }
+        guard libcrypto.EVP_PKEY_derive_init(context) == 1, libcrypto.EVP_PKEY_CTX_set_dh_pad(context, 1) == 1 else {
+            libcrypto.ERR_clear_error()
             throw .library("DH derivation setup")
         }
         // The peer is checked again by OpenSSL as it is set (its range, as above).
-        guard EVP_PKEY_derive_set_peer(context, peerKey) == 1 else {
-            ERR_clear_error()
+        guard libcrypto.EVP_PKEY_derive_set_peer(context, peerKey) == 1 else {
+            libcrypto.ERR_clear_error()
             throw .invalidPublicKey("OpenSSL refused the peer's public key")
         }
         do {
             return try SecureBytes(count: Self.size) { out in
                 var written = Self.size
-                guard EVP_PKEY_derive(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &written) == 1,
+                guard
+                    libcrypto.EVP_PKEY_derive(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &written)
+                        == 1,
                     written == Self.size
                 else {
-                    ERR_clear_error()
+                    libcrypto.ERR_clear_error()
                     throw Failure.library("DH derivation")
                 }
             }
@@ -127,34 +130,36 @@ public final class OakleyGroup2KeyPair: @unchecked Sendable {
 
     /// The group's parameters as a key object, with `publicKey` when one is given.
     private static func key(publicKey: Data?) throws(CryptoError) -> OpaquePointer {
-        guard let builder = OSSL_PARAM_BLD_new() else { throw .libraryFailure("param builder") }
-        defer { OSSL_PARAM_BLD_free(builder) }
+        guard let builder = libcrypto.OSSL_PARAM_BLD_new() else { throw .libraryFailure("param builder") }
+        defer { libcrypto.OSSL_PARAM_BLD_free(builder) }
         var numbers: [OpaquePointer] = []
-        defer { for number in numbers { BN_free(number) } }
+        defer { for number in numbers { libcrypto.BN_free(number) } }
         func number(_ bytes: [UInt8]) -> OpaquePointer? {
-            let made = bytes.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, Int32($0.count), nil) }
+            let made = bytes.withUnsafeBufferPointer { libcrypto.BN_bin2bn($0.baseAddress, Int32($0.count), nil) }
             if let made { numbers.append(made) }
             return made
         }
         guard let p = number(prime), let g = number([2]),
-            OSSL_PARAM_BLD_push_BN(builder, OpenSSLParameters.name("p"), p) == 1,
-            OSSL_PARAM_BLD_push_BN(builder, OpenSSLParameters.name("g"), g) == 1
+            libcrypto.OSSL_PARAM_BLD_push_BN(builder, OpenSSLParameters.name("p"), p) == 1,
+            libcrypto.OSSL_PARAM_BLD_push_BN(builder, OpenSSLParameters.name("g"), g) == 1
         else { throw .libraryFailure("DH parameters") }
         if let publicKey {
             guard let y = number(Array(publicKey)),
-                OSSL_PARAM_BLD_push_BN(builder, OpenSSLParameters.name("pub"), y) == 1
+                libcrypto.OSSL_PARAM_BLD_push_BN(builder, OpenSSLParameters.name("pub"), y) == 1
             else { throw .libraryFailure("DH public key") }
         }
-        guard let parameters = OSSL_PARAM_BLD_to_param(builder) else { throw .libraryFailure("DH parameters") }
-        defer { OSSL_PARAM_free(parameters) }
-        guard let context = EVP_PKEY_CTX_new_from_name(nil, "DH", nil) else { throw .libraryFailure("no DH") }
-        defer { EVP_PKEY_CTX_free(context) }
+        guard let parameters = libcrypto.OSSL_PARAM_BLD_to_param(builder) else {
+            throw .libraryFailure("DH parameters")
+        }
+        defer { libcrypto.OSSL_PARAM_free(parameters) }
+        guard let context = libcrypto.EVP_PKEY_CTX_new_from_name(nil, "DH", nil) else { throw .libraryFailure("no DH") }
+        defer { libcrypto.EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
         // EVP_PKEY_KEY_PARAMETERS (0x84) or EVP_PKEY_PUBLIC_KEY (0x86): macros Swift cannot import.
-        guard EVP_PKEY_fromdata_init(context) == 1,
-            EVP_PKEY_fromdata(context, &key, publicKey == nil ? 0x84 : 0x86, parameters) == 1, let key
+        guard libcrypto.EVP_PKEY_fromdata_init(context) == 1,
+            libcrypto.EVP_PKEY_fromdata(context, &key, publicKey == nil ? 0x84 : 0x86, parameters) == 1, let key
         else {
-            ERR_clear_error()
+            libcrypto.ERR_clear_error()
             throw .libraryFailure("DH key")
         }
         return key

@@ -11,7 +11,7 @@ enum OpenSSLParameters {
     }
 
     static func utf8(_ key: StaticString, _ value: StaticString) -> OSSL_PARAM {
-        OSSL_PARAM_construct_utf8_string(name(key), UnsafeMutablePointer(mutating: name(value)), 0)
+        libcrypto.OSSL_PARAM_construct_utf8_string(name(key), UnsafeMutablePointer(mutating: name(value)), 0)
     }
 
     /// `bytes` as an octet string, which OpenSSL only reads. It refuses a null pointer even for no
@@ -19,7 +19,8 @@ enum OpenSSLParameters {
     /// points at the parameter's name instead, of which nothing is read.
     static func octets(_ key: StaticString, _ bytes: UnsafeRawBufferPointer) -> OSSL_PARAM {
         let address = bytes.baseAddress ?? UnsafeRawPointer(name(key))
-        return OSSL_PARAM_construct_octet_string(name(key), UnsafeMutableRawPointer(mutating: address), bytes.count)
+        return libcrypto.OSSL_PARAM_construct_octet_string(
+            name(key), UnsafeMutableRawPointer(mutating: address), bytes.count)
     }
 
     /// The address of `bytes`, never null: for calls that, as `octets`, take a null pointer to mean

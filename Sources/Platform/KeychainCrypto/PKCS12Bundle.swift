@@ -24,40 +24,40 @@ public struct PKCS12Bundle: Sendable {
         let parsed: OpaquePointer? = data.withUnsafeBytes { raw in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
             var cursor: UnsafePointer<UInt8>? = base
-            return d2i_PKCS12(nil, &cursor, raw.count)
+            return libcrypto.d2i_PKCS12(nil, &cursor, raw.count)
         }
-        defer { ERR_clear_error() }
+        defer { libcrypto.ERR_clear_error() }
         guard let parsed else { throw .malformed }
-        defer { PKCS12_free(parsed) }
+        defer { libcrypto.PKCS12_free(parsed) }
         // The MAC, when there is one, says whether the password is right; after it, a file that does
         // not open uses what this build cannot decrypt (RC2 or DES, with OpenSSL's legacy provider not
         // loaded), which is no wrong password. (A file without a MAC does not open with a password at
         // all through OpenSSL 3.0's PKCS12_parse, and reads as a wrong one.)
-        let hasMAC = PKCS12_mac_present(parsed) == 1
-        if hasMAC, PKCS12_verify_mac(parsed, password, -1) != 1 { throw .wrongPassword }
+        let hasMAC = libcrypto.PKCS12_mac_present(parsed) == 1
+        if hasMAC, libcrypto.PKCS12_verify_mac(parsed, password, -1) != 1 { throw .wrongPassword }
         var key: OpaquePointer?
         var certificate: OpaquePointer?
         var chain: OpaquePointer?
-        guard PKCS12_parse(parsed, password, &key, &certificate, &chain) == 1 else {
+        guard libcrypto.PKCS12_parse(parsed, password, &key, &certificate, &chain) == 1 else {
             throw hasMAC ? .unsupported : .wrongPassword
         }
         defer {
-            if let key { EVP_PKEY_free(key) }
-            if let certificate { X509_free(certificate) }
-            if let chain { OPENSSL_sk_pop_free(chain) { X509_free(OpaquePointer($0)) } }
+            if let key { libcrypto.EVP_PKEY_free(key) }
+            if let certificate { libcrypto.X509_free(certificate) }
+            if let chain { libcrypto.OPENSSL_sk_pop_free(chain) { libcrypto.X509_free(OpaquePointer($0)) } }
         }
         guard let key, let certificate, let certificateObject = Self.copy(certificate),
             let keyObject = AsymmetricKey.adopting(copyOf: key)
         else { throw .unsupported }
         var label: String?
         var length: Int32 = 0
-        if let alias = X509_alias_get0(certificate, &length), length > 0 {
+        if let alias = libcrypto.X509_alias_get0(certificate, &length), length > 0 {
             label = String(decoding: UnsafeBufferPointer(start: alias, count: Int(length)), as: UTF8.self)
         }
         var others: [X509Certificate] = []
         if let chain {
-            for index in 0..<OPENSSL_sk_num(chain) {
-                if let raw = OPENSSL_sk_value(chain, index), let copy = Self.copy(OpaquePointer(raw)) {
+            for index in 0..<libcrypto.OPENSSL_sk_num(chain) {
+                if let raw = libcrypto.OPENSSL_sk_value(chain, index), let copy = Self.copy(OpaquePointer(raw)) {
                     others.append(copy)
                 }
             }
@@ -67,9 +67,9 @@ public struct PKCS12Bundle: Sendable {
 
     private static func copy(_ certificate: OpaquePointer) -> X509Certificate? {
         var buffer: UnsafeMutablePointer<UInt8>?
-        let length = i2d_X509(certificate, &buffer)
+        let length = libcrypto.i2d_X509(certificate, &buffer)
         guard length > 0, let buffer else { return nil }
-        defer { CRYPTO_free(buffer, #fileID, #line) }
+        defer { libcrypto.CRYPTO_free(buffer, #fileID, #line) }
         return X509Certificate(der: Data(bytes: buffer, count: Int(length)))
     }
 }
@@ -79,19 +79,19 @@ extension AsymmetricKey {
     /// own; nil for a type other than RSA or EC, or an unknown curve.
     static func adopting(copyOf key: OpaquePointer, isPrivate: Bool = true) -> AsymmetricKey? {
         let kind: Kind
-        switch EVP_PKEY_get_base_id(key) {
-        case EVP_PKEY_RSA: kind = .rsa(bits: Int(EVP_PKEY_get_bits(key)))
+        switch libcrypto.EVP_PKEY_get_base_id(key) {
+        case EVP_PKEY_RSA: kind = .rsa(bits: Int(libcrypto.EVP_PKEY_get_bits(key)))
         case EVP_PKEY_EC:
             var name = [CChar](repeating: 0, count: 64)
             var length = 0
-            guard EVP_PKEY_get_utf8_string_param(key, "group", &name, name.count, &length) == 1,
+            guard libcrypto.EVP_PKEY_get_utf8_string_param(key, "group", &name, name.count, &length) == 1,
                 let curve = Curve(
                     groupName: String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self))
             else { return nil }
             kind = .ec(curve)
         default: return nil
         }
-        guard EVP_PKEY_up_ref(key) == 1 else { return nil }
+        guard libcrypto.EVP_PKEY_up_ref(key) == 1 else { return nil }
         return AsymmetricKey(retained: key, kind: kind, isPrivate: isPrivate)
     }
 }

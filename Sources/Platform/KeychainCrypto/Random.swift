@@ -5,7 +5,7 @@ import FoundationEssentials
 public enum Random {
     public static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws {
         guard buffer.count > 0, let base = buffer.baseAddress else { return }
-        guard RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1
+        guard libcrypto.RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1
         else { throw CryptoError.randomFailed }
     }
 

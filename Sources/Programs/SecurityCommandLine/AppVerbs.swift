@@ -3,6 +3,7 @@ import KeychainBytes
 import KeychainCore
 import KeychainCrypto
 import Security
+import SecurityCommandCore
 
 /// `security app register | list | remove`: the daemon's app registry, which decides each client
 /// executable's application identifier and access groups.
@@ -45,8 +46,10 @@ struct AppVerbs {
         }
         let path = absolute(executable)
         // The command runs whatever its user tells it: registered, it would lend its groups to every
-        // process of that user, so it is always registered as a tool whose reads ask the user.
-        let isThisCommand = Self.isThisCommand(path)
+        // process of that user, so it is always registered as a tool whose reads ask the user. Its two
+        // halves are one program (see `CommandPair`): both are registered, alike.
+        let halves = Self.commandHalves(of: path)
+        let isThisCommand = halves != nil
         let request = AppRegistrationRequest(
             executablePath: path, applicationIdentifier: identifier,
             accessGroups: groups(rawArguments), trustPathOnly: arguments.has(long: "development"),
@@ -54,9 +57,12 @@ struct AppVerbs {
             generalPurposeTool: isThisCommand || arguments.has(long: "tool"),
             allowInterpreter: arguments.has(long: "allow-interpreter"), approvalReuseSeconds: reuse)
         try withPasscodeIfAsked(request.passcode) { service, passcode in
-            var request = request
-            request.passcode = passcode
-            try service.registerApp(request)
+            for half in halves ?? [path] {
+                var request = request
+                request.executablePath = half
+                request.passcode = passcode
+                try service.registerApp(request)
+            }
         }
         if request.generalPurposeTool || request.allowInterpreter {
             let window = reuse > 0 ? "an approval holds for \(reuse) s in the same terminal session" : "every read asks"
@@ -70,7 +76,7 @@ struct AppVerbs {
                         + "(biometry, else the device passcode) before it gives it a secret; \(window).\n").utf8))
         }
         let granted = request.accessGroups.isEmpty ? [identifier] : request.accessGroups
-        if !granted.contains(Self.embeddedGroup), request.executablePath == absolute("/proc/self/exe") {
+        if !granted.contains(Self.embeddedGroup), isThisCommand {
             FileHandle.standardError.write(
                 Data(
                     ("security: note: items stored without a daemon are in access group \"\(Self.embeddedGroup)\" "
@@ -85,16 +91,26 @@ struct AppVerbs {
     /// otherwise: five minutes, as `sudo`'s.
     static let defaultApprovalReuse = 300
 
-    /// Whether `path` is this command: the same file, or a copy of it (same contents).
-    private static func isThisCommand(_ path: String) -> Bool {
-        guard let own = realpath("/proc/self/exe", nil) else { return false }
+    /// The command's two halves when `path` is either of them (the same file as this `security-full`
+    /// or the `security` beside it, or a copy of one: the same contents), each by its path: `path` and
+    /// its companion, when that exists. Nil for any other program.
+    private static func commandHalves(of path: String) -> [String]? {
+        guard let own = realpath("/proc/self/exe", nil) else { return nil }
         let ownPath = String(cString: own)
         free(own)
-        if ownPath == path { return true }
+        let known = [ownPath, CommandPair.companion(of: ownPath)]
+        guard known.contains(where: { isSameProgram(path, $0) }) else { return nil }
+        let companion = CommandPair.companion(of: path)
+        return access(companion, F_OK) == 0 ? [path, companion] : [path]
+    }
+
+    /// Whether the files at `path` and `other` are one program: the same path, or the same contents.
+    private static func isSameProgram(_ path: String, _ other: String) -> Bool {
+        if path == other { return true }
         var mine = stat()
         var theirs = stat()
-        guard stat(ownPath, &mine) == 0, stat(path, &theirs) == 0, mine.st_size == theirs.st_size,
-            let ownBytes = FileManager.default.contents(atPath: ownPath),
+        guard stat(other, &mine) == 0, stat(path, &theirs) == 0, mine.st_size == theirs.st_size,
+            let ownBytes = FileManager.default.contents(atPath: other),
             let otherBytes = FileManager.default.contents(atPath: path),
             let ownDigest = try? Digest.sha256(ownBytes), let otherDigest = try? Digest.sha256(otherBytes)
         else { return false }
@@ -143,8 +159,16 @@ struct AppVerbs {
         }
         let path = absolute(executable)
         let deletingItems = arguments.has(long: "delete-items")
+        // The command's two halves were registered together, and go together.
+        let halves = Self.commandHalves(of: path) ?? [path]
         try withPasscodeIfAsked(arguments.bytes("p").map { SecureBytes(copying: $0) }) { service, passcode in
-            try service.removeApp(executablePath: path, passcode: passcode, deletingItems: deletingItems)
+            for half in halves {
+                do {
+                    try service.removeApp(executablePath: half, passcode: passcode, deletingItems: deletingItems)
+                } catch let error as KeychainError where half != path && error.code == .itemNotFound {
+                    // A companion registered by an older build, or removed on its own: nothing to remove.
+                }
+            }
         }
     }
 

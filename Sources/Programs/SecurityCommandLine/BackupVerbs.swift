@@ -3,6 +3,7 @@ import KeychainBytes
 import KeychainCore
 import KeychainEngine
 import Security
+import SecurityCommandCore
 
 /// `security backup create | restore | info`: whole-keychain backups with iOS's rules (docs/backup.md).
 struct BackupVerbs {

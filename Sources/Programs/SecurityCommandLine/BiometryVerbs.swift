@@ -2,6 +2,7 @@ import Foundation
 import KeychainBytes
 import KeychainCore
 import Security
+import SecurityCommandCore
 
 /// `security biometry enroll | unenroll | match | nomatch | cancel | policy ANSWER | status`: the
 /// simulated biometric sensor, driven as the iOS Simulator's Face ID menu drives its own. `match`,

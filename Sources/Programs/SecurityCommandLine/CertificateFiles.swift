@@ -1,4 +1,5 @@
 import Foundation
+import SecurityCommandCore
 
 /// Certificates and keys as files: PEM and DER, read and written, and the one field of a certificate
 /// the Security API does not give (its validity dates), read from the DER.

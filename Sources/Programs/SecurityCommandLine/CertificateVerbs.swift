@@ -2,6 +2,7 @@ import Foundation
 import KeychainBytes
 import KeychainCrypto
 import Security
+import SecurityCommandCore
 
 #if canImport(Glibc)
     import Glibc

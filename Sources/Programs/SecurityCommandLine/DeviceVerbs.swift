@@ -2,6 +2,7 @@ import Foundation
 import KeychainBytes
 import KeychainCore
 import Security
+import SecurityCommandCore
 
 /// `security device reboot | erase | restore`: the device scenarios of an iPhone, in one place, for
 /// tests and people (docs/backup.md).

@@ -1,5 +1,6 @@
 import Foundation
 import Security
+import SecurityCommandCore
 
 /// Prints items as macOS's `security` does (the `keychain:` / `class:` / `attributes:` block), and as
 /// JSON for scripts.
@@ -110,32 +111,14 @@ enum ItemFormatter {
         }
     }
 
-    /// Text that can go to a terminal as it is: valid UTF-8 without control characters, C0 (with ESC),
-    /// DEL or C1 (U+0080–U+009F, which some terminals take as escape sequences: U+009B is CSI).
-    static func isPrintable(_ data: Data) -> Bool { data.withUnsafeBytes { isPrintable($0) } }
+    static func isPrintable(_ data: Data) -> Bool { data.withUnsafeBytes { SecretText.isPrintable($0) } }
 
-    static func isPrintable(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) { return true }
-        guard let string = String(validating: bytes, as: UTF8.self) else { return false }
-        return string.unicodeScalars.allSatisfy { $0.value >= 0x20 && !(0x7f...0x9f).contains($0.value) }
-    }
+    static func isPrintable(_ bytes: UnsafeRawBufferPointer) -> Bool { SecretText.isPrintable(bytes) }
 
-    static func hex(_ data: Data) -> String { data.withUnsafeBytes { hex($0) } }
-
-    static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        appendHex(bytes, to: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+    static func hex(_ data: Data) -> String { data.withUnsafeBytes { SecretText.hex($0) } }
 
     private static func appendHex(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        for byte in bytes {
-            out.append(hexDigits[Int(byte >> 4)])
-            out.append(hexDigits[Int(byte & 0x0f)])
-        }
+        SecretText.appendHex(bytes, to: &out)
     }
 
     private static func timestamp(_ date: Date) -> String {

@@ -1,5 +1,6 @@
 import Foundation
 import Security
+import SecurityCommandCore
 
 /// `list-items [--json]` (beyond macOS): every item the caller can see, one line each, without
 /// secrets: what dump-keychain shows in some twenty lines an item, cut to what tells items apart.

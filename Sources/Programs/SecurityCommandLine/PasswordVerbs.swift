@@ -2,87 +2,25 @@ import Foundation
 import KeychainBytes
 import KeychainCore
 import Security
+import SecurityCommandCore
 
 /// add-, find- and delete-generic-password and -internet-password, and dump-keychain.
 struct PasswordVerbs {
-    enum ItemKind {
-        case generic, internet
-
-        var className: String { self == .generic ? "genp" : "inet" }
-        var verbSuffix: String { self == .generic ? "generic-password" : "internet-password" }
-    }
+    typealias ItemKind = PasswordItemKind
 
     let kind: ItemKind
     let session: Session
 
-    // Flags shared by add, find and delete, and what each sets.
-    private var matchFlags: Set<Character> {
-        kind == .generic
-            ? ["a", "s", "l", "j", "D", "G", "c", "C"] : ["a", "s", "l", "j", "D", "c", "C", "d", "p", "P", "r", "t"]
-    }
+    private var matchFlags: Set<Character> { kind.matchFlags }
 
     /// The attributes a verb's match flags name, as the Security API takes them.
     private func attributes(from arguments: Arguments, verb: String) throws(Failure) -> [String: Any] {
-        try itemAttributes(from: arguments, verb: verb).mapValues(\.bridged)
+        try kind.attributes(from: arguments, verb: verb).mapValues(\.bridged)
     }
 
-    /// The attributes a verb's match flags name, as the keychain service takes them: Apple's raw keys
-    /// and values (kSecAttrAccount is "acct"), so that a lookup can go to the service without the
-    /// Core Foundation facade.
-    private func itemAttributes(from arguments: Arguments, verb: String) throws(Failure) -> [String: ItemValue] {
-        var query: [String: ItemValue] = ["class": .string(kind.className)]
-        let strings: [(Character, String)] = [
-            ("a", "acct"), ("s", kind == .generic ? "svce" : "srvr"), ("l", "labl"), ("j", "icmt"), ("D", "desc"),
-        ]
-        for (flag, key) in strings { if let value = arguments.attribute(flag) { query[key] = value } }
-        if kind == .generic, let generic = arguments.bytes("G") { query["gena"] = .data(Data(generic)) }
-        for (flag, key) in [(Character("c"), "crtr"), (Character("C"), "type")] {
-            guard let code = arguments[flag] else { continue }
-            guard let number = Self.fourCharacterCode(code) else {
-                throw .usage(verb: verb, message: "-\(flag) needs a four-character code, not \"\(code)\"")
-            }
-            query[key] = .integer(Int64(number))
-        }
-        if kind == .internet {
-            if let domain = arguments.attribute("d") { query["sdmn"] = domain }
-            if let path = arguments.attribute("p") { query["path"] = path }
-            if let port = arguments["P"] {
-                guard let number = UInt16(port) else { throw .usage(verb: verb, message: "-P needs a port number") }
-                query["port"] = .integer(Int64(number))
-            }
-            for (flag, key) in [(Character("r"), "ptcl"), (Character("t"), "atyp")] {
-                guard let code = arguments[flag] else { continue }
-                guard code.utf8.count == 4 else {
-                    throw .usage(verb: verb, message: "-\(flag) needs a four-character code, not \"\(code)\"")
-                }
-                query[key] = .string(code)
-            }
-        }
-        return query
-    }
-
-    /// `--synchronizable yes|no|any`: Apple's kSecAttrSynchronizable values (true, false,
-    /// kSecAttrSynchronizableAny). Without it a find or delete matches only items that do not sync,
-    /// as SecItemCopyMatching does.
+    /// `--synchronizable yes|no|any` as the Security API takes it (see `PasswordItemKind`).
     static func synchronizable(_ arguments: Arguments, verb: String) throws(Failure) -> Any? {
-        try synchronizableValue(arguments, verb: verb)?.bridged
-    }
-
-    /// The same as the keychain service takes it.
-    static func synchronizableValue(_ arguments: Arguments, verb: String) throws(Failure) -> ItemValue? {
-        guard let value = arguments.value(long: "synchronizable") else { return nil }
-        switch value {
-        case "yes": return .bool(true)
-        case "no": return .bool(false)
-        case "any": return .string("syna")
-        default: throw .usage(verb: verb, message: "--synchronizable takes yes, no or any, not \"\(value)\"")
-        }
-    }
-
-    static func fourCharacterCode(_ text: String) -> Int? {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 4 else { return nil }
-        return bytes.reduce(0) { $0 << 8 | Int($1) }
+        try PasswordItemKind.synchronizable(arguments, verb: verb)?.bridged
     }
 
     // MARK: add
@@ -178,32 +116,13 @@ struct PasswordVerbs {
 
     func find(_ rawArguments: [CommandArgument]) throws(Failure) {
         let verb = "find-" + kind.verbSuffix
-        let arguments: Arguments
-        do {
-            arguments = try Arguments(
-                rawArguments, takingValue: matchFlags, booleans: ["g", "w"], long: ["json"],
-                longTakingValue: ["access-group", "synchronizable"])
-        } catch {
-            throw .usage(verb: verb, message: error.message)
-        }
-        try session.checkKeychainNames(arguments.positional, function: Function.search)
+        let arguments = try kind.findArguments(rawArguments)
         if arguments.has("w"), !arguments.has(long: "json") {
-            // Only the password is printed (with -g too: -w prints it alone), so only the data is asked for:
-            // an exact lookup then opens the secret alone and skips decoding the attributes. It goes to
-            // the keychain service as it is, without the Security API's Core Foundation objects: the
-            // lookup a script makes most, in a process that starts for it.
-            var query = try itemAttributes(from: arguments, verb: verb)
-            if let group = arguments.value(long: "access-group") { query["agrp"] = .string(group) }
-            if let sync = try Self.synchronizableValue(arguments, verb: verb) { query["sync"] = sync }
-            query["r_Data"] = .bool(true)
-            query["m_Limit"] = .string("m_LimitOne")
-            try session.findSecret(query, function: Function.search).withUnsafeBytes { secret in
-                print(
-                    ItemFormatter.isPrintable(secret)
-                        ? String(decoding: secret, as: UTF8.self) : ItemFormatter.hex(secret))
-            }
+            // The password alone, without the Security API (as the command's lean half answers it).
+            try kind.printPassword(arguments, session: session)
             return
         }
+        try session.checkKeychainNames(arguments.positional, function: Function.search)
         var query = try attributes(from: arguments, verb: verb)
         if let group = arguments.value(long: "access-group") { query[kSecAttrAccessGroup as String] = group }
         if let sync = try Self.synchronizable(arguments, verb: verb) { query[kSecAttrSynchronizable as String] = sync }

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainCore
 import Security
+import SecurityCommandCore
 
 /// The `security` command's verbs, as a library: the executable sets up the process and calls `main`;
 /// tests call `run` in-process, behind whatever keychain service they choose.
@@ -9,24 +10,19 @@ public enum SecurityCommandLine {
     /// written its output and messages. The keychain's connections are closed afterwards, so that a
     /// process about to exit leaves a database the next one opens without replaying a log.
     public static func run(_ arguments: [CommandArgument]) -> Int32 {
-        defer { KeychainServices.closeConnections() }
-        do {
-            try dispatch(arguments)
-            return 0
-        } catch {
-            let failure = error.withServiceReason
-            FileHandle.standardError.write(Data((failure.text + "\n").utf8))
-            return failure.exitStatus
+        // A failure's reason: from a password lookup made here, else from the Security API's last call.
+        let reasons = { SecItemFailure.lastOnThisThread }
+        return Session.runInvocation(reasonsElsewhere: reasons) { session throws(Failure) in
+            try dispatch(arguments, session: session)
         }
     }
 
     /// The same with arguments that are text.
     public static func run(_ arguments: [String]) -> Int32 { run(arguments.map(CommandArgument.init)) }
 
-    static func dispatch(_ arguments: [CommandArgument]) throws(Failure) {
+    static func dispatch(_ arguments: [CommandArgument], session: Session) throws(Failure) {
         guard let verb = arguments.first?.text else { throw .usage(verb: nil, message: "") }
         let rest = Array(arguments.dropFirst())
-        let session = Session()
         switch verb {
         case "add-generic-password": try PasswordVerbs(kind: .generic, session: session).add(rest)
         case "find-generic-password": try PasswordVerbs(kind: .generic, session: session).find(rest)
@@ -52,19 +48,7 @@ public enum SecurityCommandLine {
         case "device": try DeviceVerbs(session: session).run(rest)
         case "biometry": try BiometryVerbs(session: session).run(rest)
         case "companion": try BiometryVerbs(session: session, companion: true).run(rest)
-        case "error":
-            guard !rest.isEmpty else { throw .usage(verb: "error", message: "no error code given") }
-            for code in rest.map(\.text) {
-                let parsed = code.hasPrefix("0x") ? Int64(code.dropFirst(2), radix: 16) : Int64(code)
-                guard let parsed,
-                    let status = OSStatus(exactly: parsed)
-                        ?? OSStatus(exactly: Int64(Int32(truncatingIfNeeded: parsed)))
-                else {
-                    throw .usage(verb: "error", message: "\"\(code)\" is not an error code")
-                }
-                let message = SecCopyErrorMessageString(status, nil).map { String($0) } ?? "OSStatus \(status)"
-                print("Error: 0x\(String(format: "%08X", UInt32(bitPattern: status))) \(status) \(message)")
-            }
+        case "error": try ServiceVerbs.printErrors(rest)
         case "--version":
             guard rest.isEmpty else { throw .usage(verb: nil, message: "--version takes no arguments") }
             print("security (swift-keychain) \(ProjectVersion.string)")

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainCore
+import SecurityCommandCore
 
 /// Shell completion and the man page, generated from `Usage.verbs`: the verbs, their summaries and the
 /// flags their usage texts name, so that neither can drift from what `security help` prints.

@@ -3,6 +3,7 @@ import KeychainBytes
 import KeychainCore
 import KeychainCrypto
 import Security
+import SecurityCommandCore
 
 /// set-keychain-password, lock-keychain, unlock-keychain, show-keychain-info.
 struct StateVerbs {

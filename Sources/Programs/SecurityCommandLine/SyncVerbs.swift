@@ -5,6 +5,7 @@ import KeychainEngine
 import KeychainSyncAgent
 import KeychainSyncProtocol
 import Security
+import SecurityCommandCore
 
 /// `security sync enroll | recover | devices | approve | remove | now | status | history | leave`: this keychain as a
 /// device of a sync account (docs/sync.md). Each takes `--json`. On the embedded keychain the command

@@ -13,7 +13,8 @@ struct DaemonBenchmark {
     let samples: Int
     let writeSamples: Int
 
-    func run(embeddedCommandMedian: Double?, commandSamples: Int, profileOnly: Int? = nil) {
+    /// `commandOnly`: after setting the daemon up, measure the command through it and nothing else.
+    func run(embeddedCommandMedian: Double?, commandSamples: Int, profileOnly: Int? = nil, commandOnly: Bool = false) {
         let binary = Self.beside("securityd")
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             print("securityd: not built beside the benchmark (swift build -c release), skipped")
@@ -70,6 +71,10 @@ struct DaemonBenchmark {
 
         if let profileOnly {
             for sample in 0..<profileOnly { _ = try? service.copyMatching(lookup(sample)) }
+            return
+        }
+        if commandOnly {
+            measureCommand(socket: socket, samples: commandSamples, embeddedCommandMedian: nil)
             return
         }
         // The embedded engine on the same 1,000 items, and the floor, measured now beside the daemon.
@@ -157,43 +162,7 @@ struct DaemonBenchmark {
 
         measureEnclaveSignatures(service: service, groups: groups)
 
-        // The command through the daemon: same spawn as the embedded command figure above.
-        let security = Self.beside("security")
-        if FileManager.default.isExecutableFile(atPath: security), let embeddedCommandMedian {
-            let environment = ["KEYCHAIN_SOCKET=" + socket, "HOME=" + root, "PATH=/usr/bin:/bin"]
-            var command = Latencies()
-            var leanClient = Latencies()
-            let lean = benchmarkProgram("keychain-bench-lean-client")
-            for sample in 0..<commandSamples {
-                let account = "user-\((sample &* 7919) % 1_000)"
-                let arguments = ["find-generic-password", "-s", "bench.example.com", "-a", account, "-w"]
-                command.measure {
-                    if !spawn(security, arguments, environment: environment) {
-                        fail("security find-generic-password through the daemon failed")
-                    }
-                }
-                if let lean {
-                    leanClient.measure {
-                        if !spawn(lean, ["bench.example.com", account], environment: environment) {
-                            fail("keychain-bench-lean-client through the daemon failed")
-                        }
-                    }
-                }
-            }
-            var line =
-                "security find-generic-password -w through securityd: \(format(command.median)) median, "
-                + String(format: "%.2f× the embedded command (target ≤ 1×)", command.median / embeddedCommandMedian)
-            if let floor = commandFloorMedian {
-                line += String(format: ", %.2f× the static Swift floor (target ≤ 2×)", command.median / floor)
-            }
-            print(line)
-            if lean != nil, let floor = commandFloorMedian {
-                print(
-                    "the same lookup by a client without Foundation or libcrypto (keychain-bench-lean-client): "
-                        + "\(format(leanClient.median)) median, "
-                        + String(format: "%.2f× the static Swift floor", leanClient.median / floor))
-            }
-        }
+        measureCommand(socket: socket, samples: commandSamples, embeddedCommandMedian: embeddedCommandMedian)
         // The daemon reports its writes and commits when it stops; the lone writer's went one per commit.
         daemon.terminate()
         daemon.waitUntilExit()
@@ -289,6 +258,57 @@ struct DaemonBenchmark {
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         if failures.load(ordering: .relaxed) > 0 { fail("\(failures.load(ordering: .relaxed)) daemon calls failed") }
         return (Latencies(samples: collected.withLock { $0 }), Double(perClient * clients) / seconds)
+    }
+
+    /// `security find-generic-password -w` as a whole process through the daemon, with the static Swift
+    /// floor and the lean client (`keychain-bench-lean-client`) spawned in turn, sample by sample. A
+    /// daemon of this same user (not root) is the per-user daemon's case: the command does not fork to
+    /// protect its memory (see its `main`). Any other (the system daemon's case, and root's) it does.
+    private func measureCommand(socket: String, samples: Int, embeddedCommandMedian: Double?) {
+        let security = Self.beside("security")
+        guard samples > 0, FileManager.default.isExecutableFile(atPath: security) else { return }
+        let environment = ["KEYCHAIN_SOCKET=" + socket, "HOME=" + root, "PATH=/usr/bin:/bin"]
+        var floor = Latencies()
+        var command = Latencies()
+        var leanClient = Latencies()
+        let swiftFloor = benchmarkProgram("keychain-bench-floor")
+        let lean = benchmarkProgram("keychain-bench-lean-client")
+        for sample in 0..<samples {
+            if let swiftFloor { floor.measure { _ = spawn(swiftFloor, [], environment: environment) } }
+            let account = "user-\((sample &* 7919) % 1_000)"
+            let arguments = ["find-generic-password", "-s", "bench.example.com", "-a", account, "-w"]
+            command.measure {
+                if !spawn(security, arguments, environment: environment) {
+                    fail("security find-generic-password through the daemon failed")
+                }
+            }
+            if let lean {
+                leanClient.measure {
+                    if !spawn(lean, ["bench.example.com", account], environment: environment) {
+                        fail("keychain-bench-lean-client through the daemon failed")
+                    }
+                }
+            }
+        }
+        let sameUser = DaemonOwner.runsAsThisUser(socketAt: socket)
+        let whose =
+            sameUser
+            ? "securityd of the command's own user (the per-user daemon's case: no protective fork)"
+            : "securityd of another user, or as root (the system daemon's case: the command forks to protect its memory)"
+        print("security find-generic-password -w through \(whose), 1,000 items (\(samples) runs)")
+        var table = TimingTable()
+        var rows: [(String, Latencies)] = []
+        if swiftFloor != nil { rows.append(("floor (a static Swift binary printing a line)", floor)) }
+        rows.append(("security find-generic-password -w", command))
+        if lean != nil { rows.append(("a client of the service alone (keychain-bench-lean-client)", leanClient)) }
+        let base = swiftFloor != nil ? floor.median : command.median
+        for (name, latencies) in rows { table.add(name, latencies, ratios: [latencies.median / base]) }
+        table.print()
+        var line = "target: median ≤ 2× the static Swift floor"
+        if let embeddedCommandMedian {
+            line += String(format: "; %.2f× the embedded command (target ≤ 1×)", command.median / embeddedCommandMedian)
+        }
+        print(line)
     }
 
     static func beside(_ name: String) -> String {

@@ -37,6 +37,9 @@ struct Options {
     var keysOnly = false
     /// Only measure securityd (and the embedded command it is compared with).
     var daemonOnly = false
+    /// Only measure the command through a securityd of this same user (run as that user by a
+    /// benchmark started as root).
+    var perUserCommandOnly = false
     /// Only run this many copy-matching round trips through securityd, for a profiler.
     var profileDaemon: Int?
     /// Only measure engine adds with group commit from this many threads.
@@ -58,6 +61,7 @@ struct Options {
     static let usage = """
         usage: keychain-bench [--sizes N,N,...] [--million] [--samples N] [--write-samples N] [--command-samples N]
                keychain-bench --passcode-only | --keys-only | --daemon-only | --tpm-only | --backup-only [--backup-sizes N,N,...]
+               keychain-bench --per-user-command-only [--command-samples N]
                keychain-bench --sync-only [--sync-items N] [--sync-lag-samples N]
                keychain-bench --profile-lookups N | --profile-secitem N | --profile-daemon N | --engine-adds THREADS
                keychain-bench --help
@@ -74,6 +78,9 @@ struct Options {
           --passcode-only        only the passcode derivation: unlock cost and offline guess rates
           --keys-only            only SecKey signing and verifying beside OpenSSL directly
           --daemon-only          only securityd (and the embedded command it is compared with)
+          --per-user-command-only
+                                 only the command through a securityd of its own user (started as root,
+                                 the benchmark runs this part as nobody, with setpriv)
           --backup-only          only backup and restore, and the backup password's offline guess rate
           --tpm-only             only the TPM root beside the software root, on a swtpm of its own
           --sync-only            only sync: initial sync, lag with three devices, 16 devices on one and two
@@ -130,6 +137,7 @@ struct Options {
             case "--write-samples": writeSamples = count(after: argument)
             case "--passcode-only": passcodeOnly = true
             case "--daemon-only": daemonOnly = true
+            case "--per-user-command-only": perUserCommandOnly = true
             case "--keys-only": keysOnly = true
             case "--profile-daemon": profileDaemon = count(after: argument)
             case "--engine-adds": engineAddThreads = count(after: argument)
@@ -331,11 +339,17 @@ if options.keysOnly {
     exit(0)
 }
 
+if options.perUserCommandOnly {
+    DaemonBenchmark(root: root + "/securityd", samples: 0, writeSamples: 0).run(
+        embeddedCommandMedian: nil, commandSamples: options.commandSamples, commandOnly: true)
+    exit(0)
+}
 if options.daemonOnly {
     setenv("KEYCHAIN_SOCKET", "", 1)
     let command = measureCommand(samples: options.commandSamples)
     DaemonBenchmark(root: root + "/securityd", samples: options.samples, writeSamples: options.writeSamples).run(
         embeddedCommandMedian: command, commandSamples: options.commandSamples)
+    measureCommandThroughPerUserDaemon(samples: options.commandSamples)
     exit(0)
 }
 // The embedded keychain throughout, whatever daemon this machine runs.
@@ -531,7 +545,6 @@ func measureCommand(samples: Int) -> Double? {
     table.print()
     print("target: median ≤ 2× the static Swift floor")
     print("")
-    commandFloorMedian = swiftFloor != nil ? plainSwift.median : nil
     return command.median
 }
 
@@ -551,12 +564,39 @@ func benchmarkProgram(_ name: String) -> String? {
     return FileManager.default.isExecutableFile(atPath: path) ? path : nil
 }
 
-/// The static Swift floor's median start, for the command through the daemon.
-nonisolated(unsafe) var commandFloorMedian: Double?
+/// The command through a per-user securityd, the desktop's case: the daemon and the command run as
+/// the same user, so the command does not fork to protect its memory. Run as root, the benchmark's own
+/// daemon figures are the system daemon's case; this part then runs as nobody, in a copy of the
+/// benchmark started with setpriv (its spawns are timed there, so setpriv's own start is not counted).
+func measureCommandThroughPerUserDaemon(samples: Int) {
+    guard samples > 0, geteuid() == 0 else { return }
+    let setpriv = "/usr/bin/setpriv"
+    guard FileManager.default.isExecutableFile(atPath: setpriv) else {
+        print("the command through a per-user securityd: no \(setpriv) to run it as another user, skipped")
+        return
+    }
+    let copy = Process()
+    copy.executableURL = URL(fileURLWithPath: setpriv)
+    copy.arguments = [
+        "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path, "--per-user-command-only",
+        "--command-samples", String(samples),
+    ]
+    copy.environment = ["PATH": "/usr/bin:/bin", "TMPDIR": "/tmp"]
+    fflush(nil)
+    do {
+        try copy.run()
+    } catch {
+        fail("cannot run the per-user command benchmark as nobody: \(error)")
+    }
+    copy.waitUntilExit()
+    if copy.terminationStatus != 0 { fail("the per-user command benchmark failed (\(copy.terminationStatus))") }
+}
 
 let embeddedCommand = measureCommand(samples: options.commandSamples)
 DaemonBenchmark(root: root + "/securityd", samples: options.samples, writeSamples: options.writeSamples).run(
     embeddedCommandMedian: embeddedCommand, commandSamples: options.commandSamples)
+measureCommandThroughPerUserDaemon(samples: options.commandSamples)
 
 // Growth of the SecItem lookup from 1,000 items to each larger size measured.
 if let base = lookupMedians[1_000] {

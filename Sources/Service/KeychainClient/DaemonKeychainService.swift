@@ -157,9 +157,12 @@ final class DaemonConnection: @unchecked Sendable {
     /// this connection's descriptor (`pidfd_getfd`), and speak to the daemon as this program. So the
     /// process is made non-dumpable before it connects to one. A daemon running as this same user (a
     /// per-user daemon, not root) cannot look into a non-dumpable process at all, so for it the process
-    /// stays as it is: that daemon does not protect against other processes of the user anyway.
+    /// stays as it is: that daemon does not protect against other processes of the user anyway. No
+    /// socket, no daemon to connect to: the process stays as it is too, so that a try made before a
+    /// per-user daemon has started leaves it one that daemon can identify.
     init(path: String) throws {
-        if !DaemonOwner.runsAsThisUser(socketAt: path) { _ = process_control_forbid_dumps() }
+        var socket = stat()
+        if lstat(path, &socket) == 0, !DaemonOwner.runsAsThisUser(socketAt: path) { _ = process_control_forbid_dumps() }
         var descriptor = try Self.connect(path: path)
         let server = try Self.checkServer(descriptor, path: path)
         if !DaemonOwner.isThisUser(server), process_control_is_dumpable() != 0 {

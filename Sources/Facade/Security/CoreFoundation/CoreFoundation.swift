@@ -21,7 +21,6 @@ public typealias CFTypeID = UInt
 public typealias CFIndex = Int
 public typealias CFOptionFlags = UInt
 public typealias CFAbsoluteTime = Double
-public typealias OSStatus = Int32
 public typealias FourCharCode = UInt32
 public typealias OSType = FourCharCode
 

@@ -2,6 +2,7 @@ import Foundation
 import KeychainBytes
 import KeychainCore
 import KeychainCrypto
+import SecurityCommandCore
 
 /// A gnome-keyring keyring file (the "version 0" format of `~/.local/share/keyrings/*.keyring`, which
 /// gnome-keyring 3 and 42 write), opened with its password. Layout: a 16-byte magic, version, cipher

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainBytes
 import KeychainCore
+import SecurityCommandCore
 
 /// A wallet exported by KWallet Manager as XML ("Export as XML"): `<wallet name>` holding `<folder
 /// name>`s, each holding `<password name>` (text), `<map name>` (`<mapentry name>` texts) and `<stream

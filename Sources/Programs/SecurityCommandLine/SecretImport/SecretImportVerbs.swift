@@ -2,6 +2,7 @@ import Foundation
 import KeychainBytes
 import KeychainCore
 import Security
+import SecurityCommandCore
 
 /// `security import gnome-keyring FILE` and `security import kwallet FILE`: secrets of another store
 /// into the Secret Service's items (docs/secret-service.md). The command reads and decrypts the file as

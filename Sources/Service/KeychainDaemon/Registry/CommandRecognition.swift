@@ -9,20 +9,24 @@ import Synchronization
 /// command runs whatever any process of its user tells it, so its registry entry must be a
 /// general-purpose tool even when an older client, or any other registrar, did not mark it so, and an
 /// entry written before tools existed is one too. The command known is the one installed beside this
-/// daemon (the same build), and those at `/usr/local/bin/security` and `/usr/bin/security`.
+/// daemon (the same build), and those in `/usr/local/bin` and `/usr/bin`: each is two executables,
+/// `security` and `security-full` (the verbs the lean half hands on), and both are the command.
 final class CommandRecognition: Sendable {
     private let known = Mutex<[String: (key: ExecutableKey, digest: Data)]>([:])
     private let candidates: [String]
 
+    /// The file names of the command's two halves.
+    static let names = ["security", "security-full"]
+
     init() {
-        var candidates = ["/usr/local/bin/security", "/usr/bin/security"]
+        var directories = ["/usr/local/bin", "/usr/bin"]
         if let own = realpath("/proc/self/exe", nil) {
-            let sibling = ((String(cString: own) as NSString).deletingLastPathComponent as NSString)
-                .appendingPathComponent("security")
+            directories.insert((String(cString: own) as NSString).deletingLastPathComponent, at: 0)
             free(own)
-            candidates.insert(sibling, at: 0)
         }
-        self.candidates = candidates
+        candidates = directories.flatMap { directory in
+            Self.names.map { (directory as NSString).appendingPathComponent($0) }
+        }
     }
 
     /// Whether `digest` is the digest of one of the known `security` commands as they are now.

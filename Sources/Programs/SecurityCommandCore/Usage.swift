@@ -1,5 +1,5 @@
 /// Usage texts, in the shape of macOS's `security help`.
-enum Usage {
+package enum Usage {
     /// The match flags of find- and delete-generic-password.
     private static let genericMatchOptions = """
             -a  Match "account" string
@@ -12,7 +12,7 @@ enum Usage {
             -s  Match "service" string
         """
 
-    static let verbs: [(String, String, String)] = [
+    package static let verbs: [(String, String, String)] = [
         (
             "add-generic-password",
             "Add a generic password item.",
@@ -378,14 +378,14 @@ enum Usage {
         ),
     ]
 
-    static func text(for verb: String) -> String? {
+    package static func text(for verb: String) -> String? {
         verbs.first { $0.0 == verb }?.2
     }
 
-    static var overview: String {
+    package static var overview: String {
         var lines = ["Usage: security <command> [options] [args...]", "       security --version", "", "Commands:"]
         for (name, summary, _) in verbs {
-            lines.append("    " + name.padding(toLength: 28, withPad: " ", startingAt: 0) + summary)
+            lines.append("    " + name + String(repeating: " ", count: max(0, 28 - name.count)) + summary)
         }
         return lines.joined(separator: "\n")
     }

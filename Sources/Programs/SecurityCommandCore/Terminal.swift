@@ -1,6 +1,5 @@
-import Foundation
+import FoundationEssentials
 import KeychainBytes
-import KeychainCrypto
 
 #if canImport(Glibc)
     import Glibc
@@ -8,11 +7,11 @@ import KeychainCrypto
 
 /// Reading secrets: from the terminal without echo, or from standard input when it is not a terminal.
 /// Passcodes go straight into wiped memory (`SecureBytes`), never through a `String`.
-enum Terminal {
-    static var inputIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
+package enum Terminal {
+    package static var inputIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
 
     /// Prompts on standard error and reads one line from the terminal with echo turned off.
-    static func readSecret(prompt: String) -> SecureBytes? {
+    package static func readSecret(prompt: String) -> SecureBytes? {
         // Echo goes off before the prompt appears, and without flushing input: whatever is typed
         // once the prompt shows must be neither echoed nor thrown away.
         var original = termios()
@@ -26,13 +25,13 @@ enum Terminal {
         defer {
             if canSilence { _ = tcsetattr(STDIN_FILENO, TCSANOW, &original) }
         }
-        FileHandle.standardError.write(Data(prompt.utf8))
+        StandardError.write(prompt)
         return readLine()
     }
 
     /// A passcode typed on the terminal without echo: Enter alone is no passcode, and is asked again.
     /// Nil at the end of input.
-    static func readPasscode(prompt: String) -> SecureBytes? {
+    package static func readPasscode(prompt: String) -> SecureBytes? {
         while let line = readSecret(prompt: prompt) {
             if line.count > 0 { return line }
         }
@@ -42,7 +41,7 @@ enum Terminal {
     /// One line of standard input without its line ending, read a byte at a time (nothing past the line
     /// is consumed, so a later line stays for the next reader) into a buffer that is wiped; nil at the
     /// end of input with nothing read. A line longer than `limit` bytes is refused (nil).
-    static func readLine(limit: Int = 4096) -> SecureBytes? {
+    package static func readLine(limit: Int = 4096) -> SecureBytes? {
         var buffer = [UInt8](repeating: 0, count: limit + 1)
         defer { SecureMemory.wipe(&buffer) }
         var count = 0
@@ -63,15 +62,15 @@ enum Terminal {
     }
 
     /// Prompts and reads one line with echo (for yes/no questions).
-    static func ask(_ prompt: String) -> String? {
-        FileHandle.standardError.write(Data(prompt.utf8))
+    package static func ask(_ prompt: String) -> String? {
+        StandardError.write(prompt)
         return readLine().map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
     }
 
     /// The most a password read from standard input may hold.
-    static let maximumInput = 64 << 20
+    package static let maximumInput = 64 << 20
 
-    enum InputProblem: Error {
+    package enum InputProblem: Error {
         case tooLarge
         case unreadable(String)
     }
@@ -79,17 +78,16 @@ enum Terminal {
     /// All of standard input, without one trailing newline: a password piped in by a script. Refused
     /// when it holds more than `maximumInput` bytes (it is not read further) or cannot be read: a read
     /// that fails part-way must not store part of a secret.
-    static func readStandardInput() throws(InputProblem) -> Data {
+    package static func readStandardInput() throws(InputProblem) -> Data {
         var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        defer { SecureMemory.wipe(&chunk) }
         while true {
-            let chunk: Data
-            do {
-                chunk = try FileHandle.standardInput.read(upToCount: 1 << 20) ?? Data()
-            } catch {
-                throw .unreadable("\(error.localizedDescription)")
-            }
-            if chunk.isEmpty { break }
-            data.append(chunk)
+            let got = chunk.withUnsafeMutableBytes { Glibc.read(STDIN_FILENO, $0.baseAddress, $0.count) }
+            if got < 0, errno == EINTR { continue }
+            if got < 0 { throw .unreadable(String(cString: strerror(errno))) }
+            if got == 0 { break }
+            data.append(contentsOf: chunk[0..<got])
             if data.count > maximumInput { throw .tooLarge }
         }
         if data.last == UInt8(ascii: "\n") { data.removeLast() }

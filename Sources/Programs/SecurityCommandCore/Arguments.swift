@@ -1,5 +1,9 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// One command-line argument as the kernel passed it: bytes, which need not be UTF-8. macOS's command
 /// stores an attribute given as bytes that are not text as those bytes, so two different byte strings
@@ -8,10 +12,10 @@ public struct CommandArgument: Sendable {
     public let bytes: [UInt8]
 
     /// The text, with invalid UTF-8 repaired: for flags, verbs and messages, never for values stored.
-    var text: String { String(decoding: bytes, as: UTF8.self) }
+    package var text: String { String(decoding: bytes, as: UTF8.self) }
 
     /// Whether the bytes are valid UTF-8.
-    var isText: Bool { String(validating: bytes, as: UTF8.self) != nil }
+    package var isText: Bool { String(validating: bytes, as: UTF8.self) != nil }
 
     public init(_ bytes: [UInt8]) { self.bytes = bytes }
     public init(_ text: String) { bytes = Array(text.utf8) }
@@ -29,18 +33,18 @@ public struct CommandArgument: Sendable {
 
 /// The options of one verb, parsed the way macOS's `security` (getopt) reads them: single-letter
 /// flags, some taking a value, before any positional arguments.
-struct Arguments {
+package struct Arguments {
     /// Flag letter → value (empty for flags without a value).
     private var values: [Character: CommandArgument] = [:]
     /// Flags given with no value where one was optional (`-w` as the last argument: prompt).
-    private(set) var withoutValue: Set<Character> = []
+    package private(set) var withoutValue: Set<Character> = []
     /// What is left after the options: in macOS, keychain names.
-    private(set) var positional: [CommandArgument] = []
+    package private(set) var positional: [CommandArgument] = []
     private(set) var longOptions: Set<String> = []
     private(set) var longValues: [String: String] = [:]
 
-    struct UsageError: Error {
-        let message: String
+    package struct UsageError: Error {
+        package let message: String
     }
 
     /// - Parameters:
@@ -48,7 +52,7 @@ struct Arguments {
     ///   - optionalValue: letters whose value may be missing when they come last.
     ///   - booleans: letters without a value.
     ///   - long: long options without a value; `longTakingValue`: long options with one.
-    init(
+    package init(
         _ arguments: [CommandArgument], takingValue: Set<Character>, optionalValue: Set<Character> = [],
         booleans: Set<Character> = [], long: Set<String> = [], longTakingValue: Set<String> = []
     ) throws(UsageError) {
@@ -104,20 +108,20 @@ struct Arguments {
     }
 
     /// The flag's value as text (repaired where it is not UTF-8).
-    subscript(_ letter: Character) -> String? { values[letter]?.text }
+    package subscript(_ letter: Character) -> String? { values[letter]?.text }
 
     /// The flag's value as given.
-    func bytes(_ letter: Character) -> [UInt8]? { values[letter]?.bytes }
+    package func bytes(_ letter: Character) -> [UInt8]? { values[letter]?.bytes }
 
     /// The flag's value for an attribute: a string when it is text, else its bytes as data.
-    func attribute(_ letter: Character) -> ItemValue? {
+    package func attribute(_ letter: Character) -> ItemValue? {
         guard let value = values[letter] else { return nil }
         return value.isText ? .string(value.text) : .data(Data(value.bytes))
     }
 
-    func has(_ letter: Character) -> Bool { values[letter] != nil || withoutValue.contains(letter) }
+    package func has(_ letter: Character) -> Bool { values[letter] != nil || withoutValue.contains(letter) }
 
-    func has(long name: String) -> Bool { longOptions.contains(name) }
+    package func has(long name: String) -> Bool { longOptions.contains(name) }
 
-    func value(long name: String) -> String? { longValues[name] }
+    package func value(long name: String) -> String? { longValues[name] }
 }

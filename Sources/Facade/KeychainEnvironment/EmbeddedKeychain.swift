@@ -1,8 +1,12 @@
-import Foundation
+import FoundationEssentials
 import KeychainAuthenticators
 import KeychainCore
 import KeychainEngine
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The keychain this process uses when no daemon serves it: the directory `KEYCHAIN_HOME` names,
 /// else `$XDG_DATA_HOME/keychain`, else `~/.local/share/keychain`.

@@ -1,9 +1,9 @@
-import Foundation
 import KeychainCore
-import Security
+import KeychainEnvironment
+import KeychainStatus
 
 /// How a verb ends when it does not succeed; each case knows its exit status and its message.
-enum Failure: Error {
+package enum Failure: Error {
     /// Wrong usage: exit 2 and the verb's usage.
     case usage(verb: String?, message: String)
     /// A keychain status, reported as macOS does: `security: Function: message`, exit status = low byte;
@@ -12,7 +12,7 @@ enum Failure: Error {
     /// Anything else worth a message; exit 1.
     case message(String)
 
-    var exitStatus: Int32 {
+    package var exitStatus: Int32 {
         switch self {
         case .usage: 2
         case .keychain(let status, _, _): Int32(UInt32(bitPattern: status) & 0xff)
@@ -20,25 +20,24 @@ enum Failure: Error {
         }
     }
 
-    var text: String {
+    package var text: String {
         switch self {
         case .usage(let verb, let message):
             let usage = verb.flatMap { Usage.text(for: $0) } ?? Usage.overview
             return message.isEmpty ? usage : "security: \(message)\n\(usage)"
         case .keychain(let status, let function, let detail):
-            let message = SecCopyErrorMessageString(status, nil).map { String($0) } ?? "OSStatus \(status)"
-            return "security: \(function): \(message)" + (detail.map { " (\($0))" } ?? "")
+            return "security: \(function): \(StatusMessages.message(for: status))" + (detail.map { " (\($0))" } ?? "")
         case .message(let text):
             return "security: \(text)"
         }
     }
 
-    /// The same failure with the keychain's reason, when a SecItem call's status was all it had and a
-    /// daemon gave that status: a daemon refuses an executable (-34018) for one of several reasons, is
-    /// unavailable (-25291) for more than one, and refuses a general-purpose tool's read (-25293) when
-    /// the user cannot be asked, which only its own reason tells apart. The embedded keychain's statuses
-    /// speak for themselves, as on macOS.
-    var withServiceReason: Failure {
+    /// The same failure with the keychain's reason, when a keychain call's status was all it had and a
+    /// daemon gave that status (`last`: the status and reason of this invocation's last failed call): a
+    /// daemon refuses an executable (-34018) for one of several reasons, is unavailable (-25291) for more
+    /// than one, and refuses a general-purpose tool's read (-25293) when the user cannot be asked, which
+    /// only its own reason tells apart. The embedded keychain's statuses speak for themselves, as on macOS.
+    package func withServiceReason(last: (status: OSStatus, reason: String)?) -> Failure {
         if case .keychain(errSecInteractionNotAllowed, let function, nil) = self,
             KeychainServices.daemonSocketInUse() == nil,
             let state = try? KeychainServices.current().status().lockState,
@@ -49,15 +48,14 @@ enum Failure: Error {
         }
         guard case .keychain(let status, let function, nil) = self,
             status == errSecMissingEntitlement || status == errSecNotAvailable || status == errSecAuthFailed,
-            KeychainServices.daemonSocketInUse() != nil, let last = SecItemFailure.lastOnThisThread,
-            last.status == status
+            KeychainServices.daemonSocketInUse() != nil, let last, last.status == status
         else { return self }
         return .keychain(status, function: function, detail: last.reason)
     }
 }
 
 extension Failure {
-    static let embeddedLockedHint =
+    package static let embeddedLockedHint =
         "the keychain has a passcode, and each command run without a daemon starts before its first unlock: "
         + "security unlock-keychain --session keeps it unlocked for this login session (until lock-keychain or a "
         + "reboot), or run securityd"
@@ -65,7 +63,7 @@ extension Failure {
     /// A keychain error as macOS reports it: the status, and the keychain's reason where the status
     /// alone would leave the user guessing (which includes how many wrong passcodes were counted, and a
     /// daemon's refusal to set a passcode; delays speak for themselves).
-    static func from(_ error: any Error, function: String) -> Failure {
+    package static func from(_ error: any Error, function: String) -> Failure {
         if let failure = error as? Failure { return failure }
         guard let error = error as? KeychainError else {
             return .keychain(errSecInternalComponent, function: function, detail: "\(error)")
@@ -83,20 +81,20 @@ extension Failure {
     /// A keychain error with its reason always, for verbs that have no macOS message to match (backup,
     /// device): the reason (a directory given as the file, a backup of another device) is what the user
     /// needs.
-    static func withReason(_ error: any Error, function: String) -> Failure {
+    package static func withReason(_ error: any Error, function: String) -> Failure {
         guard let error = error as? KeychainError else { return from(error, function: function) }
         return .keychain(error.osStatus, function: function, detail: error.reason)
     }
 }
 
 /// Apple's function names in macOS's messages, so scripts that match on them keep working.
-enum Function {
-    static let add = "SecKeychainItemCreateFromContent (<default>)"
-    static let search = "SecKeychainSearchCopyNext"
-    static let modify = "SecKeychainItemModifyContent"
-    static let delete = "SecKeychainItemDelete"
-    static let changePassword = "SecKeychainChangePassword"
-    static let unlock = "SecKeychainUnlock"
-    static let lock = "SecKeychainLock"
-    static let info = "SecKeychainGetStatus"
+package enum Function {
+    package static let add = "SecKeychainItemCreateFromContent (<default>)"
+    package static let search = "SecKeychainSearchCopyNext"
+    package static let modify = "SecKeychainItemModifyContent"
+    package static let delete = "SecKeychainItemDelete"
+    package static let changePassword = "SecKeychainChangePassword"
+    package static let unlock = "SecKeychainUnlock"
+    package static let lock = "SecKeychainLock"
+    package static let info = "SecKeychainGetStatus"
 }

@@ -1,13 +1,8 @@
-import Foundation
-
-/// `SecCopyErrorMessageString`: Apple's English message for a status, or "OSStatus <n>" for a code
-/// without one, as iOS answers.
-public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMutableRawPointer?) -> CFString? {
-    SecErrorMessages.message(for: status) as NSString
-}
-
-enum SecErrorMessages {
-    static func message(for status: OSStatus) -> String {
+/// Apple's English message for each status code: what `SecCopyErrorMessageString` returns, and what the
+/// `security` command prints.
+public enum StatusMessages {
+    /// The message for `status`, or "OSStatus <n>" for a code without one, as iOS answers.
+    public static func message(for status: OSStatus) -> String {
         table[status] ?? "OSStatus \(status)"
     }
 
