@@ -1,4 +1,5 @@
 import Foundation
+import KeychainTestSupport
 import XCTest
 
 #if canImport(Glibc)
@@ -76,5 +77,41 @@ final class CommandPairTests: XCTestCase {
             atPath: directory + "/security-full", withDestinationPath: CommandRunner.executable + "-full")
         let linked = try cli.run("add-generic-password", "-a", "pair", "-s", "planted.example", "-w", "pw")
         XCTAssertEqual(linked.status, 127, linked.stderr)
+    }
+
+    /// The lean half installed under the full half's name ran the full half, which was itself, for ever.
+    func testALeanHalfInTheFullHalfsPlaceDoesNotRunItself() throws {
+        try FileManager.default.copyItem(atPath: CommandRunner.executable, toPath: directory + "/security-full")
+        cli.executable = directory + "/security"
+        let result = try cli.run("--version")
+        XCTAssertEqual(result.status, 127, result.stderr)
+        XCTAssertTrue(result.stderr.contains("nor this executable itself"), result.stderr)
+    }
+
+    /// `app register` of the command registers its other half only when that file is the command's
+    /// other half: a file that merely has the name beside a copy is not given the command's groups.
+    func testRegisteringTheCommandLeavesAStrangerByTheNameAlone() throws {
+        let daemon = try TestDaemon()
+        cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
+        try FileManager.default.copyItem(atPath: "/bin/true", toPath: directory + "/security-full")
+        let copy = URL(fileURLWithPath: directory + "/security").resolvingSymlinksInPath().path
+        let registered = try cli.run(
+            "app", "register", copy, "--application-identifier", "security", "--access-group", "security")
+        XCTAssertEqual(registered.status, 0, registered.stderr)
+        XCTAssertFalse(registered.stderr.contains("other half"), registered.stderr)
+        let listed = try cli.run("app", "list")
+        let paths = listed.stdout.split(separator: "\n").filter { !$0.hasPrefix(" ") }.map(String.init)
+        XCTAssertEqual(paths, [copy], listed.stdout)
+
+        // The command's own pair: both, and said so.
+        let own = try cli.run(
+            "app", "register", cli.executable, "--application-identifier", "security", "--access-group", "security")
+        XCTAssertEqual(own.status, 0, own.stderr)
+        XCTAssertTrue(own.stderr.contains("\(cli.executable)-full, the command's other half, is registered alike"))
+        let removed = try cli.run("app", "remove", cli.executable + "-full")
+        XCTAssertEqual(removed.status, 0, removed.stderr)
+        XCTAssertEqual(try cli.run("app", "list").stdout.split(separator: "\n").filter { !$0.hasPrefix(" ") }, [
+            Substring(copy)
+        ], "removing either half removes both")
     }
 }

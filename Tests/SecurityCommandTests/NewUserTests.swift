@@ -115,7 +115,7 @@ final class NewUserTests: XCTestCase {
         XCTAssertEqual(listed.status, 0, listed.stderr)
         let paths = listed.stdout.split(separator: "\n").filter { !$0.hasPrefix(" ") }
         XCTAssertEqual(
-            paths, [Substring(cli.executable), Substring(cli.executable + "-full")],
+            paths.sorted(), [Substring(cli.executable), Substring(cli.executable + "-full")],
             "the stored path is the link's target, and the command's other half is registered with it")
 
         let removed = try cli.run("app", "remove", link)

@@ -26,24 +26,30 @@ package enum CommandPair {
 
     /// Replaces this process with `security-full` from this executable's own directory, with the same
     /// arguments and environment (and `nameVariable`). Returns only when it could not: the reason, for
-    /// the caller to report. The file must belong to the owner of this executable (or root) and be
-    /// writable by no one else: a file planted in a directory others can write is not run. It is run
-    /// by its path after that check; whoever could swap it in between could as well have replaced this
-    /// executable, in the same directory.
+    /// the caller to report. Run only: a regular file, not a link, and not this very file (a lean half
+    /// installed under the full half's name would run itself for ever); owned by this executable's
+    /// owner, or by root when this executable is root's; writable by no one else; in a directory others
+    /// cannot write (a file planted in a shared directory is not run, nor a root-owned program linked
+    /// there). It is run by its path after these checks: whoever could swap it in between can write the
+    /// directory, and could as well have replaced this executable.
     package static func runFullCommand() -> String {
         guard let own = realpath("/proc/self/exe", nil) else { return "cannot find this executable's directory" }
         let ownPath = String(cString: own)
         free(own)
-        let fullPath = companion(of: ownPath)
-        var full = stat()
+        let directory = PathText.parent(ownPath)
+        let fullPath = PathText.join(directory, fullName)
         var lean = stat()
-        guard lstat(fullPath, &full) == 0, stat(ownPath, &lean) == 0 else {
-            return "cannot find \(fullPath): \(String(cString: strerror(errno)))"
+        var folder = stat()
+        guard stat(ownPath, &lean) == 0, stat(directory, &folder) == 0 else {
+            return "cannot read \(ownPath) or its directory: \(String(cString: strerror(errno)))"
         }
-        guard full.st_mode & S_IFMT == S_IFREG, full.st_uid == lean.st_uid || full.st_uid == 0,
-            full.st_mode & (S_IWGRP | S_IWOTH) == 0
+        var full = stat()
+        guard lstat(fullPath, &full) == 0 else { return "cannot find \(fullPath): \(String(cString: strerror(errno)))" }
+        guard full.st_mode & S_IFMT == S_IFREG, full.st_dev != lean.st_dev || full.st_ino != lean.st_ino,
+            full.st_uid == lean.st_uid, full.st_mode & (S_IWGRP | S_IWOTH) == 0, folder.st_mode & S_IWOTH == 0
         else {
-            return "\(fullPath) is not a regular file owned by the command's owner and writable only by them"
+            return "\(fullPath) is not a regular file of the command's owner, writable only by them, in a directory "
+                + "only they can change (nor this executable itself)"
         }
         setenv(nameVariable, PathText.lastComponent(ownPath), 1)
         _ = execv(fullPath, CommandLine.unsafeArgv)

@@ -32,8 +32,9 @@ public enum ServiceVerbs {
         Session.runInvocation { session throws(Failure) in try dispatch(arguments, session: session) }
     }
 
-    /// The verbs themselves, for the full command's dispatcher as well.
-    package static func dispatch(_ arguments: [CommandArgument], session: Session) throws(Failure) {
+    /// The verbs themselves (the full command's dispatcher calls `printPassword` and `printErrors`
+    /// directly, after its own parsing).
+    private static func dispatch(_ arguments: [CommandArgument], session: Session) throws(Failure) {
         guard let verb = arguments.first?.text else { throw .usage(verb: nil, message: "") }
         let rest = Array(arguments.dropFirst())
         if verb == "error" { return try printErrors(rest) }

@@ -56,13 +56,18 @@ struct AppVerbs {
             passcode: arguments.bytes("p").map { SecureBytes(copying: $0) },
             generalPurposeTool: isThisCommand || arguments.has(long: "tool"),
             allowInterpreter: arguments.has(long: "allow-interpreter"), approvalReuseSeconds: reuse)
+        // The companion first: if it is refused, nothing is registered.
         try withPasscodeIfAsked(request.passcode) { service, passcode in
-            for half in halves ?? [path] {
+            for half in (halves ?? [path]).reversed() {
                 var request = request
                 request.executablePath = half
                 request.passcode = passcode
                 try service.registerApp(request)
             }
+        }
+        if let halves, halves.count == 2 {
+            FileHandle.standardError.write(
+                Data("security: \(halves[1]), the command's other half, is registered alike\n".utf8))
         }
         if request.generalPurposeTool || request.allowInterpreter {
             let window = reuse > 0 ? "an approval holds for \(reuse) s in the same terminal session" : "every read asks"
@@ -92,16 +97,22 @@ struct AppVerbs {
     static let defaultApprovalReuse = 300
 
     /// The command's two halves when `path` is either of them (the same file as this `security-full`
-    /// or the `security` beside it, or a copy of one: the same contents), each by its path: `path` and
-    /// its companion, when that exists. Nil for any other program.
+    /// or the lean `security` beside it, under its own name or the one it handed on with, or a copy of
+    /// one: the same contents), each by its path: `path` and its companion beside it, when that file is
+    /// a half of this command too (a file that merely has the name gets nothing, and loses nothing).
+    /// Nil for any other program.
     private static func commandHalves(of path: String) -> [String]? {
         guard let own = realpath("/proc/self/exe", nil) else { return nil }
         let ownPath = String(cString: own)
         free(own)
-        let known = [ownPath, CommandPair.companion(of: ownPath)]
+        let directory = PathText.parent(ownPath)
+        let known = Set([
+            ownPath, PathText.join(directory, CommandPair.leanName), PathText.join(directory, CommandPair.pairName),
+        ])
         guard known.contains(where: { isSameProgram(path, $0) }) else { return nil }
         let companion = CommandPair.companion(of: path)
-        return access(companion, F_OK) == 0 ? [path, companion] : [path]
+        guard companion != path, known.contains(where: { isSameProgram(companion, $0) }) else { return [path] }
+        return [path, companion]
     }
 
     /// Whether the files at `path` and `other` are one program: the same path, or the same contents.

@@ -135,6 +135,9 @@ enum ShellSupport {
                 on the keychain the Security module uses (KEYCHAIN_HOME, KEYCHAIN_ACCESS_GROUPS), or through the
                 keychain daemon, securityd(8), when KEYCHAIN_SOCKET names its socket or the default one answers.
                 A keychain error exits with the low byte of its OSStatus; usage errors exit 2.
+                security answers find-generic-password and find-internet-password with -w, and error, itself,
+                and runs security-full from its own directory for every other command (exit 127, with the
+                reason, when it cannot); the two are installed together and are one program to the daemon.
                 """),
             ".SH COMMANDS",
         ]
@@ -145,7 +148,11 @@ enum ShellSupport {
             ".SH ENVIRONMENT", ".TP", ".B KEYCHAIN_HOME", "The embedded keychain's directory.", ".TP",
             ".B KEYCHAIN_SOCKET", "The daemon's socket; empty for the embedded keychain.", ".TP",
             ".B KEYCHAIN_ACCESS_GROUPS",
-            "The access groups of the embedded keychain's caller (ignored through the daemon).",
+            "The access groups of the embedded keychain's caller (ignored through the daemon).", ".TP",
+            ".B KEYCHAIN_COMMAND_NAME",
+            "Set by security for security-full: the name it takes as its application identifier.",
+            ".SH FILES", ".TP", ".B security-full",
+            "Beside security: every command but the lookups with -w and error.",
             ".SH SEE ALSO", "securityd(8)",
         ]
         return lines.joined(separator: "\n") + "\n"

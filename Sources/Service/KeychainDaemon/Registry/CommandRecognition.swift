@@ -15,7 +15,8 @@ final class CommandRecognition: Sendable {
     private let known = Mutex<[String: (key: ExecutableKey, digest: Data)]>([:])
     private let candidates: [String]
 
-    /// The file names of the command's two halves.
+    /// The file names of the command's two halves (the command's `CommandPair` names them too: the
+    /// daemon does not link the command's code).
     static let names = ["security", "security-full"]
 
     init() {
