@@ -1,4 +1,5 @@
 import Foundation
+import KeychainTestSupport
 import XCTest
 
 #if canImport(Glibc)
@@ -73,15 +74,10 @@ struct CommandRunnerWithout {
         var environment = cli.environment
         environment[variable] = nil
         process.environment = environment
-        let errors = Pipe()
-        let output = Pipe()
-        process.standardError = errors
-        process.standardOutput = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let outputText = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return CommandResult(status: process.terminationStatus, stdout: outputText, stderr: errorText)
+        // Both pipes are read at once (ChildProcess), so a full one cannot stall the other.
+        let result = try ChildProcess.run(process, input: nil)
+        return CommandResult(
+            status: result.status, stdout: String(decoding: result.stdout, as: UTF8.self),
+            stderr: String(decoding: result.stderr, as: UTF8.self))
     }
 }

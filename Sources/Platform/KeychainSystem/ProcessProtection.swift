@@ -56,7 +56,10 @@ public enum ProcessProtection {
             if errno != EINTR { _exit(1) }
         }
         let signalNumber = status & 0x7f
-        if signalNumber == 0 { exit((status >> 8) & 0xff) }
+        // `_exit`, not `exit`: the parent has nothing of its own to flush or tear down, and anything the
+        // two share was the child's to finish (output written before the fork would come out twice);
+        // each page it wrote on the way out would also be one more copy-on-write fault.
+        if signalNumber == 0 { _exit((status >> 8) & 0xff) }
         _ = signal(signalNumber, SIG_DFL)
         _ = raise(signalNumber)
         _exit(128 + signalNumber)
