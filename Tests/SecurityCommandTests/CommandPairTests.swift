@@ -6,7 +6,7 @@ import XCTest
     import Glibc
 #endif
 
-/// The command's two halves: `security` answers `find-*-password -w` and `error` itself and runs
+/// The command's two halves: `security` answers `find-*-password -w`, `add-*-password` and `error` itself and runs
 /// `security-full`, beside it, for every other verb, in the same process; it runs only a companion that
 /// its own owner (or root) owns and no one else may write, and says so when there is none.
 final class CommandPairTests: XCTestCase {
@@ -34,15 +34,9 @@ final class CommandPairTests: XCTestCase {
     func testTheLeanHalfAnswersItsVerbsAndHandsOnTheRest() throws {
         try addCompanion(mode: 0o755)
         cli.executable = directory + "/security"
-        // Handed on: the full half stores the item, and prints what only it knows.
+        // Answered here: an item added, its password, a status's message.
         let added = try cli.run("add-generic-password", "-a", "pair", "-s", "pair.example", "-w", "hunter2")
         XCTAssertEqual(added.status, 0, added.stderr)
-        let version = try cli.run("--version")
-        XCTAssertTrue(version.stdout.hasPrefix("security (swift-keychain) "), version.stdout)
-        let shown = try cli.run("find-generic-password", "-s", "pair.example")
-        XCTAssertEqual(shown.status, 0, shown.stderr)
-        XCTAssertTrue(shown.stdout.contains("\"acct\"<blob>=\"pair\""), shown.stdout)
-        // Answered here: the same item, and a status's message.
         XCTAssertEqual(try cli.run("find-generic-password", "-s", "pair.example", "-w").stdout, "hunter2\n")
         XCTAssertEqual(
             try cli.run("error", "-25300").stdout,
@@ -52,31 +46,40 @@ final class CommandPairTests: XCTestCase {
         XCTAssertEqual(
             missing.stderr,
             "security: SecKeychainSearchCopyNext: The specified item could not be found in the keychain.\n")
+        // Handed on: the full half finds the same item (one access group for both) and prints what only
+        // it knows.
+        let shown = try cli.run("find-generic-password", "-s", "pair.example")
+        XCTAssertEqual(shown.status, 0, shown.stderr)
+        XCTAssertTrue(shown.stdout.contains("\"acct\"<blob>=\"pair\""), shown.stdout)
+        let version = try cli.run("--version")
+        XCTAssertTrue(version.stdout.hasPrefix("security (swift-keychain) "), version.stdout)
     }
 
     func testWithoutItsCompanionTheLeanHalfStillAnswersAndSaysWhatIsMissing() throws {
         cli.executable = directory + "/security"
-        let handedOn = try cli.run("add-generic-password", "-a", "pair", "-s", "alone.example", "-w", "pw")
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "pair", "-s", "alone.example", "-w", "pw").status, 0)
+        let handedOn = try cli.run("delete-generic-password", "-a", "pair", "-s", "alone.example")
         XCTAssertEqual(handedOn.status, 127, handedOn.stderr)
         XCTAssertTrue(handedOn.stderr.contains(directory + "/security-full"), handedOn.stderr)
-        XCTAssertFalse(handedOn.stderr.contains("pw\n"), "a password never appears in a message")
-        XCTAssertEqual(try cli.run("find-generic-password", "-s", "alone.example", "-w").status, 44, "nothing stored")
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "alone.example", "-w").stdout, "pw\n", "not deleted")
         XCTAssertEqual(try cli.run("error", "0").stdout, "Error: 0x00000000 0 No error.\n")
     }
 
     func testACompanionOthersCanWriteIsNotRun() throws {
         try addCompanion(mode: 0o757)
         cli.executable = directory + "/security"
-        let refused = try cli.run("add-generic-password", "-a", "pair", "-s", "planted.example", "-w", "pw")
+        XCTAssertEqual(try cli.run("add-generic-password", "-a", "pair", "-s", "planted.example", "-w", "pw").status, 0)
+        let refused = try cli.run("delete-generic-password", "-a", "pair", "-s", "planted.example")
         XCTAssertEqual(refused.status, 127, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("writable only by them"), refused.stderr)
-        XCTAssertEqual(try cli.run("find-generic-password", "-s", "planted.example", "-w").status, 44)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "planted.example", "-w").stdout, "pw\n")
         // A symbolic link in its place is not followed either.
         try FileManager.default.removeItem(atPath: directory + "/security-full")
         try FileManager.default.createSymbolicLink(
             atPath: directory + "/security-full", withDestinationPath: CommandRunner.executable + "-full")
-        let linked = try cli.run("add-generic-password", "-a", "pair", "-s", "planted.example", "-w", "pw")
+        let linked = try cli.run("delete-generic-password", "-a", "pair", "-s", "planted.example")
         XCTAssertEqual(linked.status, 127, linked.stderr)
+        XCTAssertEqual(try cli.run("find-generic-password", "-s", "planted.example", "-w").stdout, "pw\n")
     }
 
     /// The lean half installed under the full half's name ran the full half, which was itself, for ever.

@@ -43,9 +43,7 @@ final class MemoryProtectionTests: XCTestCase {
         let pid = command.processIdentifier
         // It waits for the password on standard input; its limit on core files drops to 0 as it starts.
         let deadline = Date().addingTimeInterval(10)
-        // The lean `security` hands add-generic-password to its full half, in the same process.
-        let binary =
-            URL(fileURLWithPath: arguments.first { $0.hasSuffix("/security") } ?? program).lastPathComponent + "-full"
+        let binary = URL(fileURLWithPath: arguments.first { $0.hasSuffix("/security") } ?? program).lastPathComponent
         while Date() < deadline, !(executableName(of: pid) == binary && coreLimit(of: pid) == "0") { usleep(10_000) }
         XCTAssertEqual(executableName(of: pid), binary)
         XCTAssertEqual(coreLimit(of: pid), "0", "no core file can be written")

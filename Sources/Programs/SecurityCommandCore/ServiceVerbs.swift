@@ -4,18 +4,19 @@ import KeychainStatus
 
 /// The verbs the `security` command answers with the keychain service alone, without the Security
 /// API's Core Foundation objects or Foundation: `find-generic-password` and `find-internet-password`
-/// with `-w` (and without `--json`), and `error`. The command's lean executable runs these itself and
-/// hands every other invocation to the full command (`security-full`); the full command runs them with
-/// this same code.
+/// with `-w` (and without `--json`), `add-generic-password` and `add-internet-password`, and `error`.
+/// The command's lean executable runs these itself and hands every other invocation to the full
+/// command (`security-full`); the full command runs them with this same code.
 public enum ServiceVerbs {
     /// Whether `arguments` (after the program name) is an invocation these verbs answer. Checked before
     /// the process does anything else, so that an invocation handed on costs one exec and no more.
     public static func handles(_ arguments: [CommandArgument]) -> Bool {
         guard let verb = arguments.first?.text else { return false }
         if verb == "error" { return true }
-        guard let kind = passwordKind(of: verb) else { return false }
+        let rest = Array(arguments.dropFirst())
         // What the options do not parse goes to the full command, whose usage message it gets.
-        guard let parsed = try? kind.findArguments(Array(arguments.dropFirst())) else { return false }
+        if let kind = additionKind(of: verb) { return (try? kind.addArguments(rest)) != nil }
+        guard let kind = passwordKind(of: verb), let parsed = try? kind.findArguments(rest) else { return false }
         return parsed.has("w") && !parsed.has(long: "json")
     }
 
@@ -32,14 +33,25 @@ public enum ServiceVerbs {
         Session.runInvocation { session throws(Failure) in try dispatch(arguments, session: session) }
     }
 
-    /// The verbs themselves (the full command's dispatcher calls `printPassword` and `printErrors`
-    /// directly, after its own parsing).
+    /// The verbs themselves (the full command's dispatcher calls `addPassword`, `printPassword` and
+    /// `printErrors` directly, after its own parsing).
     private static func dispatch(_ arguments: [CommandArgument], session: Session) throws(Failure) {
         guard let verb = arguments.first?.text else { throw .usage(verb: nil, message: "") }
         let rest = Array(arguments.dropFirst())
         if verb == "error" { return try printErrors(rest) }
+        if let kind = additionKind(of: verb) {
+            return try kind.addPassword(try kind.addArguments(rest), session: session)
+        }
         guard let kind = passwordKind(of: verb) else { throw .usage(verb: nil, message: "unknown command \"\(verb)\"") }
         try kind.printPassword(try kind.findArguments(rest), session: session)
+    }
+
+    private static func additionKind(of verb: String) -> PasswordItemKind? {
+        switch verb {
+        case "add-generic-password": .generic
+        case "add-internet-password": .internet
+        default: nil
+        }
     }
 
     private static func passwordKind(of verb: String) -> PasswordItemKind? {

@@ -100,28 +100,36 @@ package final class Session {
     /// made here rather than through the Security API (which keeps its own): for `withServiceReason`.
     package private(set) var lastServiceFailure: (status: OSStatus, reason: String)?
 
-    /// The secret alone that `query` (data, one match) finds, asked of the keychain service without the
-    /// Security API's objects, with the statuses and reasons SecItemCopyMatching would give (recorded
-    /// in `lastServiceFailure` for `withServiceReason`). A locked class asks for the passcode on a terminal,
-    /// as `retryingWhenLocked` does; a match without data is not found, as for a search that asked for it.
-    package func findSecret(_ query: [String: ItemValue], function: String) throws(Failure) -> SecureBytes {
-        func lookUp() -> Result<ItemResult?, any Error> {
-            Result { try KeychainServices.current().copyMatching(query) }
-        }
-        var found = lookUp()
-        if case .failure(let error as KeychainError) = found, error.code == .interactionNotAllowed,
+    /// Makes a call to the keychain service, without the Security API's objects; if it meets a locked
+    /// class and standard input is a terminal, asks for the passcode (as `retryingWhenLocked` does) and
+    /// makes it again. A keychain error ends it as SecItem's status would, with `function`, and is
+    /// recorded in `lastServiceFailure` for `withServiceReason`.
+    package func callingService<Answer>(
+        function: String, _ call: (any KeychainService) throws -> Answer
+    ) throws(Failure) -> Answer {
+        func attempt() -> Result<Answer, any Error> { Result { try call(try KeychainServices.current()) } }
+        var outcome = attempt()
+        if case .failure(let error as KeychainError) = outcome, error.code == .interactionNotAllowed,
             try unlockedOnTerminal()
         {
-            found = lookUp()
+            outcome = attempt()
         }
-        switch found {
-        case .success(.secret(let secret)?): return secret
-        case .success(.data(let data)?): return SecureBytes(copying: data)
-        case .success: throw .keychain(errSecItemNotFound, function: function)
+        switch outcome {
+        case .success(let answer): return answer
         case .failure(let error as KeychainError):
             lastServiceFailure = (error.osStatus, error.reason)
             throw .keychain(error.osStatus, function: function)
         case .failure: throw .keychain(errSecInternalComponent, function: function)
+        }
+    }
+
+    /// The secret alone that `query` (data, one match) finds, as SecItemCopyMatching would find it; a
+    /// match without data is not found, as for a search that asked for it.
+    package func findSecret(_ query: [String: ItemValue], function: String) throws(Failure) -> SecureBytes {
+        switch try callingService(function: function, { try $0.copyMatching(query) }) {
+        case .secret(let secret)?: return secret
+        case .data(let data)?: return SecureBytes(copying: data)
+        default: throw .keychain(errSecItemNotFound, function: function)
         }
     }
 

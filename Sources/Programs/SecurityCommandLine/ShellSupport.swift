@@ -135,9 +135,10 @@ enum ShellSupport {
                 on the keychain the Security module uses (KEYCHAIN_HOME, KEYCHAIN_ACCESS_GROUPS), or through the
                 keychain daemon, securityd(8), when KEYCHAIN_SOCKET names its socket or the default one answers.
                 A keychain error exits with the low byte of its OSStatus; usage errors exit 2.
-                security answers find-generic-password and find-internet-password with -w, and error, itself,
-                and runs security-full from its own directory for every other command (exit 127, with the
-                reason, when it cannot); the two are installed together and are one program to the daemon.
+                security answers find-generic-password and find-internet-password with -w,
+                add-generic-password, add-internet-password and error itself, and runs security-full from
+                its own directory for every other command (exit 127, with the reason, when it cannot); the
+                two are installed together and are one program to the daemon.
                 """),
             ".SH COMMANDS",
         ]
@@ -152,7 +153,7 @@ enum ShellSupport {
             ".B KEYCHAIN_COMMAND_NAME",
             "Set by security for security-full: the name it takes as its application identifier.",
             ".SH FILES", ".TP", ".B security-full",
-            "Beside security: every command but the lookups with -w and error.",
+            "Beside security: every command but the lookups with -w, the additions and error.",
             ".SH SEE ALSO", "securityd(8)",
         ]
         return lines.joined(separator: "\n") + "\n"
