@@ -37,6 +37,22 @@ final class PathTextTests: XCTestCase {
         XCTAssertEqual(PathText.lastComponent("a//"), "a")
     }
 
+    /// One spelling for two names of a path (the command compares a keychain name given on its line with
+    /// its database's path): as the file system resolves it when it exists, else without repeated
+    /// slashes, `.` components or a trailing slash.
+    func testStandardizedGivesOneSpellingForAPath() throws {
+        let directory = NSTemporaryDirectory() + "path-text-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory + "/real", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link", withDestinationPath: directory + "/real")
+        let real = PathText.standardized(directory + "/real")
+        XCTAssertEqual(PathText.standardized(directory + "/link"), real)
+        XCTAssertEqual(PathText.standardized(directory + "//real/./"), real)
+        XCTAssertEqual(PathText.standardized(directory + "/real/../real"), real)
+        XCTAssertEqual(PathText.standardized("/missing-path-for-test//a/./b/"), "/missing-path-for-test/a/b")
+        XCTAssertEqual(PathText.standardized("missing-relative/./x//"), "missing-relative/x")
+    }
+
     func testTrimmingWhitespaceTakesSpacesTabsAndLineBreaksFromBothEnds() {
         XCTAssertEqual(" \t pid 42 (securityd)\n\n".trimmingWhitespace, "pid 42 (securityd)")
         XCTAssertEqual("\n \t".trimmingWhitespace, "")
