@@ -117,4 +117,22 @@ final class CommandPairTests: XCTestCase {
             Substring(copy)
         ], "removing either half removes both")
     }
+
+    /// A pair registered and then deleted from the disk: `app remove` of either name removes both
+    /// entries, though neither file can be read any more.
+    func testRemovingAPairWhoseFilesAreGoneRemovesBoth() throws {
+        let daemon = try TestDaemon()
+        cli.extraEnvironment["KEYCHAIN_SOCKET"] = daemon.socket
+        try addCompanion(mode: 0o755)
+        let lean = URL(fileURLWithPath: directory + "/security").resolvingSymlinksInPath().path
+        let registered = try cli.run(
+            "app", "register", lean, "--application-identifier", "security", "--access-group", "security")
+        XCTAssertEqual(registered.status, 0, registered.stderr)
+        XCTAssertEqual(try cli.run("app", "list").stdout.split(separator: "\n").filter { !$0.hasPrefix(" ") }.count, 2)
+        try FileManager.default.removeItem(atPath: lean)
+        try FileManager.default.removeItem(atPath: lean + "-full")
+        let removed = try cli.run("app", "remove", lean)
+        XCTAssertEqual(removed.status, 0, removed.stderr)
+        XCTAssertEqual(try cli.run("app", "list").stdout, "no apps registered\n")
+    }
 }

@@ -28,9 +28,9 @@ package enum CommandPair {
     /// arguments and environment (and `nameVariable`). Returns only when it could not: the reason, for
     /// the caller to report. Run only: a regular file, not a link, and not this very file (a lean half
     /// installed under the full half's name would run itself for ever); owned by this executable's
-    /// owner, or by root when this executable is root's; writable by no one else; in a directory others
-    /// cannot write (a file planted in a shared directory is not run, nor a root-owned program linked
-    /// there). It is run by its path after these checks: whoever could swap it in between can write the
+    /// owner, or by root when this executable is root's; writable by no one else; in a directory that not
+    /// everyone can write (a file planted in a shared directory such as /tmp is not run, nor a root-owned
+    /// program linked there; whoever else can write the directory can replace this executable too). It is run by its path after these checks: whoever could swap it in between can write the
     /// directory, and could as well have replaced this executable.
     package static func runFullCommand() -> String {
         guard let own = realpath("/proc/self/exe", nil) else { return "cannot find this executable's directory" }
@@ -49,7 +49,7 @@ package enum CommandPair {
             full.st_uid == lean.st_uid, full.st_mode & (S_IWGRP | S_IWOTH) == 0, folder.st_mode & S_IWOTH == 0
         else {
             return "\(fullPath) is not a regular file of the command's owner, writable only by them, in a directory "
-                + "only they can change (nor this executable itself)"
+                + "not everyone can write (nor this executable itself)"
         }
         setenv(nameVariable, PathText.lastComponent(ownPath), 1)
         _ = execv(fullPath, CommandLine.unsafeArgv)

@@ -70,7 +70,7 @@ extension PasswordItemKind {
         guard arguments.has("w") else { return SecureBytes(copying: [UInt8]()) }
         guard Terminal.inputIsTerminal else {
             switch Result(catching: { () throws(Terminal.InputProblem) in try Terminal.readStandardInput() }) {
-            case .success(let data): return SecureBytes(copying: data)
+            case .success(let secret): return secret
             case .failure(.tooLarge):
                 throw .message("the password on standard input is larger than \(Terminal.maximumInput >> 20) MiB")
             case .failure(.unreadable(let reason)):

@@ -77,21 +77,33 @@ package enum Terminal {
 
     /// All of standard input, without one trailing newline: a password piped in by a script. Refused
     /// when it holds more than `maximumInput` bytes (it is not read further) or cannot be read: a read
-    /// that fails part-way must not store part of a secret.
-    package static func readStandardInput() throws(InputProblem) -> Data {
-        var data = Data()
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        defer { SecureMemory.wipe(&chunk) }
+    /// that fails part-way must not store part of a secret. Read into a buffer that doubles as it
+    /// fills, each outgrown one wiped, and handed over as `SecureBytes`.
+    package static func readStandardInput() throws(InputProblem) -> SecureBytes {
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        defer { SecureMemory.wipe(&buffer) }
+        var count = 0
         while true {
-            let got = chunk.withUnsafeMutableBytes { Glibc.read(STDIN_FILENO, $0.baseAddress, $0.count) }
+            if count == buffer.count {
+                guard buffer.count <= maximumInput else { throw .tooLarge }
+                var larger = [UInt8](repeating: 0, count: buffer.count * 2)
+                larger.withUnsafeMutableBytes { target in
+                    buffer.withUnsafeBytes { target.copyMemory(from: $0) }
+                }
+                SecureMemory.wipe(&buffer)
+                buffer = larger
+            }
+            let got = buffer.withUnsafeMutableBytes { bytes in
+                bytes.baseAddress.map { Glibc.read(STDIN_FILENO, $0 + count, bytes.count - count) } ?? -1
+            }
             if got < 0, errno == EINTR { continue }
             if got < 0 { throw .unreadable(String(cString: strerror(errno))) }
             if got == 0 { break }
-            data.append(contentsOf: chunk[0..<got])
-            if data.count > maximumInput { throw .tooLarge }
+            count += got
+            if count > maximumInput { throw .tooLarge }
         }
-        if data.last == UInt8(ascii: "\n") { data.removeLast() }
-        if data.last == UInt8(ascii: "\r") { data.removeLast() }
-        return data
+        if count > 0, buffer[count - 1] == UInt8(ascii: "\n") { count -= 1 }
+        if count > 0, buffer[count - 1] == UInt8(ascii: "\r") { count -= 1 }
+        return SecureBytes(copying: buffer[0..<count])
     }
 }

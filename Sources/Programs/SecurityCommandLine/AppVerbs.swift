@@ -170,8 +170,17 @@ struct AppVerbs {
         }
         let path = absolute(executable)
         let deletingItems = arguments.has(long: "delete-items")
-        // The command's two halves were registered together, and go together.
-        let halves = Self.commandHalves(of: path) ?? [path]
+        // The command's two halves were registered together, and go together: the other half too when
+        // its file shows it is one, or when neither file is there any more (a stale pair; a program of
+        // another kind at the other half's path keeps its entry).
+        var halves = Self.commandHalves(of: path) ?? [path]
+        let companion = CommandPair.companion(of: path)
+        if halves.count == 1, companion != path,
+            [CommandPair.leanName, CommandPair.fullName].contains(PathText.lastComponent(path)),
+            access(path, F_OK) != 0, access(companion, F_OK) != 0
+        {
+            halves.append(companion)
+        }
         try withPasscodeIfAsked(arguments.bytes("p").map { SecureBytes(copying: $0) }) { service, passcode in
             for half in halves {
                 do {
