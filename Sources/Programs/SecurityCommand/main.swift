@@ -1,7 +1,8 @@
 // `security`: the keychain from the shell, with the verbs, flags, output and exit codes of macOS's
 // /usr/bin/security, on the keychain the Security API uses (KEYCHAIN_HOME). This is the command's lean
-// half: it answers `find-*-password -w`, `add-*-password` and `error` itself, without Foundation or the
-// Security API, and hands every other invocation to `security-full` beside it (see `CommandPair`).
+// half: it answers `find-*-password -w`, `add-*-password` and `error` itself, on FoundationEssentials
+// alone without the Security API, and hands every other invocation to `security-full` beside it (see
+// `CommandPair`).
 
 import KeychainEnvironment
 import SecurityCommandCore
