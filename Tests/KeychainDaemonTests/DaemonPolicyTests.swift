@@ -405,4 +405,34 @@ final class DaemonPolicyTests: XCTestCase {
         close(ends[1])
         server.stop(deadline: .seconds(1))
     }
+
+    /// The command's two halves, registered alike beside each other, share one approval in a terminal
+    /// session (the command was one executable before); any other two entries keep their own, and so do
+    /// the halves when they differ in anything the approval concerns.
+    func testTheCommandsTwoHalvesShareAToolApproval() {
+        func entry(_ path: String, _ digest: UInt8, groups: [String] = ["security"], reuse: Int = 300)
+            -> AppRegistration
+        {
+            AppRegistration(
+                executablePath: path, executableDigest: Data([digest]), applicationIdentifier: "security",
+                accessGroups: groups, asksUser: true, approvalReuseSeconds: reuse)
+        }
+        let lean = entry("/usr/local/bin/security", 1)
+        let full = entry("/usr/local/bin/security-full", 2)
+        let pair = [lean, full]
+        XCTAssertEqual(ToolApprovalSubject.of(lean, in: pair), "01+02")
+        XCTAssertEqual(ToolApprovalSubject.of(full, in: pair), "01+02")
+        // Alone, or apart from its other half, each is its own subject.
+        XCTAssertEqual(ToolApprovalSubject.of(lean, in: [lean]), "01")
+        let elsewhere = entry("/opt/bin/security-full", 2)
+        XCTAssertEqual(ToolApprovalSubject.of(lean, in: [lean, elsewhere]), "01")
+        // Registered differently: no sharing.
+        let otherGroups = entry("/usr/local/bin/security-full", 2, groups: ["TEAM.mail"])
+        XCTAssertEqual(ToolApprovalSubject.of(lean, in: [lean, otherGroups]), "01")
+        let otherReuse = entry("/usr/local/bin/security-full", 2, reuse: 0)
+        XCTAssertEqual(ToolApprovalSubject.of(otherReuse, in: [lean, otherReuse]), "02")
+        // Two tools beside each other without the command's full half share nothing.
+        let python = entry("/usr/local/bin/python3", 3)
+        XCTAssertEqual(ToolApprovalSubject.of(lean, in: [lean, python]), "01")
+    }
 }

@@ -173,8 +173,11 @@ public final class KeychainDaemon: Sendable {
         case .add, .addIdentity, .copyMatching, .update, .delete, .generateEnclaveKey, .useEnclaveKey:
             let grant: ItemAccessPolicy.Grant
             do throws(KeychainError) {
-                grant = try itemAccess.grant(request, from: caller, registry: try registryEntries(of: tenant))
-                if grant.needsApproval { try approveToolRequest(grant.app, caller: caller, in: tenant) }
+                let registry = try registryEntries(of: tenant)
+                grant = try itemAccess.grant(request, from: caller, registry: registry)
+                if grant.needsApproval {
+                    try approveToolRequest(grant.app, caller: caller, in: tenant, registry: registry)
+                }
             } catch {
                 if caller.isNewRefusal(error.reason) {
                     DaemonLog.warning("pid \(caller.pid) uid \(caller.uid) refused: \(error.reason)")
@@ -242,11 +245,11 @@ public final class KeychainDaemon: Sendable {
     /// A general-purpose tool (the `security` command, an interpreter) runs whatever its user tells it,
     /// so its registration would lend the groups to every process of that user: the user is asked first,
     /// as macOS asks before its `security` tool reads an item another app made.
-    private func approveToolRequest(_ app: AppRegistration, caller: any PeerIdentity, in tenant: Tenant)
-        throws(KeychainError)
-    {
-        let digest = app.executableDigest.map { Hex.encode($0) } ?? app.executablePath
-        let approvalKey = caller.terminalSession.map { "\(digest)@\($0)" }
+    private func approveToolRequest(
+        _ app: AppRegistration, caller: any PeerIdentity, in tenant: Tenant, registry: [AppRegistration]
+    ) throws(KeychainError) {
+        let subject = ToolApprovalSubject.of(app, in: registry)
+        let approvalKey = caller.terminalSession.map { "\(subject)@\($0)" }
         let reason =
             "\(app.executablePath) (pid \(caller.pid)) wants to read or change a secret of \(app.applicationIdentifier)"
         do throws(KeychainError) {
