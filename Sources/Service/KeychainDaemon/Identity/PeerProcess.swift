@@ -106,13 +106,13 @@ final class PeerProcess: @unchecked Sendable {
     /// The terminal session the process runs in (its session id and controlling terminal, from `stat`),
     /// which a tool's approval is kept for, as `sudo` keeps one per terminal; nil without a terminal.
     var terminalSession: String? {
-        guard let fields = statFields(), fields.count > 4 else { return nil }
-        let session = fields[3]
-        let terminal = fields[4]
+        guard let text = read("stat").map(Array.init), let session = ProcText.statNumber(6, in: text),
+            let terminal = ProcText.statNumber(7, in: text)
+        else { return nil }
         // The session leader's start time too, as sudo keeps it: a later session given the same leader
         // pid and terminal number is another session, and inherits no approval.
-        guard terminal != "0", let leader = Int32(session), leader > 0, let started = Self.startTicks(pid: leader),
-            isAlive
+        guard terminal != 0, let leader = Int32(exactly: session), leader > 0,
+            let started = Self.startTicks(pid: leader), isAlive
         else { return nil }
         return "\(uid):\(session):\(started):\(terminal)"
     }
@@ -121,8 +121,8 @@ final class PeerProcess: @unchecked Sendable {
     /// it belongs to the process's user: where a prompt for this person can ask when no graphical
     /// session can show one (a user on SSH).
     var controllingTerminal: String? {
-        guard let fields = statFields(), fields.count > 4,
-            let number = Int(fields[4]), number > 0
+        guard let text = read("stat").map(Array.init), let field = ProcText.statNumber(7, in: text),
+            let number = Int(exactly: field), number > 0
         else { return nil }
         let major = (number >> 8) & 0xfff
         let minor = (number & 0xff) | ((number >> 12) & 0xfff00)
@@ -184,15 +184,23 @@ final class PeerProcess: @unchecked Sendable {
     /// Whether a loader variable is set in the process's environment.
     func environmentCheck() -> EnvironmentCheck {
         guard let environment = readEnvironment() else { return .unreadable }
-        let prefixes = Self.injectingVariables.map { Array($0.utf8) }
-        for entry in [UInt8](environment).split(separator: 0) {
-            for (index, prefix) in prefixes.enumerated() where entry.count > prefix.count && entry.starts(with: prefix)
-            {
-                return .injecting(String(Self.injectingVariables[index].dropLast()))
+        // Entries are looked at in place: an environment may be large, and every caller's is read.
+        return environment.withUnsafeBytes { bytes -> EnvironmentCheck in
+            var start = 0
+            while start < bytes.count {
+                let end = bytes[start...].firstIndex(of: 0) ?? bytes.count
+                let entry = bytes[start..<end]
+                for (index, prefix) in Self.injectingPrefixes.enumerated()
+                where entry.count > prefix.count && entry.starts(with: prefix) {
+                    return .injecting(String(Self.injectingVariables[index].dropLast()))
+                }
+                start = end + 1
             }
+            return .clean
         }
-        return .clean
     }
+
+    private static let injectingPrefixes = injectingVariables.map { Array($0.utf8) }
 
     /// The environment block, whole. The kernel's `environ` file reads the process's memory between the
     /// bounds its `stat` gives, and stops without an error where that memory cannot be read (the process
@@ -215,9 +223,9 @@ final class PeerProcess: @unchecked Sendable {
     /// Where the environment lies in the process's memory (`env_start`, `env_end` in `stat`, shown only
     /// to those who may look into the process).
     private func environmentBounds() -> (start: UInt, length: Int)? {
-        guard let fields = statFields(), fields.count > 48,
-            let start = UInt(fields[47]), let finish = UInt(fields[48]),
-            start > 0, finish >= start, finish - start <= Self.environmentLimit
+        guard let text = read("stat").map(Array.init), let first = ProcText.statNumber(50, in: text),
+            let last = ProcText.statNumber(51, in: text), let start = UInt(exactly: first),
+            let finish = UInt(exactly: last), start > 0, finish >= start, finish - start <= Self.environmentLimit
         else { return nil }
         return (start, Int(finish - start))
     }
@@ -300,31 +308,42 @@ final class PeerProcess: @unchecked Sendable {
     func foreignCode(executable: ExecutableKey) -> String? {
         guard let maps = read("maps") else { return "its memory map, which cannot be read" }
         var checked = Set<[UInt8]>()
-        for line in ProcText.lines(Array(maps)) {
-            guard let mapping = ProcText.executableMapping(line) else { continue }
-            let path = mapping.text
-            if mapping.path.first != UInt8(ascii: "/") {
-                // Executable memory that no file backs: code written at run time. A preloaded library
-                // can copy itself there and unmap its file, so that no path names it; ordinary programs
-                // have none (the kernel's own pages excepted). A program with a JIT cannot be an app.
-                if Self.kernelCode.contains(path) { continue }
-                return path.isEmpty ? "executable memory that no file backs (code written at run time)" : path
-            }
-            guard checked.insert(mapping.path).inserted else { continue }
-            guard let inode = mapping.inode, !mapping.path.reversed().starts(with: Self.deleted.reversed()) else {
-                return path
-            }
-            // The file is looked up by the bytes the kernel gave, not by their repaired text.
-            var info = stat()
-            let found = (mapping.path + [0]).withUnsafeBufferPointer { bytes in
-                bytes.withMemoryRebound(to: CChar.self) { name in name.baseAddress.map { lstat($0, &info) } ?? -1 }
-            }
-            guard found == 0, info.st_mode & S_IFMT == S_IFREG,
-                UInt64(info.st_ino) == inode || Self.isOverlay(mapping.path)
-            else { return path }
-            if UInt64(info.st_ino) == executable.inode, UInt64(info.st_dev) == executable.device { continue }
-            if info.st_uid != 0 || info.st_mode & 0o022 != 0 { return path }
+        var foreign: String?
+        ProcText.forEachLine(Array(maps)) { line in
+            guard let mapping = ProcText.executableMapping(line) else { return true }
+            foreign = foreignCode(mapping, executable: executable, checked: &checked)
+            return foreign == nil
         }
+        return foreign
+    }
+
+    /// What is foreign about one executable mapping (see `foreignCode(executable:)`), nil when it is the
+    /// system's code or the executable's; `checked` holds the files already found to be the system's.
+    private func foreignCode(
+        _ mapping: ProcText.ExecutableMapping, executable: ExecutableKey, checked: inout Set<[UInt8]>
+    ) -> String? {
+        if mapping.path.first != UInt8(ascii: "/") {
+            // Executable memory that no file backs: code written at run time. A preloaded library
+            // can copy itself there and unmap its file, so that no path names it; ordinary programs
+            // have none (the kernel's own pages excepted). A program with a JIT cannot be an app.
+            let path = mapping.text
+            if Self.kernelCode.contains(path) { return nil }
+            return path.isEmpty ? "executable memory that no file backs (code written at run time)" : path
+        }
+        guard checked.insert(mapping.path).inserted else { return nil }
+        guard let inode = mapping.inode, !mapping.path.reversed().starts(with: Self.deleted.reversed()) else {
+            return mapping.text
+        }
+        // The file is looked up by the bytes the kernel gave, not by their repaired text.
+        var info = stat()
+        let found = (mapping.path + [0]).withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { name in name.baseAddress.map { lstat($0, &info) } ?? -1 }
+        }
+        guard found == 0, info.st_mode & S_IFMT == S_IFREG,
+            UInt64(info.st_ino) == inode || Self.isOverlay(mapping.path)
+        else { return mapping.text }
+        if UInt64(info.st_ino) == executable.inode, UInt64(info.st_dev) == executable.device { return nil }
+        if info.st_uid != 0 || info.st_mode & 0o022 != 0 { return mapping.text }
         return nil
     }
 
@@ -374,15 +393,15 @@ final class PeerProcess: @unchecked Sendable {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard Int32(name) != nil, let info = read("fdinfo/\(name)") else { continue }
-            let fields = Self.fields(ofDescriptorInfo: info)
+            guard Int32(name) != nil, let info = read("fdinfo/\(name)").map(Array.init) else { continue }
             // Kernels before 5.14 do not name the inode in fdinfo: the descriptors' links are read
             // instead, which needs the right to list /proc/<pid>/fd (the same user, or root).
-            guard let inode = fields["ino"], let mount = fields["mnt_id"] else {
+            guard let inode = ProcText.field("ino", in: info), let mount = ProcText.field("mnt_id", in: info) else {
                 return holdingByLinks(socketInode: peerInode)
             }
-            guard inode == String(peerInode), mount == socketMount else { continue }
-            guard let flags = fields["flags"].flatMap({ Int($0, radix: 8) }) else { return .unknown }
+            guard ProcText.decimal(inode) == UInt64(peerInode), ProcText.text(mount) == socketMount else { continue }
+            guard let flags = ProcText.field("flags", in: info).flatMap({ Int(ProcText.text($0), radix: 8) })
+            else { return .unknown }
             return flags & Int(O_CLOEXEC) != 0 ? .ownedByThisProgram : .inheritable
         }
         return .notHeld
@@ -447,14 +466,8 @@ final class PeerProcess: @unchecked Sendable {
     /// A whole file of the process's `/proc` directory.
     private func read(_ name: String) -> Data? { ProcFiles.read(name, in: procDirectory) }
 
-    /// The fields of the process's `stat` from the third on (see `ProcText.statFields`).
-    private func statFields() -> [String]? { read("stat").flatMap { ProcText.statFields(Array($0)) } }
-
     /// When the process started, in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
     private static func startTicks(pid: Int32) -> UInt64? {
-        guard let stat = ProcFiles.read("/proc/\(pid)/stat"), let fields = ProcText.statFields(Array(stat)),
-            fields.count > 19
-        else { return nil }
-        return UInt64(fields[19])
+        ProcFiles.read("/proc/\(pid)/stat").flatMap { ProcText.statNumber(22, in: Array($0)) }
     }
 }

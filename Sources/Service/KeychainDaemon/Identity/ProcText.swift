@@ -40,17 +40,59 @@ enum ProcText {
     /// The value of the first `name:` line, trimmed; nil when no line has that name.
     static func field(_ name: String, in text: [UInt8]) -> ArraySlice<UInt8>? {
         let prefix = Array(name.utf8) + [UInt8(ascii: ":")]
-        for line in lines(text) where line.starts(with: prefix) {
-            return trimmed(line.dropFirst(prefix.count))
+        var found: ArraySlice<UInt8>?
+        forEachLine(text) { line in
+            guard line.starts(with: prefix) else { return true }
+            found = trimmed(line.dropFirst(prefix.count))
+            return false
+        }
+        return found
+    }
+
+    /// Field `number` of a `/proc/<pid>/stat` as proc(5) numbers them (3 is the state, 22 the start
+    /// time), as a decimal number; nil when the file has no such field or it is not a number. The
+    /// command name (field 2) may hold spaces and parentheses: the fields start after its last ')'.
+    /// The daemon reads a few of the fifty-odd fields for every caller: they are found in place,
+    /// without splitting the rest.
+    static func statNumber(_ number: Int, in stat: [UInt8]) -> UInt64? {
+        guard number >= 3, let end = stat.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        var index = end + 1
+        var field = 2
+        while index < stat.endIndex {
+            while index < stat.endIndex, stat[index] == space || stat[index] == newline { index += 1 }
+            guard index < stat.endIndex else { return nil }
+            var finish = index
+            while finish < stat.endIndex, stat[finish] != space, stat[finish] != newline { finish += 1 }
+            field += 1
+            if field == number { return decimal(stat[index..<finish]) }
+            index = finish
         }
         return nil
     }
 
-    /// The fields of a `/proc/<pid>/stat` from the third on (`fields[0]` is field 3, the state). The
-    /// command name (field 2) may hold spaces and parentheses: the fields start after its last ')'.
-    static func statFields(_ stat: [UInt8]) -> [String]? {
-        guard let end = stat.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        return stat[(end + 1)...].split(whereSeparator: { $0 == space || $0 == newline }).map(text)
+    /// `bytes` as an unsigned decimal number (digits only, at most 20 of them, no overflow); nil otherwise.
+    static func decimal(_ bytes: ArraySlice<UInt8>) -> UInt64? {
+        guard !bytes.isEmpty, bytes.count <= 20 else { return nil }
+        var value: UInt64 = 0
+        for byte in bytes {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            let (shifted, overflowA) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflowB) = shifted.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
+            guard !overflowA, !overflowB else { return nil }
+            value = sum
+        }
+        return value
+    }
+
+    /// Calls `body` with each line of `text` (without its newline; empty lines skipped, as `lines`
+    /// does), in place; stops early when `body` returns false.
+    static func forEachLine(_ text: [UInt8], _ body: (ArraySlice<UInt8>) -> Bool) {
+        var start = text.startIndex
+        while start < text.endIndex {
+            let end = text[start...].firstIndex(of: newline) ?? text.endIndex
+            if end > start, !body(text[start..<end]) { return }
+            start = end + 1
+        }
     }
 
     /// An executable mapping of a `/proc/<pid>/maps` line: the mapped file's path as the kernel wrote
@@ -68,9 +110,24 @@ enum ProcText {
     /// than the five fields before the path (`start-end perms offset device inode path`). The kernel
     /// pads before the path: the spaces there are its; a space the path ends with is the file's name.
     static func executableMapping(_ line: ArraySlice<UInt8>) -> ExecutableMapping? {
-        let fields = line.split(separator: space, maxSplits: 5, omittingEmptySubsequences: true)
-        guard fields.count >= 5, fields[1].contains(UInt8(ascii: "x")) else { return nil }
-        let path = fields.count == 6 ? Array(fields[5].drop { $0 == space }) : []
-        return ExecutableMapping(path: path, inode: UInt64(text(fields[4])))
+        // Five fields found in place (most lines are not executable and end at the second).
+        var index = line.startIndex
+        var permissions: ArraySlice<UInt8> = []
+        var inode: ArraySlice<UInt8> = []
+        for field in 0..<5 {
+            while index < line.endIndex, line[index] == space { index += 1 }
+            guard index < line.endIndex else { return nil }
+            var finish = index
+            while finish < line.endIndex, line[finish] != space { finish += 1 }
+            if field == 1 {
+                permissions = line[index..<finish]
+                guard permissions.contains(UInt8(ascii: "x")) else { return nil }
+            }
+            if field == 4 { inode = line[index..<finish] }
+            index = finish
+        }
+        // After the separator that ends the inode, the rest of the line, its padding dropped, is the path.
+        let path = index < line.endIndex ? Array(line[(index + 1)...].drop { $0 == space }) : []
+        return ExecutableMapping(path: path, inode: decimal(inode))
     }
 }

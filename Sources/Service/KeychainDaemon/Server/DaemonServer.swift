@@ -10,7 +10,8 @@ import Synchronization
 #endif
 
 /// The daemon's socket: accepts connections, identifies each peer, and serves each on a thread of its
-/// own, so a client that is slow, stalls mid-frame or never sends anything holds up only itself.
+/// own (`ConnectionThreads`), so a client that is slow, stalls mid-frame or never sends anything holds
+/// up only itself.
 public final class DaemonServer: Sendable {
     public let daemon: KeychainDaemon
     private let listener: Int32
@@ -29,6 +30,8 @@ public final class DaemonServer: Sendable {
     private let drained = Condition()
     /// Bytes of large frames held at once, per uid.
     private let largeFrames = FrameBudget()
+    /// A thread for each connection, kept a while for the next when its connection ends.
+    private let connectionThreads = ConnectionThreads(stackSize: 1 << 20)
 
     /// Connections one uid may hold: all of them for a user's own daemon; an eighth for each user of the
     /// system daemon.
@@ -146,9 +149,7 @@ public final class DaemonServer: Sendable {
             }
             refusedSinceLog = 0
             let peerUID = uid
-            let thread = Thread { [self] in serve(connection, uid: peerUID, acceptedAt: acceptedAt) }
-            thread.stackSize = 1 << 20
-            thread.start()
+            connectionThreads.run { [self] in serve(connection, uid: peerUID, acceptedAt: acceptedAt) }
         }
         return true
     }
