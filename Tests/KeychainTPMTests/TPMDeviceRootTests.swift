@@ -183,8 +183,16 @@ final class TPMDeviceRootTests: KeychainOnSoftwareTPMTestCase {
             SecureBytes(copying: Array("1234".utf8)), salt: snapshot.salt)
         XCTAssertThrowsError(
             try AESGCM.openSecure(snapshot.classABlob, key: stretched, authenticating: snapshot.classAContext))
-        // A software root cannot be made to read the TPM root's file.
+        // A software root cannot be made to read the TPM root's file; the embedded keychain's provider,
+        // which reads the file once, names the TPM as the reason.
         XCTAssertThrowsError(try SoftwareDeviceRoot.load(path: directory + "/device-root", create: false))
+        XCTAssertThrowsError(try SoftwareDeviceRootProvider().openRoot(path: directory + "/device-root", create: true))
+        {
+            guard case .deviceRootUnavailable(let reason) = $0 as? KeybagError else {
+                return XCTFail("not the TPM's refusal: \($0)")
+            }
+            XCTAssertTrue(reason.contains("TPM"), reason)
+        }
     }
 
     func testAClearedTPMAndADeletedCounterAreNamedNotMistaken() throws {

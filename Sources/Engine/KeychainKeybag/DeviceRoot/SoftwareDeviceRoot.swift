@@ -61,6 +61,10 @@ public final class SoftwareDeviceRoot: DeviceRoot {
 
     private init(fileContents: SecureBytes, path: String) throws {
         let header = fileContents.withUnsafeBytes { Data($0.prefix(Self.headerSize)) }
+        if header.prefix(4) == DeviceRootFile.tpmMagic {
+            throw KeybagError.deviceRootUnavailable(
+                "this keychain's device root is a TPM, which only securityd uses (start it with --tpm)")
+        }
         guard fileContents.count == Self.fileSize, header.prefix(4) == Self.magic, header[4] == Self.formatVersion
         else {
             throw KeybagError.corrupt("device root \(path) is not a valid root key file")
@@ -139,15 +143,9 @@ public final class SoftwareDeviceRoot: DeviceRoot {
 public struct SoftwareDeviceRootProvider: DeviceRootProvider {
     public init() {}
 
+    /// The file is read once: a TPM root's is told apart by its magic as it is parsed.
     public func openRoot(path: String, create: Bool) throws -> any DeviceRoot {
-        if let magic = try DeviceRootFile.magic(at: path), magic != SoftwareDeviceRoot.fileMagic {
-            if magic == DeviceRootFile.tpmMagic {
-                throw KeybagError.deviceRootUnavailable(
-                    "this keychain's device root is a TPM, which only securityd uses (start it with --tpm)")
-            }
-            throw KeybagError.corrupt("device root \(path) is not a device root file")
-        }
-        return try SoftwareDeviceRoot.load(path: path, create: create)
+        try SoftwareDeviceRoot.load(path: path, create: create)
     }
 }
 
@@ -155,12 +153,4 @@ public struct SoftwareDeviceRootProvider: DeviceRootProvider {
 public enum DeviceRootFile {
     /// The magic of a TPM root's file.
     public static let tpmMagic = Data("SKTR".utf8)
-
-    /// The first four bytes of the root file at `path`; nil when there is none.
-    public static func magic(at path: String) throws -> Data? {
-        let directory = try SecureFiles.trustedPath(PathText.parent(path))
-        let file = PathText.join(directory, PathText.lastComponent(path))
-        guard let contents = try SecureFiles.readSecret(file) else { return nil }
-        return contents.withUnsafeBytes { Data($0.prefix(4)) }
-    }
 }
