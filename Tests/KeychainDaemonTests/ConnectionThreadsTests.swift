@@ -19,10 +19,11 @@ final class ConnectionThreadsTests: XCTestCase {
         let ids = Mutex<[UInt]>([])
         for _ in 0..<3 {
             let done = expectation(description: "work ran")
-            threads.run {
-                ids.withLock { $0.append(Self.threadID()) }
-                done.fulfill()
-            }
+            XCTAssertTrue(
+                threads.run {
+                    ids.withLock { $0.append(Self.threadID()) }
+                    done.fulfill()
+                })
             wait(for: [done], timeout: 5)
             // The thread goes back to waiting once its work has returned.
             XCTAssertTrue(waitUntil { threads.idleThreads == 1 })
@@ -43,7 +44,7 @@ final class ConnectionThreadsTests: XCTestCase {
         let finished = expectation(description: "all ran at once")
         finished.expectedFulfillmentCount = count
         for _ in 0..<count {
-            threads.run {
+            _ = threads.run {
                 ids.withLock { _ = $0.insert(Self.threadID()) }
                 started.add(1, ordering: .sequentiallyConsistent)
                 let deadline = Date().addingTimeInterval(5)
@@ -59,7 +60,7 @@ final class ConnectionThreadsTests: XCTestCase {
         let again = expectation(description: "ran again")
         let reused = Mutex<Bool>(false)
         let known = ids.withLock { $0 }
-        threads.run {
+        _ = threads.run {
             reused.withLock { $0 = known.contains(Self.threadID()) }
             again.fulfill()
         }
@@ -67,16 +68,65 @@ final class ConnectionThreadsTests: XCTestCase {
         XCTAssertTrue(reused.withLock { $0 })
     }
 
+    func testWorkHandedOverBehindWorkThatWaitsIsNotQueuedBehindIt() {
+        // One idle thread. The first piece of work goes to it and waits for the second to run; the
+        // second must get a thread of its own, not wait in line behind the first.
+        let threads = ConnectionThreads(stackSize: 1 << 20, idleLifetime: .seconds(30))
+        let warmed = expectation(description: "a thread is idle")
+        _ = threads.run { warmed.fulfill() }
+        wait(for: [warmed], timeout: 5)
+        XCTAssertTrue(waitUntil { threads.idleThreads == 1 })
+        for _ in 0..<20 {
+            let secondRan = Atomic<Bool>(false)
+            let firstSawSecond = Atomic<Bool>(false)
+            let both = expectation(description: "both ran")
+            both.expectedFulfillmentCount = 2
+            _ = threads.run {
+                let deadline = Date().addingTimeInterval(3)
+                while !secondRan.load(ordering: .sequentiallyConsistent), Date() < deadline { usleep(500) }
+                firstSawSecond.store(
+                    secondRan.load(ordering: .sequentiallyConsistent), ordering: .sequentiallyConsistent)
+                both.fulfill()
+            }
+            _ = threads.run {
+                secondRan.store(true, ordering: .sequentiallyConsistent)
+                both.fulfill()
+            }
+            wait(for: [both], timeout: 10)
+            XCTAssertTrue(firstSawSecond.load(ordering: .sequentiallyConsistent), "the second waited for the first")
+        }
+    }
+
+    func testNoWorkIsLostWhileIdleThreadsTimeOut() {
+        // Lifetimes as short as the gaps between hand-overs, so that work keeps arriving just as idle
+        // threads give up: each piece must still run, once.
+        let threads = ConnectionThreads(stackSize: 1 << 20, idleLifetime: .microseconds(50))
+        let count = 4000
+        let ran = Mutex<[Int]>([])
+        let all = expectation(description: "every piece ran")
+        all.expectedFulfillmentCount = count
+        for index in 0..<count {
+            usleep(UInt32.random(in: 0...100))
+            XCTAssertTrue(
+                threads.run {
+                    ran.withLock { $0.append(index) }
+                    all.fulfill()
+                })
+        }
+        wait(for: [all], timeout: 30)
+        XCTAssertEqual(ran.withLock { $0.sorted() }, Array(0..<count))
+    }
+
     func testAnIdleThreadEndsAfterItsLifetime() {
         let threads = ConnectionThreads(stackSize: 1 << 20, idleLifetime: .milliseconds(200))
         let done = expectation(description: "work ran")
-        threads.run { done.fulfill() }
+        _ = threads.run { done.fulfill() }
         wait(for: [done], timeout: 5)
         XCTAssertTrue(waitUntil { threads.idleThreads == 1 })
         XCTAssertTrue(waitUntil(seconds: 5) { threads.idleThreads == 0 }, "the idle thread ended")
         // Work after that gets a new thread and runs all the same.
         let later = expectation(description: "work after the idle thread ended")
-        threads.run { later.fulfill() }
+        _ = threads.run { later.fulfill() }
         wait(for: [later], timeout: 5)
     }
 

@@ -331,7 +331,13 @@ final class PeerProcess: @unchecked Sendable {
             return path.isEmpty ? "executable memory that no file backs (code written at run time)" : path
         }
         guard checked.insert(mapping.path).inserted else { return nil }
-        guard let inode = mapping.inode, !mapping.path.reversed().starts(with: Self.deleted.reversed()) else {
+        // The kernel shows a newline in a path as the four characters `\012` and leaves a backslash as
+        // it is: a path showing a backslash may name another file than the one mapped (a directory
+        // named `a\012` linked to /usr/lib, beside the attacker's `a<newline>`). No system library's
+        // path has one: such a mapping counts as foreign.
+        guard let inode = mapping.inode, !mapping.path.reversed().starts(with: Self.deleted.reversed()),
+            !mapping.path.contains(UInt8(ascii: "\\"))
+        else {
             return mapping.text
         }
         // The file is looked up by the bytes the kernel gave, not by their repaired text.

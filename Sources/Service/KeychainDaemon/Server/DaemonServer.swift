@@ -149,7 +149,12 @@ public final class DaemonServer: Sendable {
             }
             refusedSinceLog = 0
             let peerUID = uid
-            connectionThreads.run { [self] in serve(connection, uid: peerUID, acceptedAt: acceptedAt) }
+            let started = connectionThreads.run { [self] in serve(connection, uid: peerUID, acceptedAt: acceptedAt) }
+            if !started {
+                // Out of threads (or memory for one): the connection is given up, its slot freed.
+                DaemonLog.warning("cannot start a thread for a connection of uid \(uid); closed")
+                release(connection, uid: peerUID)
+            }
         }
         return true
     }
@@ -172,16 +177,19 @@ public final class DaemonServer: Sendable {
         daemon.close()
     }
 
-    private func serve(_ connection: Int32, uid: uid_t, acceptedAt: UInt64) {
-        defer {
-            open.withLock { open in
-                close(connection)
-                _ = open.connections.remove(connection)
-                open.perUID[uid, default: 1] -= 1
-                if open.perUID[uid] == 0 { open.perUID[uid] = nil }
-            }
-            drained.signal()
+    /// Closes a connection and frees its slot.
+    private func release(_ connection: Int32, uid: uid_t) {
+        open.withLock { open in
+            close(connection)
+            _ = open.connections.remove(connection)
+            open.perUID[uid, default: 1] -= 1
+            if open.perUID[uid] == 0 { open.perUID[uid] = nil }
         }
+        drained.signal()
+    }
+
+    private func serve(_ connection: Int32, uid: uid_t, acceptedAt: UInt64) {
+        defer { release(connection, uid: uid) }
         let peer: PeerProcess
         do {
             peer = try PeerProcess(socket: connection, acceptedAt: acceptedAt)
