@@ -22,7 +22,8 @@ public enum KeychainServices {
     private static let chosen = Mutex<(any KeychainService)?>(nil)
     private static let daemons = Mutex<[String: DaemonKeychainService]>([:])
     /// The last answer of `daemonSocket()` and when it was found: whether a default socket exists is
-    /// asked of the file system at most once a second, not on every call.
+    /// asked of the file system at most once a second, not on every call; a socket once found stays the
+    /// answer while the environment names the same places.
     private static let lastLookup = Mutex<(variable: String?, runtime: String?, at: UInt64, socket: String?)?>(nil)
 
     /// The service for this call: the one set with `use(_:)`, else the daemon, else the embedded keychain.
@@ -44,9 +45,11 @@ public enum KeychainServices {
         if let variable { return variable.isEmpty ? nil : variable }
         let runtime = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) }
         let now = monotonicNow
-        // Another thread may have stored a lookup made after `now` was read.
+        // A daemon found is kept: gone, it answers errSecNotAvailable through its connection, rather than
+        // this process going on with a keychain of its own. Until one is found, a daemon started later
+        // is looked for once a second. (Another thread may have stored a lookup made after `now`.)
         if let last = lastLookup.withLock({ $0 }), last.variable == variable, last.runtime == runtime,
-            now < last.at || now - last.at < 1_000_000_000
+            last.socket != nil || now < last.at || now - last.at < 1_000_000_000
         {
             return last.socket
         }

@@ -13,6 +13,8 @@
 //   keychain-test-helper groups <service>             the access groups of those it can see
 //                                                     (each prints "status <n>" on failure)
 //   keychain-test-helper sleep <seconds> <ignored>    wait, doing nothing
+//   keychain-test-helper read-twice <service> <account> <milliseconds>
+//                                                     read, wait, read again (in one process)
 //   keychain-test-helper read-claiming <service> <account> <uuid>
 //                                                     read naming an authentication context this process
 //                                                     never evaluated (another's identifier), without
@@ -113,6 +115,12 @@ case "read", "close", "read-claiming":
     if arguments[1] == "close" { EmbeddedKeychain.closeDatabases() }
 case "sleep":
     sleep(UInt32(arguments[2]) ?? 1)
+case "read-twice":
+    // Reads, waits the given milliseconds, reads again: one process whose service may go away between.
+    guard arguments.count >= 5, let pause = UInt32(arguments[4]) else { exit(2) }
+    readAndSay(arguments[2], arguments[3])
+    usleep(pause * 1000)
+    readAndSay(arguments[2], arguments[3])
 case "put":
     guard arguments.count >= 5 else { exit(2) }
     var query = item(arguments[2], arguments[3])
