@@ -22,8 +22,7 @@ public enum KeychainServices {
     private static let chosen = Mutex<(any KeychainService)?>(nil)
     private static let daemons = Mutex<[String: DaemonKeychainService]>([:])
     /// The last answer of `daemonSocket()` and when it was found: whether a default socket exists is
-    /// asked of the file system at most once a second, not on every call; a socket once found stays the
-    /// answer while the environment names the same places.
+    /// asked of the file system at most once a second, not on every call.
     private static let lastLookup = Mutex<(variable: String?, runtime: String?, at: UInt64, socket: String?)?>(nil)
 
     /// The service for this call: the one set with `use(_:)`, else the daemon, else the embedded keychain.
@@ -45,16 +44,19 @@ public enum KeychainServices {
         if let variable { return variable.isEmpty ? nil : variable }
         let runtime = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) }
         let now = monotonicNow
-        // A daemon found is kept: gone, it answers errSecNotAvailable through its connection, rather than
-        // this process going on with a keychain of its own. Until one is found, a daemon started later
-        // is looked for once a second. (Another thread may have stored a lookup made after `now`.)
-        if let last = lastLookup.withLock({ $0 }), last.variable == variable, last.runtime == runtime,
-            last.socket != nil || now < last.at || now - last.at < 1_000_000_000
-        {
+        let last = lastLookup.withLock { $0 }.flatMap { $0.variable == variable && $0.runtime == runtime ? $0 : nil }
+        // The system daemon, once found, is kept for good. (Another thread may have stored a lookup made
+        // after `now` was read.)
+        if let last, last.socket == KeychainLocations.systemSocket || now < last.at || now - last.at < 1_000_000_000 {
             return last.socket
         }
-        let socket = [KeychainLocations.systemSocket, KeychainLocations.userSocket].compactMap { $0 }.first(
+        // A daemon found is never given up for the files: gone, it answers errSecNotAvailable through its
+        // connection rather than this process going on with a keychain of its own. The user's daemon
+        // gives way only to the system daemon, which outranks it; until one is found, a daemon started
+        // later is looked for once a second.
+        let found = [KeychainLocations.systemSocket, KeychainLocations.userSocket].compactMap { $0 }.first(
             where: isSocket)
+        let socket = found ?? last?.socket
         lastLookup.withLock { $0 = (variable, runtime, now, socket) }
         return socket
     }
