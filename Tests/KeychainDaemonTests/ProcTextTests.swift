@@ -62,10 +62,10 @@ final class ProcTextTests: XCTestCase {
         XCTAssertEqual(ProcText.field("TracerPid", in: status).map { Array($0) }, Array("0".utf8))
         XCTAssertEqual(ProcText.field("Uid", in: status).map { Array($0) }, Array("1000\t1000\t1000\t1000".utf8))
         XCTAssertNil(ProcText.field("Tracer", in: status), "a name is matched whole, up to its colon")
-        let info = ProcText.fields(Array("pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t123456\n".utf8))
-        XCTAssertEqual(info["flags"], "02000002")
-        XCTAssertEqual(info["mnt_id"], "15")
-        XCTAssertEqual(info["ino"], "123456")
+        let info = Array("pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t123456\n".utf8)
+        XCTAssertEqual(ProcText.field("flags", in: info).map(ProcText.text), "02000002")
+        XCTAssertEqual(ProcText.field("mnt_id", in: info).map(ProcText.text), "15")
+        XCTAssertEqual(ProcText.field("ino", in: info).map(ProcText.text), "123456")
     }
 
     func testAMapLineKeepsItsPathAsTheKernelWroteIt() throws {
@@ -89,6 +89,11 @@ final class ProcTextTests: XCTestCase {
         XCTAssertNil(
             ProcText.executableMapping(ArraySlice(Array("7f00-7f10 r-xp 00000000 fe:00 notanumber /lib/a.so".utf8)))?
                 .inode)
-        XCTAssertEqual(ProcText.lines(Array("a\n\nb\n".utf8)).map { ProcText.text($0) }, ["a", "b"])
+        var lines: [String] = []
+        ProcText.forEachLine(Array("a\n\nb\n".utf8)) { line in
+            lines.append(ProcText.text(line))
+            return true
+        }
+        XCTAssertEqual(lines, ["a", "b"])
     }
 }

@@ -406,8 +406,7 @@ final class PeerProcess: @unchecked Sendable {
                 return holdingByLinks(socketInode: peerInode)
             }
             guard ProcText.decimal(inode) == UInt64(peerInode), ProcText.text(mount) == socketMount else { continue }
-            guard let flags = ProcText.field("flags", in: info).flatMap({ Int(ProcText.text($0), radix: 8) })
-            else { return .unknown }
+            guard let flags = Self.descriptorFlags(info) else { return .unknown }
             return flags & Int(O_CLOEXEC) != 0 ? .ownedByThisProgram : .inheritable
         }
         return .notHeld
@@ -432,16 +431,17 @@ final class PeerProcess: @unchecked Sendable {
             let length = readlinkat(dirfd(directory), name, &buffer, buffer.count - 1)
             guard length > 0,
                 String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) == wanted,
-                let info = read("fdinfo/\(name)"),
-                let flags = Self.fields(ofDescriptorInfo: info)["flags"].flatMap({ Int($0, radix: 8) })
+                let info = read("fdinfo/\(name)"), let flags = Self.descriptorFlags(Array(info))
             else { continue }
             return flags & Int(O_CLOEXEC) != 0 ? .ownedByThisProgram : .inheritable
         }
         return .notHeld
     }
 
-    /// The `name: value` lines of an fdinfo file.
-    private static func fields(ofDescriptorInfo info: Data) -> [String: String] { ProcText.fields(Array(info)) }
+    /// The open flags an fdinfo file gives (octal), O_CLOEXEC among them.
+    private static func descriptorFlags(_ info: [UInt8]) -> Int? {
+        ProcText.field("flags", in: info).flatMap { Int(ProcText.text($0), radix: 8) }
+    }
 
     /// The mount of a descriptor of this process (for a socket: the kernel's socket filesystem), so
     /// that an inode number found in another process is known to be a socket's, not a file's that
@@ -457,7 +457,9 @@ final class PeerProcess: @unchecked Sendable {
     private static let socketMount = Mutex<String?>(nil)
 
     private static func readMountID(ofOwnDescriptor descriptor: Int32) -> String? {
-        ProcFiles.read("/proc/self/fdinfo/\(descriptor)").flatMap { fields(ofDescriptorInfo: $0)["mnt_id"] }
+        ProcFiles.read("/proc/self/fdinfo/\(descriptor)").flatMap { info in
+            ProcText.field("mnt_id", in: Array(info)).map(ProcText.text)
+        }
     }
 
     /// Whether a debugger is attached (another process may be steering this one).

@@ -8,11 +8,6 @@ enum ProcText {
     static let space = UInt8(ascii: " ")
     static let tab = UInt8(ascii: "\t")
 
-    /// The lines of `text`, without their newlines.
-    static func lines(_ text: [UInt8]) -> [ArraySlice<UInt8>] {
-        text.split(separator: newline)
-    }
-
     /// `bytes` without the spaces and tabs at either end.
     static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
         var slice = bytes
@@ -24,17 +19,6 @@ enum ProcText {
     /// `bytes` as text (a path the kernel quotes may not be UTF-8: it is repaired, as it would be shown).
     static func text(_ bytes: ArraySlice<UInt8>) -> String {
         String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// The `name: value` lines of an fdinfo or status file, the value trimmed; the first of a name wins.
-    static func fields(_ text: [UInt8]) -> [String: String] {
-        var fields: [String: String] = [:]
-        for line in lines(text) {
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
-            let name = Self.text(line[..<colon])
-            if fields[name] == nil { fields[name] = Self.text(trimmed(line[(colon + 1)...])) }
-        }
-        return fields
     }
 
     /// The value of the first `name:` line, trimmed; nil when no line has that name.
@@ -84,8 +68,8 @@ enum ProcText {
         return value
     }
 
-    /// Calls `body` with each line of `text` (without its newline; empty lines skipped, as `lines`
-    /// does), in place; stops early when `body` returns false.
+    /// Calls `body` with each line of `text` (without its newline; empty lines skipped), in place;
+    /// stops early when `body` returns false.
     static func forEachLine(_ text: [UInt8], _ body: (ArraySlice<UInt8>) -> Bool) {
         var start = text.startIndex
         while start < text.endIndex {
